@@ -1,0 +1,25 @@
+#ifndef PUSHRELAY_CCURLSHIM_H
+#define PUSHRELAY_CCURLSHIM_H
+
+#include <curl/curl.h>
+
+/// Typed wrappers for libcurl's variadic option setters, which Swift cannot call directly.
+/// The pattern follows swift-corelibs-foundation's `CFURLSession_easy_setopt_*`.
+
+CURLcode pushrelay_curl_easy_setopt_long(CURL *handle, CURLoption option, long value);
+CURLcode pushrelay_curl_easy_setopt_ptr(CURL *handle, CURLoption option, void *value);
+CURLcode pushrelay_curl_easy_setopt_string(CURL *handle, CURLoption option, const char *value);
+CURLcode pushrelay_curl_easy_setopt_off_t(CURL *handle, CURLoption option, curl_off_t value);
+CURLcode pushrelay_curl_easy_setopt_write_callback(CURL *handle,
+    size_t (*callback)(char *, size_t, size_t, void *));
+CURLcode pushrelay_curl_easy_getinfo_long(CURL *handle, CURLINFO info, long *value);
+CURLcode pushrelay_curl_easy_getinfo_ptr(CURL *handle, CURLINFO info, void **value);
+CURLMcode pushrelay_curl_multi_setopt_long(CURLM *handle, CURLMoption option, long value);
+CURLMcode pushrelay_curl_multi_setopt_ptr(CURLM *handle, CURLMoption option, void *value);
+
+/// Whether the linked libcurl was built with HTTP/2 (nghttp2) support.
+int pushrelay_curl_has_http2(void);
+/// The linked libcurl's version string, e.g. "libcurl/7.88.1 OpenSSL/3.0.x nghttp2/1.52.0".
+const char *pushrelay_curl_version(void);
+
+#endif

@@ -1,0 +1,47 @@
+#include "CCurlShim.h"
+
+CURLcode pushrelay_curl_easy_setopt_long(CURL *handle, CURLoption option, long value) {
+    return curl_easy_setopt(handle, option, value);
+}
+
+CURLcode pushrelay_curl_easy_setopt_ptr(CURL *handle, CURLoption option, void *value) {
+    return curl_easy_setopt(handle, option, value);
+}
+
+CURLcode pushrelay_curl_easy_setopt_string(CURL *handle, CURLoption option, const char *value) {
+    return curl_easy_setopt(handle, option, value);
+}
+
+CURLcode pushrelay_curl_easy_setopt_off_t(CURL *handle, CURLoption option, curl_off_t value) {
+    return curl_easy_setopt(handle, option, value);
+}
+
+CURLcode pushrelay_curl_easy_setopt_write_callback(CURL *handle,
+    size_t (*callback)(char *, size_t, size_t, void *)) {
+    return curl_easy_setopt(handle, CURLOPT_WRITEFUNCTION, callback);
+}
+
+CURLcode pushrelay_curl_easy_getinfo_long(CURL *handle, CURLINFO info, long *value) {
+    return curl_easy_getinfo(handle, info, value);
+}
+
+CURLcode pushrelay_curl_easy_getinfo_ptr(CURL *handle, CURLINFO info, void **value) {
+    return curl_easy_getinfo(handle, info, value);
+}
+
+CURLMcode pushrelay_curl_multi_setopt_long(CURLM *handle, CURLMoption option, long value) {
+    return curl_multi_setopt(handle, option, value);
+}
+
+CURLMcode pushrelay_curl_multi_setopt_ptr(CURLM *handle, CURLMoption option, void *value) {
+    return curl_multi_setopt(handle, option, value);
+}
+
+int pushrelay_curl_has_http2(void) {
+    curl_version_info_data *info = curl_version_info(CURLVERSION_NOW);
+    return (info->features & CURL_VERSION_HTTP2) != 0;
+}
+
+const char *pushrelay_curl_version(void) {
+    return curl_version();
+}

@@ -1,0 +1,228 @@
+import CLibPQ
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One libpq connection, driven with libpq's blocking calls.
+///
+/// Only the pool and the listener touch this type, and always from a thread of a dedicated
+/// `NIOThreadPool`, never from the Swift concurrency pool. A connection is used by one caller at a
+/// time (the pool hands out exclusive leases), which is what makes the unchecked `Sendable` sound.
+final class LibPQConnection: @unchecked Sendable {
+    private let handle: OpaquePointer
+    /// The backend process id, stable for the connection's lifetime.
+    let backendPID: Int32
+
+    private init(handle: OpaquePointer) {
+        self.handle = handle
+        self.backendPID = PQbackendPID(handle)
+    }
+
+    deinit { PQfinish(handle) }
+
+    /// Opens a connection. `conninfo` may be a `key=value` string or a `postgresql://` URI; PushRelay's
+    /// defaults are placed before it so that anything the operator wrote wins, except the client
+    /// encoding and date style, which the decoders rely on.
+    static func connect(conninfo: String, applicationName: String) throws -> LibPQConnection {
+        let pairs: [(String, String)] = [
+            ("connect_timeout", "5"),
+            ("application_name", applicationName),
+            ("options", "-c TimeZone=UTC -c DateStyle=ISO"),
+            ("dbname", conninfo),
+            ("client_encoding", "UTF8"),
+        ]
+        let keys = pairs.map { strdup($0.0) }
+        let values = pairs.map { strdup($0.1) }
+        defer {
+            keys.forEach { free($0) }
+            values.forEach { free($0) }
+        }
+        var keyPointers: [UnsafePointer<CChar>?] = keys.map { UnsafePointer($0) } + [nil]
+        var valuePointers: [UnsafePointer<CChar>?] = values.map { UnsafePointer($0) } + [nil]
+        guard let handle = PQconnectdbParams(&keyPointers, &valuePointers, 1) else {
+            throw PostgresError(code: .connectionFailed, message: "libpq could not allocate a connection")
+        }
+        guard PQstatus(handle) == CONNECTION_OK else {
+            let message = Self.trimmed(PQerrorMessage(handle))
+            PQfinish(handle)
+            throw PostgresError(code: .connectionFailed, message: message)
+        }
+        return LibPQConnection(handle: handle)
+    }
+
+    /// Whether the connection can take a command without a round trip: the socket is open, no bytes
+    /// are waiting (a server that shut down sends a termination notice and closes), and no
+    /// transaction is left open.
+    var isReusable: Bool {
+        guard PQstatus(handle) == CONNECTION_OK, PQtransactionStatus(handle) == PQTRANS_IDLE else { return false }
+        var descriptor = pollfd(fd: PQsocket(handle), events: Int16(POLLIN), revents: 0)
+        let ready = poll(&descriptor, 1, 0)
+        if ready < 0 { return false }
+        if ready > 0 {
+            if descriptor.revents & Int16(POLLHUP | POLLERR | POLLNVAL) != 0 { return false }
+            // Data while idle is a notice, a notification, or the server saying goodbye.
+            guard PQconsumeInput(handle) == 1 else { return false }
+            while let notify = PQnotifies(handle) { PQfreemem(notify) }
+            return PQstatus(handle) == CONNECTION_OK
+        }
+        return true
+    }
+
+    /// Runs one parameterised statement with the extended protocol.
+    func query(_ sql: String, _ parameters: [String?]) throws -> PostgresQueryResult {
+        let cValues = parameters.map { $0.map { strdup($0) } ?? nil }
+        defer { cValues.forEach { free($0) } }
+        var pointers: [UnsafePointer<CChar>?] = cValues.map { $0.map { UnsafePointer($0) } }
+        let result = pointers.withUnsafeMutableBufferPointer { buffer in
+            PQexecParams(handle, sql, Int32(parameters.count), nil, buffer.baseAddress, nil, nil, 0)
+        }
+        return try consume(result)
+    }
+
+    /// Runs one or more statements with the simple protocol and no parameters (migrations, LISTEN).
+    func execute(_ sql: String) throws -> PostgresQueryResult {
+        try consume(PQexec(handle, sql))
+    }
+
+    private func consume(_ result: OpaquePointer?) throws -> PostgresQueryResult {
+        guard let result else { throw connectionError() }
+        defer { PQclear(result) }
+        switch PQresultStatus(result) {
+        case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY:
+            return Self.extract(result)
+        default:
+            throw error(from: result)
+        }
+    }
+
+    private static func extract(_ result: OpaquePointer) -> PostgresQueryResult {
+        let columnCount = Int(PQnfields(result))
+        let rowCount = Int(PQntuples(result))
+        var names: [String] = []
+        names.reserveCapacity(columnCount)
+        for column in 0..<columnCount { names.append(String(cString: PQfname(result, Int32(column)))) }
+        let index = PostgresRow.ColumnIndex(names: names)
+        var rows: [PostgresRow] = []
+        rows.reserveCapacity(rowCount)
+        for row in 0..<rowCount {
+            var values: [String?] = []
+            values.reserveCapacity(columnCount)
+            for column in 0..<columnCount {
+                if PQgetisnull(result, Int32(row), Int32(column)) == 1 {
+                    values.append(nil)
+                } else {
+                    values.append(String(cString: PQgetvalue(result, Int32(row), Int32(column))))
+                }
+            }
+            rows.append(PostgresRow(columnIndex: index, values: values))
+        }
+        let tuples = String(cString: PQcmdTuples(result))
+        return PostgresQueryResult(columns: names, rows: rows, affectedRows: Int(tuples) ?? rowCount)
+    }
+
+    // MARK: COPY FROM STDIN
+
+    /// Starts `COPY … FROM STDIN`; the server then expects ``putCopyData(_:)`` and ``endCopy(error:)``.
+    func beginCopy(_ sql: String) throws {
+        guard let result = PQexec(handle, sql) else { throw connectionError() }
+        defer { PQclear(result) }
+        guard PQresultStatus(result) == PGRES_COPY_IN else { throw error(from: result) }
+    }
+
+    func putCopyData(_ bytes: [UInt8]) throws {
+        let status = bytes.withUnsafeBufferPointer { buffer in
+            buffer.baseAddress!.withMemoryRebound(to: CChar.self, capacity: buffer.count) {
+                PQputCopyData(handle, $0, Int32(buffer.count))
+            }
+        }
+        guard status == 1 else { throw PostgresError(code: .copyFailed, message: Self.trimmed(PQerrorMessage(handle))) }
+    }
+
+    /// Ends the COPY; with an `error` the server aborts it and nothing is written.
+    func endCopy(error: String?) throws -> Int {
+        guard PQputCopyEnd(handle, error) == 1 else {
+            throw PostgresError(code: .copyFailed, message: Self.trimmed(PQerrorMessage(handle)))
+        }
+        var affected = 0
+        var failure: PostgresError?
+        while let result = PQgetResult(handle) {
+            if PQresultStatus(result) == PGRES_COMMAND_OK {
+                affected = Int(String(cString: PQcmdTuples(result))) ?? 0
+            } else if failure == nil {
+                failure = self.error(from: result)
+            }
+            PQclear(result)
+        }
+        if let failure { throw failure }
+        return affected
+    }
+
+    // MARK: LISTEN/NOTIFY
+
+    /// Waits up to `timeoutMilliseconds` for the socket to become readable, then returns every
+    /// notification that arrived. Throws when the connection is gone.
+    func waitForNotifications(timeoutMilliseconds: Int32) throws -> [PostgresNotification] {
+        var descriptor = pollfd(fd: PQsocket(handle), events: Int16(POLLIN), revents: 0)
+        let ready = poll(&descriptor, 1, timeoutMilliseconds)
+        if ready < 0 && errno != EINTR { throw connectionError() }
+        if ready > 0 {
+            guard PQconsumeInput(handle) == 1 else { throw connectionError() }
+        }
+        var notifications: [PostgresNotification] = []
+        while let notify = PQnotifies(handle) {
+            notifications.append(
+                PostgresNotification(
+                    channel: String(cString: notify.pointee.relname),
+                    payload: String(cString: notify.pointee.extra),
+                    processID: notify.pointee.be_pid
+                )
+            )
+            PQfreemem(notify)
+        }
+        if PQstatus(handle) != CONNECTION_OK { throw connectionError() }
+        return notifications
+    }
+
+    /// Quotes an identifier (a channel name) with libpq's own escaping.
+    func escapeIdentifier(_ identifier: String) throws -> String {
+        guard let escaped = PQescapeIdentifier(handle, identifier, identifier.utf8.count) else { throw connectionError() }
+        defer { PQfreemem(escaped) }
+        return String(cString: escaped)
+    }
+
+    // MARK: Errors
+
+    private func connectionError() -> PostgresError {
+        PostgresError(
+            code: PQstatus(handle) == CONNECTION_OK ? .server : .connectionLost,
+            message: Self.trimmed(PQerrorMessage(handle))
+        )
+    }
+
+    private func error(from result: OpaquePointer) -> PostgresError {
+        let sqlState = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) }
+        let primary = PQresultErrorField(result, Int32(UInt8(ascii: "M"))).map { String(cString: $0) }
+        if PQstatus(handle) != CONNECTION_OK {
+            return PostgresError(code: .connectionLost, sqlState: sqlState, message: primary ?? Self.trimmed(PQerrorMessage(handle)))
+        }
+        return PostgresError(code: .server, sqlState: sqlState, message: primary ?? Self.trimmed(PQresultErrorMessage(result)))
+    }
+
+    private static func trimmed(_ message: UnsafePointer<CChar>?) -> String {
+        guard let message else { return "unknown libpq error" }
+        let text = String(cString: message).trimmingCharacters(in: .whitespacesAndNewlines)
+        return text.isEmpty ? "unknown libpq error" : text
+    }
+}
+
+/// A message delivered by `NOTIFY`.
+public struct PostgresNotification: Sendable, Hashable {
+    /// The channel it was sent on.
+    public var channel: String
+    /// The payload (may be empty).
+    public var payload: String
+    /// The backend that sent it.
+    public var processID: Int32
+}

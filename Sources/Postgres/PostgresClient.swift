@@ -1,0 +1,320 @@
+import Logging
+import NIOPosix
+import ServiceLifecycle
+import Synchronization
+
+/// Settings of a ``PostgresClient``.
+public struct PostgresClientConfiguration: Sendable {
+    /// A libpq connection string: `key=value` pairs or a `postgresql://` URI. It may list several
+    /// hosts with `target_session_attrs=read-write` for failover, and any `sslmode` libpq knows.
+    public var conninfo: String
+    /// The most connections the pool opens at once.
+    public var maxConnections: Int
+    /// How long a caller waits for a free connection before ``PostgresError/Code/poolTimeout``.
+    public var acquireTimeout: Duration
+    /// Reported to the server as `application_name` (visible in `pg_stat_activity`).
+    public var applicationName: String
+
+    public init(
+        conninfo: String,
+        maxConnections: Int = 10,
+        acquireTimeout: Duration = .seconds(10),
+        applicationName: String = "push-relay"
+    ) {
+        self.conninfo = conninfo
+        self.maxConnections = max(1, maxConnections)
+        self.acquireTimeout = acquireTimeout
+        self.applicationName = applicationName
+    }
+}
+
+/// A bounded pool of libpq connections with an async API.
+///
+/// Every blocking libpq call runs on the client's own thread pool (one thread per connection), so a
+/// slow query never stalls the Swift concurrency pool. Broken connections are dropped when they are
+/// handed back or found closed on checkout, and new ones are opened on demand, so the client
+/// recovers by itself when the server restarts. As a `Service` it closes its connections on
+/// graceful shutdown; it also works without being run (tests, one-shot commands).
+public final class PostgresClient: Service, Sendable {
+    /// The configuration the client was created with.
+    public let configuration: PostgresClientConfiguration
+    let threadPool: NIOThreadPool
+    private let pool: ConnectionPoolState
+    private let logger: Logger
+
+    public init(configuration: PostgresClientConfiguration, logger: Logger) {
+        self.configuration = configuration
+        self.logger = logger
+        self.threadPool = NIOThreadPool(numberOfThreads: configuration.maxConnections)
+        self.threadPool.start()
+        self.pool = ConnectionPoolState(maxConnections: configuration.maxConnections)
+    }
+
+    deinit {
+        threadPool.shutdownGracefully { _ in }
+    }
+
+    /// Waits for graceful shutdown, then closes the pool.
+    public func run() async throws {
+        try? await gracefulShutdown()
+        await close()
+    }
+
+    /// Closes idle connections, fails waiting callers and closes busy connections when they return.
+    public func close() async {
+        let idle = pool.close()
+        if !idle.isEmpty {
+            _ = try? await threadPool.runIfActive { withExtendedLifetime(idle) {} }
+        }
+    }
+
+    // MARK: Leasing
+
+    /// Runs `body` with a connection held exclusively for its duration.
+    public func withConnection<T: Sendable>(_ body: (PostgresSession) async throws -> T) async throws -> T {
+        let connection = try await acquire()
+        let session = PostgresSession(connection: connection, threadPool: threadPool)
+        do {
+            let value = try await body(session)
+            release(connection)
+            return value
+        } catch {
+            release(connection)
+            throw error
+        }
+    }
+
+    /// Runs `body` inside `BEGIN … COMMIT`; any thrown error rolls the transaction back.
+    public func withTransaction<T: Sendable>(_ body: (PostgresSession) async throws -> T) async throws -> T {
+        try await withConnection { session in
+            try await session.execute("BEGIN")
+            do {
+                let value = try await body(session)
+                try await session.execute("COMMIT")
+                return value
+            } catch {
+                // A failed ROLLBACK leaves the connection mid-transaction; release() then drops it.
+                _ = try? await session.execute("ROLLBACK")
+                throw error
+            }
+        }
+    }
+
+    /// Runs one parameterised statement on a pooled connection.
+    @discardableResult
+    public func query(_ sql: String, _ parameters: [any PostgresEncodable] = []) async throws -> PostgresQueryResult {
+        try await withConnection { try await $0.query(sql, parameters) }
+    }
+
+    /// Sends `NOTIFY channel, payload` (through `pg_notify`, so both are bound parameters).
+    public func notify(channel: String, payload: String = "") async throws {
+        try await query("SELECT pg_notify($1, $2)", [channel, payload])
+    }
+
+    /// Connections currently open (idle or leased), for metrics and tests.
+    public var openConnections: Int { pool.openCount }
+
+    private func acquire() async throws -> LibPQConnection {
+        while true {
+            let grant: ConnectionPoolState.Grant
+            switch pool.checkout() {
+            case .grant(let immediate): grant = immediate
+            case .closed: throw PostgresError(code: .poolClosed, message: "the connection pool is closed")
+            case .wait: grant = try await waitForGrant()
+            }
+            switch grant {
+            case .connection(let connection):
+                if connection.isReusable { return connection }
+                logger.debug("dropping a closed PostgreSQL connection", metadata: ["db.backend_pid": "\(connection.backendPID)"])
+                pool.discard(connection)
+            case .slot:
+                do {
+                    let conninfo = configuration.conninfo
+                    let name = configuration.applicationName
+                    return try await threadPool.runIfActive {
+                        try LibPQConnection.connect(conninfo: conninfo, applicationName: name)
+                    }
+                } catch {
+                    pool.returnSlot()
+                    throw error
+                }
+            }
+        }
+    }
+
+    private func waitForGrant() async throws -> ConnectionPoolState.Grant {
+        let id = pool.nextWaiterID()
+        let timeout = configuration.acquireTimeout
+        let pool = self.pool
+        return try await withThrowingTaskGroup(of: ConnectionPoolState.Grant?.self) { group in
+            group.addTask {
+                try await withTaskCancellationHandler {
+                    try await withCheckedThrowingContinuation { continuation in
+                        pool.enqueue(id: id, continuation: continuation)
+                    }
+                } onCancel: {
+                    pool.cancelWaiter(id: id)
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                return nil
+            }
+            let first = try await group.next() ?? nil
+            group.cancelAll()
+            // A grant may still arrive for the losing side; give it back.
+            while let late = try? await group.next() {
+                if let late { pool.giveBack(late) }
+            }
+            guard let first else {
+                throw PostgresError(code: .poolTimeout, message: "no database connection became free within \(timeout)")
+            }
+            return first
+        }
+    }
+
+    private func release(_ connection: LibPQConnection) {
+        if connection.isReusable {
+            pool.checkin(connection)
+        } else {
+            pool.discard(connection)
+        }
+    }
+}
+
+/// The pool's bookkeeping, guarded by a mutex so cancellation handlers can use it synchronously.
+final class ConnectionPoolState: Sendable {
+    enum Grant: Sendable {
+        /// An idle connection to reuse.
+        case connection(LibPQConnection)
+        /// Permission to open one new connection (counted in `open` already).
+        case slot
+    }
+
+    enum Checkout {
+        case grant(Grant)
+        case wait
+        case closed
+    }
+
+    private struct State {
+        var idle: [LibPQConnection] = []
+        var open = 0
+        var waiters: [(id: Int, continuation: CheckedContinuation<Grant, any Error>)] = []
+        var closed = false
+        var nextID = 0
+    }
+
+    private let maxConnections: Int
+    private let state = Mutex(State())
+
+    init(maxConnections: Int) { self.maxConnections = maxConnections }
+
+    var openCount: Int { state.withLock { $0.open } }
+
+    func nextWaiterID() -> Int {
+        state.withLock {
+            $0.nextID += 1
+            return $0.nextID
+        }
+    }
+
+    func checkout() -> Checkout {
+        state.withLock { state in
+            if state.closed { return .closed }
+            if let connection = state.idle.popLast() { return .grant(.connection(connection)) }
+            if state.open < maxConnections {
+                state.open += 1
+                return .grant(.slot)
+            }
+            return .wait
+        }
+    }
+
+    func enqueue(id: Int, continuation: CheckedContinuation<Grant, any Error>) {
+        let failure: (any Error)? = state.withLock { state in
+            if state.closed { return PostgresError(code: .poolClosed, message: "the connection pool is closed") }
+            if Task.isCancelled { return CancellationError() }
+            // A connection may have come back between checkout() and here.
+            if let connection = state.idle.popLast() {
+                continuation.resume(returning: .connection(connection))
+                return nil
+            }
+            if state.open < maxConnections {
+                state.open += 1
+                continuation.resume(returning: .slot)
+                return nil
+            }
+            state.waiters.append((id, continuation))
+            return nil
+        }
+        if let failure { continuation.resume(throwing: failure) }
+    }
+
+    func cancelWaiter(id: Int) {
+        let continuation = state.withLock { state -> CheckedContinuation<Grant, any Error>? in
+            guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+            return state.waiters.remove(at: index).continuation
+        }
+        continuation?.resume(throwing: CancellationError())
+    }
+
+    func checkin(_ connection: LibPQConnection) { giveBack(.connection(connection)) }
+
+    /// Returns a grant that is no longer needed: hands it to the next waiter or parks it.
+    func giveBack(_ grant: Grant) {
+        enum Action {
+            case resume(CheckedContinuation<Grant, any Error>, Grant)
+            case drop(LibPQConnection?)
+            case none
+        }
+        let action: Action = state.withLock { state in
+            if let waiter = state.waiters.first {
+                state.waiters.removeFirst()
+                return .resume(waiter.continuation, grant)
+            }
+            switch grant {
+            case .connection(let connection):
+                if state.closed {
+                    state.open -= 1
+                    return .drop(connection)
+                }
+                state.idle.append(connection)
+                return .none
+            case .slot:
+                state.open -= 1
+                return .none
+            }
+        }
+        switch action {
+        case .resume(let continuation, let grant): continuation.resume(returning: grant)
+        case .drop, .none: break
+        }
+    }
+
+    /// Forgets a broken connection; its place goes to the next waiter as a slot.
+    func discard(_ connection: LibPQConnection) {
+        _ = connection
+        giveBack(.slot)
+    }
+
+    /// Permission to open a connection was not used (the attempt failed).
+    func returnSlot() { giveBack(.slot) }
+
+    /// Marks the pool closed and returns the idle connections for closing.
+    func close() -> [LibPQConnection] {
+        let (idle, waiters) = state.withLock { state in
+            state.closed = true
+            let idle = state.idle
+            state.open -= idle.count
+            state.idle = []
+            let waiters = state.waiters
+            state.waiters = []
+            return (idle, waiters)
+        }
+        for waiter in waiters {
+            waiter.continuation.resume(throwing: PostgresError(code: .poolClosed, message: "the connection pool is closed"))
+        }
+        return idle
+    }
+}

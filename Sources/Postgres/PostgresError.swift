@@ -1,0 +1,72 @@
+/// An error from the PostgreSQL layer.
+///
+/// `description` carries the server's primary message and SQLSTATE but never the SQL text, bound
+/// parameters or connection secrets, so it is safe to log and to show to operators.
+public struct PostgresError: Error, Sendable, CustomStringConvertible {
+    /// The kind of failure.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private enum Base: String, Sendable {
+            case connectionFailed = "connection_failed"
+            case connectionLost = "connection_lost"
+            case server
+            case poolClosed = "pool_closed"
+            case poolTimeout = "pool_timeout"
+            case decoding
+            case copyFailed = "copy_failed"
+            case migration
+            case embeddedServer = "embedded_server"
+        }
+        private let base: Base
+        private init(_ base: Base) { self.base = base }
+
+        /// A new connection could not be opened (server down, refused, authentication failed).
+        public static let connectionFailed = Code(.connectionFailed)
+        /// An open connection broke while a command was running.
+        public static let connectionLost = Code(.connectionLost)
+        /// The server rejected a command; ``PostgresError/sqlState`` says why.
+        public static let server = Code(.server)
+        /// The pool was closed before or while waiting for a connection.
+        public static let poolClosed = Code(.poolClosed)
+        /// No connection became free within the pool's acquire timeout.
+        public static let poolTimeout = Code(.poolTimeout)
+        /// A column value could not be decoded into the requested Swift type.
+        public static let decoding = Code(.decoding)
+        /// A COPY FROM STDIN stream failed.
+        public static let copyFailed = Code(.copyFailed)
+        /// A migration could not be loaded or applied.
+        public static let migration = Code(.migration)
+        /// The embedded PostgreSQL server could not be initialised, started or stopped.
+        public static let embeddedServer = Code(.embeddedServer)
+
+        public var description: String { base.rawValue }
+    }
+
+    /// The kind of failure.
+    public var code: Code
+    /// The five-character SQLSTATE reported by the server, when there is one.
+    public var sqlState: String?
+    /// A human-readable message: the server's primary message or libpq's connection message.
+    public var message: String
+
+    public init(code: Code, sqlState: String? = nil, message: String) {
+        self.code = code
+        self.sqlState = sqlState
+        self.message = message
+    }
+
+    /// Whether the failure means the database could not be reached (as opposed to a bad command).
+    public var isUnavailable: Bool {
+        switch code {
+        case .connectionFailed, .connectionLost, .poolTimeout, .poolClosed: true
+        default:
+            // Class 57 (operator intervention: admin shutdown, cannot connect now) and 08 (connection exception).
+            sqlState.map { $0.hasPrefix("57") || $0.hasPrefix("08") } ?? false
+        }
+    }
+
+    public var description: String {
+        var text = "PostgresError(\(code)"
+        if let sqlState { text += ", sqlstate \(sqlState)" }
+        return text + "): \(message)"
+    }
+}

@@ -1,0 +1,93 @@
+import NIOPosix
+
+/// A leased connection, valid inside ``PostgresClient/withConnection(_:)`` or
+/// ``PostgresClient/withTransaction(_:)``. Do not keep it beyond the closure.
+public struct PostgresSession: Sendable {
+    let connection: LibPQConnection
+    let threadPool: NIOThreadPool
+
+    /// The server process serving this session.
+    public var backendPID: Int32 { connection.backendPID }
+
+    /// Runs one parameterised statement (`$1`, `$2`, … bound to `parameters`).
+    @discardableResult
+    public func query(_ sql: String, _ parameters: [any PostgresEncodable] = []) async throws -> PostgresQueryResult {
+        let texts = parameters.map(\.postgresText)
+        let connection = self.connection
+        return try await threadPool.runIfActive { try connection.query(sql, texts) }
+    }
+
+    /// Runs SQL text without parameters through the simple protocol; it may hold several statements.
+    /// Use it for fixed SQL only (migrations, BEGIN/COMMIT), never for text containing values.
+    @discardableResult
+    public func execute(_ sql: String) async throws -> PostgresQueryResult {
+        let connection = self.connection
+        return try await threadPool.runIfActive { try connection.execute(sql) }
+    }
+
+    /// Streams rows into `COPY table (columns) FROM STDIN` (text format) and returns the row count.
+    ///
+    /// `body` writes rows through the ``PostgresCopyWriter``, which sends them in chunks, so the
+    /// whole data set is never held in memory. If `body` throws, the COPY is aborted and nothing is
+    /// written.
+    @discardableResult
+    public func copyIn(_ sql: String, _ body: (PostgresCopyWriter) async throws -> Void) async throws -> Int {
+        let connection = self.connection
+        try await threadPool.runIfActive { try connection.beginCopy(sql) }
+        let writer = PostgresCopyWriter(connection: connection, threadPool: threadPool)
+        do {
+            try await body(writer)
+            try await writer.flush()
+        } catch {
+            _ = try? await threadPool.runIfActive { try connection.endCopy(error: "aborted by client") }
+            throw error
+        }
+        return try await threadPool.runIfActive { try connection.endCopy(error: nil) }
+    }
+}
+
+/// Writes rows of a COPY FROM STDIN in PostgreSQL's text format, buffering up to a chunk size.
+public final class PostgresCopyWriter: @unchecked Sendable {
+    private let connection: LibPQConnection
+    private let threadPool: NIOThreadPool
+    private var buffer: [UInt8] = []
+    private let chunkSize = 256 * 1024
+
+    init(connection: LibPQConnection, threadPool: NIOThreadPool) {
+        self.connection = connection
+        self.threadPool = threadPool
+        buffer.reserveCapacity(chunkSize + 4096)
+    }
+
+    /// Appends one row; `nil` values become NULL. Tabs, newlines and backslashes are escaped.
+    public func write(_ row: [any PostgresEncodable]) async throws {
+        for (index, value) in row.enumerated() {
+            if index > 0 { buffer.append(UInt8(ascii: "\t")) }
+            guard let text = value.postgresText else {
+                buffer.append(UInt8(ascii: "\\"))
+                buffer.append(UInt8(ascii: "N"))
+                continue
+            }
+            for byte in text.utf8 {
+                switch byte {
+                case UInt8(ascii: "\\"): buffer.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
+                case UInt8(ascii: "\t"): buffer.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
+                case UInt8(ascii: "\n"): buffer.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
+                case UInt8(ascii: "\r"): buffer.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
+                default: buffer.append(byte)
+                }
+            }
+        }
+        buffer.append(UInt8(ascii: "\n"))
+        if buffer.count >= chunkSize { try await flush() }
+    }
+
+    /// Sends what is buffered.
+    public func flush() async throws {
+        guard !buffer.isEmpty else { return }
+        let chunk = buffer
+        buffer.removeAll(keepingCapacity: true)
+        let connection = self.connection
+        try await threadPool.runIfActive { try connection.putCopyData(chunk) }
+    }
+}

@@ -1,0 +1,78 @@
+import Foundation
+import Logging
+import Postgres
+import Synchronization
+
+/// Real PostgreSQL servers for the test suites.
+///
+/// By default the first caller starts one throwaway embedded cluster for the whole test process
+/// (non-durable settings, a temporary directory) and every test gets a database of its own on it.
+/// `PUSH_RELAY_TEST_DATABASE_URL` points the suites at an existing server instead; its role must
+/// be allowed to create databases. Clusters started here receive an immediate shutdown when the
+/// process exits.
+public enum TestDatabase {
+    /// A logger for test infrastructure, quiet unless `LOG_LEVEL` says otherwise.
+    public static let logger: Logger = {
+        var logger = Logger(label: "push-relay.tests")
+        logger.logLevel = ProcessInfo.processInfo.environment["LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .warning
+        return logger
+    }()
+
+    private static let shared = SharedServer()
+
+    /// Creates an empty database with a unique name and returns a connection string for it.
+    public static func makeDatabase() async throws -> String {
+        let admin = try await shared.adminConninfo()
+        let name = "test_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        let client = PostgresClient(configuration: .init(conninfo: admin, maxConnections: 1), logger: logger)
+        // The name is generated above from hex digits only, so it is a safe identifier.
+        try await client.withConnection { try await $0.execute("CREATE DATABASE \(name)") }
+        await client.close()
+        return admin + " dbname=\(name)"
+    }
+
+    /// Starts a cluster of its own, for tests that stop or restart the server. The caller stops it.
+    public static func makeCluster() async throws -> (cluster: EmbeddedPostgres, conninfo: String) {
+        let cluster = EmbeddedPostgres(configuration: .init(directory: temporaryDirectory(), durable: false), logger: logger)
+        let (conninfo, _) = try await cluster.start()
+        registerForExit(cluster)
+        return (cluster, conninfo)
+    }
+
+    static func temporaryDirectory() -> String {
+        (NSTemporaryDirectory() as NSString).appendingPathComponent("push-relay-test-\(getpid())-\(UUID().uuidString.prefix(8))")
+    }
+
+    private static let clusters = Mutex<[EmbeddedPostgres]>([])
+
+    static func registerForExit(_ cluster: EmbeddedPostgres) {
+        let first = clusters.withLock { list in
+            list.append(cluster)
+            return list.count == 1
+        }
+        if first {
+            atexit {
+                let all = TestDatabase.clusters.withLock { $0 }
+                for cluster in all { cluster.signalImmediateShutdown() }
+            }
+        }
+    }
+}
+
+/// Starts the shared cluster once, however many suites ask at the same time.
+private actor SharedServer {
+    private var starting: Task<String, any Error>?
+
+    func adminConninfo() async throws -> String {
+        if let starting { return try await starting.value }
+        let task = Task<String, any Error> {
+            if let url = ProcessInfo.processInfo.environment["PUSH_RELAY_TEST_DATABASE_URL"], !url.isEmpty {
+                return url
+            }
+            let (cluster, _) = try await TestDatabase.makeCluster()
+            return try cluster.conninfo(database: "postgres")
+        }
+        starting = task
+        return try await task.value
+    }
+}

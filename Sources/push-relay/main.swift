@@ -1,0 +1,3 @@
+import PushRelay
+import ArgumentParser
+print("x")

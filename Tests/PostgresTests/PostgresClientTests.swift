@@ -1,0 +1,147 @@
+import Foundation
+import Logging
+import Postgres
+import TestSupport
+import Testing
+
+@Suite("PostgresClient against a real server")
+struct PostgresClientTests {
+    private func client(maxConnections: Int = 4, acquireTimeout: Duration = .seconds(10)) async throws -> PostgresClient {
+        let conninfo = try await TestDatabase.makeDatabase()
+        return PostgresClient(
+            configuration: .init(conninfo: conninfo, maxConnections: maxConnections, acquireTimeout: acquireTimeout),
+            logger: TestDatabase.logger
+        )
+    }
+
+    @Test("more callers than connections all succeed, and the pool never exceeds its bound")
+    func poolUnderConcurrency() async throws {
+        let marker = "pool-\(UUID().uuidString.prefix(8))"
+        let conninfo = try await TestDatabase.makeDatabase()
+        let client = PostgresClient(
+            configuration: .init(conninfo: conninfo, maxConnections: 3, applicationName: marker),
+            logger: TestDatabase.logger
+        )
+        let observer = PostgresClient(configuration: .init(conninfo: conninfo, maxConnections: 1), logger: TestDatabase.logger)
+        let results = try await withThrowingTaskGroup(of: (Int, Int32, Int).self) { group in
+            for caller in 0..<40 {
+                group.addTask {
+                    try await client.withConnection { session in
+                        let row = try await session.query("SELECT $1::int * 2, pg_backend_pid(), pg_sleep(0.02)::text IS NOT NULL", [caller]).first!
+                        let seen = try await observer.query(
+                            "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", [marker]
+                        ).first!.decode(Int.self, at: 0)
+                        return (try row.decode(Int.self, at: 0) - caller * 2, try row.decode(Int32.self, at: 1), seen)
+                    }
+                }
+            }
+            var all: [(Int, Int32, Int)] = []
+            for try await result in group { all.append(result) }
+            return all
+        }
+        #expect(results.count == 40)
+        #expect(results.allSatisfy { $0.0 == 0 })
+        #expect(Set(results.map(\.1)).count <= 3)
+        #expect(results.map(\.2).max()! <= 3)
+        #expect(client.openConnections <= 3)
+        await client.close()
+        await observer.close()
+    }
+
+    @Test("a caller that cannot get a connection in time gets a pool timeout")
+    func acquireTimeout() async throws {
+        let client = try await client(maxConnections: 1, acquireTimeout: .milliseconds(200))
+        try await client.withConnection { _ in
+            let error = await #expect(throws: PostgresError.self) { try await client.query("SELECT 1") }
+            #expect(error?.code == .poolTimeout)
+        }
+        // The connection came back and serves again.
+        #expect(try await client.query("SELECT 7").first?.decode(Int.self, at: 0) == 7)
+        await client.close()
+    }
+
+    @Test("a thrown error rolls the transaction back; success commits")
+    func transactionRollback() async throws {
+        let client = try await client()
+        try await client.query("CREATE TABLE items (name text PRIMARY KEY)")
+        struct Abort: Error {}
+        await #expect(throws: Abort.self) {
+            try await client.withTransaction { session in
+                try await session.query("INSERT INTO items VALUES ($1)", ["rolled-back"])
+                throw Abort()
+            }
+        }
+        // A failing statement inside the transaction rolls back earlier statements too.
+        await #expect(throws: PostgresError.self) {
+            try await client.withTransaction { session in
+                try await session.query("INSERT INTO items VALUES ($1)", ["also-rolled-back"])
+                try await session.query("INSERT INTO items VALUES ($1)", ["also-rolled-back"])
+            }
+        }
+        try await client.withTransaction { session in
+            try await session.query("INSERT INTO items VALUES ($1)", ["committed"])
+        }
+        let names = try await client.query("SELECT name FROM items ORDER BY name").rows.map { try $0.decode(String.self, at: 0) }
+        #expect(names == ["committed"])
+        await client.close()
+    }
+
+    @Test("bad SQL fails with the server's SQLSTATE, and the description leaves the SQL out")
+    func badSQL() async throws {
+        let client = try await client()
+        let syntax = await #expect(throws: PostgresError.self) { try await client.query("SELEKT secret_column_name FROM x") }
+        #expect(syntax?.code == .server)
+        #expect(syntax?.sqlState == "42601")
+        #expect(syntax?.description.contains("secret_column_name") == false)
+        let missing = await #expect(throws: PostgresError.self) { try await client.query("SELECT * FROM no_such_table") }
+        #expect(missing?.sqlState == "42P01")
+        let unique = await #expect(throws: PostgresError.self) {
+            try await client.query("CREATE TABLE u (v int PRIMARY KEY)")
+            try await client.query("INSERT INTO u VALUES (1), (1)")
+        }
+        #expect(unique?.sqlState == "23505")
+        // The pool stays usable after errors.
+        #expect(try await client.query("SELECT 1").first?.decode(Int.self, at: 0) == 1)
+        await client.close()
+    }
+
+    @Test("an unreachable server is a connection failure that reads as unavailable")
+    func unreachableServer() async throws {
+        let client = PostgresClient(
+            configuration: .init(conninfo: "host=127.0.0.1 port=1 user=nobody password=hunter2 dbname=x connect_timeout=2"),
+            logger: TestDatabase.logger
+        )
+        let error = await #expect(throws: PostgresError.self) { try await client.query("SELECT 1") }
+        #expect(error?.code == .connectionFailed)
+        #expect(error?.isUnavailable == true)
+        #expect(error?.description.contains("hunter2") == false)
+        #expect(client.openConnections == 0)
+    }
+
+    @Test("values round-trip through parameters and text results")
+    func valueRoundTrip() async throws {
+        let client = try await client()
+        let uuid = UUID()
+        let date = Date(timeIntervalSince1970: 1_795_000_000.123456)
+        let data = Data([0, 1, 0xfe, 0xff, 0x10])
+        let text = "emoji 🎉, quote \" backslash \\ tab \t newline \n done"
+        let row = try await client.query(
+            "SELECT $1::text, $2::bigint, $3::bool, $4::uuid, $5::timestamptz, $6::bytea, $7::text[], $8::text, $9::float8",
+            [text, Int64.max, true, uuid, date, data, ["a", "b c", "d\"e", "f\\g"], String?.none, 2.5]
+        ).first!
+        let (decodedText, big, flag, decodedUUID, decodedDate, decodedData, array, null, double) =
+            try row.decode((String, Int64, Bool, UUID, Date, Data, [String], String?, Double).self)
+        #expect(decodedText == text)
+        #expect(big == Int64.max)
+        #expect(flag)
+        #expect(decodedUUID == uuid)
+        #expect(abs(decodedDate.timeIntervalSince(date)) < 0.000_01)
+        #expect(decodedData == data)
+        #expect(array == ["a", "b c", "d\"e", "f\\g"])
+        #expect(null == nil)
+        #expect(double == 2.5)
+        let error = #expect(throws: PostgresError.self) { try row.decode(Int.self, at: 7) }
+        #expect(error?.code == .decoding)
+        await client.close()
+    }
+}
