@@ -22,6 +22,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-system.git", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
     ],
     targets: [
         // System libraries.
@@ -61,10 +63,14 @@ let package = Package(
             dependencies: [
                 "Postgres",
                 "CurlHTTP2",
+                "CLibPQ",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "SystemPackage", package: "swift-system"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -72,7 +78,9 @@ let package = Package(
             name: "push-relay",
             dependencies: [
                 "PushRelay",
+                "Postgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -87,8 +95,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PostgresTests",
-            dependencies: ["Postgres", "TestSupport"],
-            swiftSettings: swiftSettings
+            dependencies: ["Postgres", "TestSupport"]
         ),
         .testTarget(
             name: "PushRelayTests",
@@ -96,8 +103,7 @@ let package = Package(
                 "PushRelay",
                 "TestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
-            ],
-            swiftSettings: swiftSettings
+            ]
         ),
     ]
 )

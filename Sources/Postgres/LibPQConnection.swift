@@ -49,6 +49,9 @@ final class LibPQConnection: @unchecked Sendable {
             PQfinish(handle)
             throw PostgresError(code: .connectionFailed, message: message)
         }
+        // Server notices ("relation already exists, skipping") are informational; libpq's default
+        // processor would print them to stderr.
+        PQsetNoticeProcessor(handle, { _, _ in }, nil)
         return LibPQConnection(handle: handle)
     }
 

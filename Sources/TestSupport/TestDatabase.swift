@@ -32,8 +32,12 @@ public enum TestDatabase {
     }
 
     /// Starts a cluster of its own, for tests that stop or restart the server. The caller stops it.
-    public static func makeCluster() async throws -> (cluster: EmbeddedPostgres, conninfo: String) {
-        let cluster = EmbeddedPostgres(configuration: .init(directory: temporaryDirectory(), durable: false), logger: logger)
+    ///
+    /// - Parameter durable: keep fsync and synchronous commit on. A test that crashes the server
+    ///   (immediate stop) and expects its committed rows afterwards needs this; without it the last
+    ///   commits may not have reached the WAL yet.
+    public static func makeCluster(durable: Bool = false) async throws -> (cluster: EmbeddedPostgres, conninfo: String) {
+        let cluster = EmbeddedPostgres(configuration: .init(directory: temporaryDirectory(), durable: durable), logger: logger)
         let (conninfo, _) = try await cluster.start()
         registerForExit(cluster)
         return (cluster, conninfo)

@@ -1,0 +1,85 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import Logging
+import Postgres
+
+/// An error that the HTTP API reports to the caller as `{"error":{"code","message"}}`.
+///
+/// Handlers throw it for anything the caller can fix or should know about; ``ErrorMiddleware``
+/// turns it (and every other error) into a JSON response in one place.
+public struct APIError: Error, Sendable, CustomStringConvertible {
+    /// The HTTP status.
+    public var status: HTTPResponse.Status
+    /// A stable, machine-readable code in snake case.
+    public var code: String
+    /// A human-readable explanation that names the problem (never a secret or a full token).
+    public var message: String
+    /// Extra response headers, such as `Retry-After`.
+    public var headers: HTTPFields
+
+    public init(_ status: HTTPResponse.Status, code: String, message: String, headers: HTTPFields = [:]) {
+        self.status = status
+        self.code = code
+        self.message = message
+        self.headers = headers
+    }
+
+    public var description: String { "APIError(\(status.code) \(code)): \(message)" }
+
+    /// The database cannot be reached; the caller should retry.
+    public static func databaseUnavailable() -> APIError {
+        APIError(
+            .serviceUnavailable,
+            code: "database_unavailable",
+            message: "the database is unavailable; retry later",
+            headers: [.retryAfter: "5"]
+        )
+    }
+}
+
+/// The JSON body of every error response.
+struct ErrorBody: Codable, Sendable {
+    struct Detail: Codable, Sendable {
+        var code: String
+        var message: String
+    }
+    var error: Detail
+}
+
+extension APIError {
+    /// Maps any error to the API's error shape. This is the only place errors become HTTP.
+    static func from(_ error: any Error, logger: Logger) -> APIError {
+        switch error {
+        case let error as APIError:
+            return error
+        case let error as HTTPError:
+            return APIError(
+                error.status,
+                code: Self.code(for: error.status),
+                message: error.body ?? error.status.reasonPhrase.lowercased(),
+                headers: error.headers
+            )
+        case let error as PostgresError where error.isUnavailable:
+            logger.warning("database unavailable", metadata: ["error": "\(error)"])
+            return .databaseUnavailable()
+        default:
+            logger.error("request failed", metadata: ["error": "\(error)"])
+            return APIError(.internalServerError, code: "internal_error", message: "the server failed to handle the request")
+        }
+    }
+
+    /// `404 Not Found` → `not_found`.
+    static func code(for status: HTTPResponse.Status) -> String {
+        let phrase = status.reasonPhrase.isEmpty ? "http_\(status.code)" : status.reasonPhrase
+        return phrase.lowercased().map { $0.isLetter || $0.isNumber ? String($0) : "_" }.joined()
+    }
+
+    func response() -> Response {
+        var headers = self.headers
+        headers[.contentType] = "application/json; charset=utf-8"
+        let body = (try? JSONEncoder().encode(ErrorBody(error: .init(code: code, message: message)))) ?? Data()
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
+    }
+}

@@ -1,0 +1,112 @@
+import Configuration
+import Foundation
+import Logging
+import Postgres
+import ServiceLifecycle
+
+/// PushRelay's database: the pool, the migrator, and the embedded cluster when no URL is set.
+public struct Database: Sendable {
+    /// The connection pool.
+    public let client: PostgresClient
+    /// The migrations this build knows.
+    public let migrator: Migrator
+    /// The embedded cluster, when PushRelay runs its own.
+    public let embedded: EmbeddedPostgres?
+    /// Whether this process started the embedded server (and so stops it at shutdown). A server left
+    /// running by another relay process on the same data directory is reused and left alone.
+    public let startedEmbedded: Bool
+
+    /// Opens the database described by a reader holding `database.*` and `data.directory`.
+    public static func open(reader: ConfigReader, logger: Logger) async throws -> Database {
+        try await open(
+            configuration: DatabaseConfiguration(config: reader.scoped(to: "database")),
+            dataDirectory: reader.string(forKey: "data.directory", default: defaultDataDirectory),
+            logger: logger
+        )
+    }
+
+    /// Where the embedded cluster lives unless `data.directory` says otherwise.
+    public static let defaultDataDirectory = ".push-relay-data"
+
+    /// Connects to the configured database, or starts the embedded one in `dataDirectory/postgres`.
+    public static func open(configuration: DatabaseConfiguration, dataDirectory: String, logger: Logger) async throws -> Database {
+        let directory = try configuration.migrationsDirectory ?? MigrationsLocator.find()
+        let migrator = Migrator(migrations: try Migrator.load(directory: directory), logger: logger)
+        var embedded: EmbeddedPostgres?
+        var started = false
+        let conninfo: String
+        if let url = configuration.url {
+            conninfo = url
+        } else {
+            let cluster = EmbeddedPostgres(
+                configuration: .init(directory: (dataDirectory as NSString).appendingPathComponent("postgres")),
+                logger: logger
+            )
+            (conninfo, started) = try await cluster.start()
+            embedded = cluster
+        }
+        let client = PostgresClient(
+            configuration: .init(
+                conninfo: conninfo,
+                maxConnections: configuration.maxConnections,
+                acquireTimeout: configuration.acquireTimeout
+            ),
+            logger: logger
+        )
+        return Database(client: client, migrator: migrator, embedded: embedded, startedEmbedded: started)
+    }
+
+    /// Applies pending migrations.
+    @discardableResult
+    public func migrate() async throws -> [Migration] { try await migrator.migrate(client) }
+
+    /// Closes the pool and stops the embedded server if this process started it.
+    public func shutdown() async throws {
+        await client.close()
+        if startedEmbedded, let embedded { try await embedded.stop() }
+    }
+
+    /// The services that keep the database alive for the application's lifetime, in start order;
+    /// at shutdown the pool closes before the embedded server stops.
+    var services: [any Service] {
+        var services: [any Service] = []
+        if startedEmbedded, let embedded { services.append(EmbeddedPostgresService(server: embedded)) }
+        services.append(client)
+        return services
+    }
+}
+
+/// Stops the embedded PostgreSQL server on graceful shutdown.
+struct EmbeddedPostgresService: Service {
+    let server: EmbeddedPostgres
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        try await server.stop()
+    }
+}
+
+/// Finds the `Migrations` directory when the configuration does not name one.
+enum MigrationsLocator {
+    /// Looks beside and above the executable (a SwiftPM build lives in `.build/<config>/`), then in
+    /// the working directory, then where packages install it.
+    static func find() throws -> String {
+        var candidates: [String] = []
+        if let executable = Bundle.main.executableURL?.resolvingSymlinksInPath() {
+            var directory = executable.deletingLastPathComponent()
+            for _ in 0..<6 {
+                candidates.append(directory.appendingPathComponent("Migrations").path)
+                directory = directory.deletingLastPathComponent()
+            }
+        }
+        candidates.append(FileManager.default.currentDirectoryPath + "/Migrations")
+        candidates.append("/usr/share/push-relay/migrations")
+        for candidate in candidates where FileManager.default.fileExists(atPath: candidate + "/0001_initial.sql") {
+            return candidate
+        }
+        throw PostgresError(
+            code: .migration,
+            message: "cannot find the Migrations directory; set database.migrations_directory (DATABASE_MIGRATIONS_DIRECTORY)"
+        )
+    }
+}

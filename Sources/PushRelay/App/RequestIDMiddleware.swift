@@ -1,0 +1,30 @@
+import Foundation
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+
+/// Gives every request an id: the caller's `X-Request-Id` when it is short and plain, a new UUID
+/// otherwise. The id goes into the logger's metadata (`request.id`) and back in the response header,
+/// so a helpdesk retry can be matched to the relay's log lines.
+struct RequestIDMiddleware<Context: RequestContext>: RouterMiddleware {
+    static var headerName: HTTPField.Name { HTTPField.Name("X-Request-Id")! }
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let id = request.headers[Self.headerName].flatMap(Self.acceptable) ?? UUID().uuidString.lowercased()
+        var context = context
+        context.logger[metadataKey: "request.id"] = .string(id)
+        var response = try await next(request, context)
+        response.headers[Self.headerName] = id
+        return response
+    }
+
+    /// Letters, digits, `-`, `_` and `.`, at most 128 characters: safe to log and echo.
+    static func acceptable(_ value: String) -> String? {
+        guard !value.isEmpty, value.utf8.count <= 128,
+            value.utf8.allSatisfy({ $0 < 128 && (Character(Unicode.Scalar($0)).isLetter || Character(Unicode.Scalar($0)).isNumber || $0 == 45 || $0 == 95 || $0 == 46) })
+        else { return nil }
+        return value
+    }
+}

@@ -1,0 +1,58 @@
+import Hummingbird
+import Logging
+import Postgres
+
+/// Liveness and readiness probes.
+///
+/// `/health` answers while the process serves HTTP at all. `/ready` answers 200 only when the
+/// database answers and its schema is at the version this build expects, so a load balancer stops
+/// sending webhooks that could not be stored.
+struct HealthController<Context: RequestContext>: Sendable {
+    let database: Database
+
+    struct Health: ResponseEncodable {
+        var status: String
+    }
+
+    struct Readiness: ResponseEncodable {
+        var status: String
+        var schemaVersion: Int
+        var expectedSchemaVersion: Int
+
+        enum CodingKeys: String, CodingKey {
+            case status
+            case schemaVersion = "schema_version"
+            case expectedSchemaVersion = "expected_schema_version"
+        }
+    }
+
+    var endpoints: RouteCollection<Context> {
+        RouteCollection(context: Context.self)
+            .get("health", use: health)
+            .get("ready", use: ready)
+    }
+
+    @Sendable func health(_ request: Request, context: Context) async throws -> Health {
+        Health(status: "ok")
+    }
+
+    @Sendable func ready(_ request: Request, context: Context) async throws -> Readiness {
+        let applied: Int
+        do {
+            applied = try await database.migrator.appliedVersion(database.client)
+        } catch let error as PostgresError {
+            context.logger.warning("readiness check failed", metadata: ["error": "\(error)"])
+            throw APIError.databaseUnavailable()
+        }
+        let expected = database.migrator.latestVersion
+        guard applied >= expected else {
+            throw APIError(
+                .serviceUnavailable,
+                code: "migrations_pending",
+                message: "database schema is at version \(applied), this build needs \(expected); run push-relay migrate",
+                headers: [.retryAfter: "5"]
+            )
+        }
+        return Readiness(status: "ready", schemaVersion: applied, expectedSchemaVersion: expected)
+    }
+}

@@ -1,0 +1,45 @@
+import ArgumentParser
+import Configuration
+import Foundation
+import Logging
+import PushRelay
+
+/// Options every command that touches the database shares.
+struct CommonOptions: ParsableArguments {
+    @Option(name: .customLong("config"), help: ArgumentHelp("YAML configuration file (or CONFIG_FILE).", valueName: "file"))
+    var configFile: String?
+
+    @Option(help: ArgumentHelp("Where the embedded PostgreSQL cluster lives when database.url is unset (default ./.push-relay-data).", valueName: "dir"))
+    var dataDir: String?
+
+    @Option(help: ArgumentHelp("trace, debug, info, notice, warning, error or critical (or LOG_LEVEL; default info).", valueName: "level"))
+    var logLevel: String?
+
+    /// Builds the configuration reader with these options on top.
+    func reader(_ extra: [AbsoluteConfigKey: ConfigValue] = [:]) async throws -> ConfigReader {
+        var overrides = extra
+        if let dataDir { overrides["data.directory"] = .init(.string(dataDir), isSecret: false) }
+        if let logLevel { overrides["log.level"] = .init(.string(logLevel), isSecret: false) }
+        do {
+            return try await ConfigReader.pushRelay(overrides: overrides, configFile: configFile)
+        } catch {
+            throw ValidationError("cannot read the configuration file: \(error)")
+        }
+    }
+
+    /// Bootstraps logging once for the process and returns the root logger.
+    func logger(_ reader: ConfigReader) throws -> Logger {
+        let name = reader.string(forKey: "log.level", default: "info")
+        guard let level = Logger.Level(rawValue: name.lowercased()) else {
+            throw ValidationError("unknown log level '\(name)'; use trace, debug, info, notice, warning, error or critical")
+        }
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        var logger = Logger(label: "push-relay")
+        logger.logLevel = level
+        return logger
+    }
+}

@@ -1,3 +1,0 @@
-import PushRelay
-import ArgumentParser
-print("x")

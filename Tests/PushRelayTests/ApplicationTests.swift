@@ -1,0 +1,162 @@
+import Configuration
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import Postgres
+import PushRelay
+import TestSupport
+import Testing
+
+/// Builds the application on a database of its own.
+func makeApp(conninfo: String, extra: [AbsoluteConfigKey: ConfigValue] = [:]) async throws -> some ApplicationProtocol {
+    var values: [AbsoluteConfigKey: ConfigValue] = [
+        "database.url": .init(.string(conninfo), isSecret: true),
+        "database.max_connections": .init(.int(4), isSecret: false),
+    ]
+    values.merge(extra) { $1 }
+    return try await buildApplication(reader: ConfigReader(provider: InMemoryProvider(values: values)), logger: TestDatabase.logger)
+}
+
+struct ErrorEnvelope: Decodable {
+    struct Detail: Decodable {
+        var code: String
+        var message: String
+    }
+    var error: Detail
+}
+
+@Suite("Application skeleton")
+struct ApplicationTests {
+    @Test("/health answers 200 while the process runs")
+    func health() async throws {
+        let app = try await makeApp(conninfo: try await TestDatabase.makeDatabase())
+        try await app.test(.router) { client in
+            try await client.execute(uri: "/health", method: .get) { response in
+                #expect(response.status == .ok)
+                #expect(String(buffer: response.body) == #"{"status":"ok"}"#)
+            }
+        }
+    }
+
+    @Test("/ready answers 200 once migrations are applied at start")
+    func readyAfterMigrations() async throws {
+        let app = try await makeApp(conninfo: try await TestDatabase.makeDatabase())
+        try await app.test(.router) { client in
+            try await client.execute(uri: "/ready", method: .get) { response in
+                #expect(response.status == .ok)
+                let body = try JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [String: Any]
+                #expect(body?["status"] as? String == "ready")
+                #expect((body?["schema_version"] as? Int ?? 0) >= 1)
+                #expect(body?["schema_version"] as? Int == body?["expected_schema_version"] as? Int)
+            }
+        }
+    }
+
+    @Test("/ready answers 503 migrations_pending when the schema is behind")
+    func readyWithPendingMigrations() async throws {
+        let app = try await makeApp(
+            conninfo: try await TestDatabase.makeDatabase(),
+            extra: ["database.migrate_on_start": .init(.bool(false), isSecret: false)]
+        )
+        try await app.test(.router) { client in
+            try await client.execute(uri: "/ready", method: .get) { response in
+                #expect(response.status == .serviceUnavailable)
+                let body = try JSONDecoder().decode(ErrorEnvelope.self, from: Data(buffer: response.body))
+                #expect(body.error.code == "migrations_pending")
+            }
+        }
+    }
+
+    @Test("/ready turns 503 while PostgreSQL is down and 200 again after it restarts, without restarting the relay")
+    func readyFollowsTheDatabase() async throws {
+        let (cluster, conninfo) = try await TestDatabase.makeCluster(durable: true)
+        let app = try await makeApp(conninfo: conninfo)
+        try await app.test(.router) { client in
+            try await client.execute(uri: "/ready", method: .get) { #expect($0.status == .ok) }
+            try await cluster.stop(immediate: true)
+            try await client.execute(uri: "/ready", method: .get) { response in
+                #expect(response.status == .serviceUnavailable)
+                #expect(response.headers[.retryAfter] == "5")
+                let body = try JSONDecoder().decode(ErrorEnvelope.self, from: Data(buffer: response.body))
+                #expect(body.error.code == "database_unavailable")
+                #expect(!body.error.message.contains("127.0.0.1"))
+            }
+            // /health does not depend on the database.
+            try await client.execute(uri: "/health", method: .get) { #expect($0.status == .ok) }
+            _ = try await cluster.start()
+            try await client.execute(uri: "/ready", method: .get) { #expect($0.status == .ok) }
+        }
+        try await cluster.stop()
+    }
+
+    @Test("unknown routes get a JSON 404 error and every response carries a request id")
+    func notFoundAndRequestID() async throws {
+        let app = try await makeApp(conninfo: try await TestDatabase.makeDatabase())
+        let requestID = HTTPField.Name("X-Request-Id")!
+        try await app.test(.router) { client in
+            try await client.execute(uri: "/v1/nothing-here", method: .get) { response in
+                #expect(response.status == .notFound)
+                #expect(response.headers[.contentType] == "application/json; charset=utf-8")
+                let body = try JSONDecoder().decode(ErrorEnvelope.self, from: Data(buffer: response.body))
+                #expect(body.error.code == "not_found")
+                #expect(UUID(uuidString: response.headers[requestID] ?? "") != nil)
+            }
+            try await client.execute(uri: "/health", method: .get, headers: [requestID: "helpdesk-retry-42"]) { response in
+                #expect(response.headers[requestID] == "helpdesk-retry-42")
+            }
+            try await client.execute(uri: "/health", method: .get, headers: [requestID: "bad id\u{7f}"]) { response in
+                #expect(response.headers[requestID] != "bad id\u{7f}")
+                #expect(UUID(uuidString: response.headers[requestID] ?? "") != nil)
+            }
+        }
+    }
+
+    @Test("wrong method on a known path is a JSON error, not an empty body")
+    func methodNotAllowed() async throws {
+        let app = try await makeApp(conninfo: try await TestDatabase.makeDatabase())
+        try await app.test(.router) { client in
+            try await client.execute(uri: "/health", method: .post) { response in
+                #expect(response.status.code >= 400 && response.status.code < 500)
+                let body = try JSONDecoder().decode(ErrorEnvelope.self, from: Data(buffer: response.body))
+                #expect(!body.error.code.isEmpty)
+            }
+        }
+    }
+}
+
+@Suite("Configuration")
+struct ConfigurationTests {
+    @Test("the YAML file supplies keys, overrides win over it, and database.url counts as a secret")
+    func yamlAndOverrides() async throws {
+        let path = (NSTemporaryDirectory() as NSString).appendingPathComponent("push-relay-\(UUID().uuidString).yaml")
+        try """
+            http:
+              host: 0.0.0.0
+              port: 9090
+            database:
+              url: "host=db.internal password=s3cret"
+              max_connections: 25
+            """.write(toFile: path, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let reader = try await ConfigReader.pushRelay(
+            overrides: ["http.port": .init(.int(7070), isSecret: false)],
+            configFile: path
+        )
+        let http = HTTPConfiguration(config: reader.scoped(to: "http"))
+        #expect(http.host == "0.0.0.0")
+        #expect(http.port == 7070)
+        let database = DatabaseConfiguration(config: reader.scoped(to: "database"))
+        #expect(database.url == "host=db.internal password=s3cret")
+        #expect(database.maxConnections == 25)
+        #expect(database.migrateOnStart)
+    }
+
+    @Test("a missing configuration file is an error, not a silent default")
+    func missingFile() async throws {
+        await #expect(throws: (any Error).self) {
+            _ = try await ConfigReader.pushRelay(configFile: "/nonexistent/push-relay.yaml")
+        }
+    }
+}
