@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# One command from a fresh clone to the whole test suite: installs missing system packages, builds,
+# and runs every test against real PostgreSQL servers that the tests start themselves.
+# Extra arguments go to `swift test` (for example --filter PostgresTests).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+Deploy/bootstrap.sh
+swift build --build-tests
+swift test "$@"
