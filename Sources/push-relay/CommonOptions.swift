@@ -20,6 +20,7 @@ struct CommonOptions: ParsableArguments {
         var overrides = extra
         if let dataDir { overrides["data.directory"] = .init(.string(dataDir), isSecret: false) }
         if let logLevel { overrides["log.level"] = .init(.string(logLevel), isSecret: false) }
+        if let configFile { overrides["config.file"] = .init(.string(configFile), isSecret: false) }
         do {
             return try await ConfigReader.pushRelay(overrides: overrides, configFile: configFile)
         } catch {

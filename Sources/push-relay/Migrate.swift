@@ -17,8 +17,7 @@ struct Migrate: AsyncParsableCommand {
     func run() async throws {
         let reader = try await common.reader()
         let logger = try common.logger(reader)
-        let database = try await Database.open(reader: reader, logger: logger)
-        do {
+        try await withDatabase(reader: reader, logger: logger, migrate: false) { database in
             let applied = try await database.migrate()
             let version = try await database.migrator.appliedVersion(database.client)
             if applied.isEmpty {
@@ -27,10 +26,6 @@ struct Migrate: AsyncParsableCommand {
                 for migration in applied { print("applied \(migration.label)") }
                 print("schema is now at version \(version)")
             }
-        } catch {
-            try? await database.shutdown()
-            throw error
         }
-        try await database.shutdown()
     }
 }

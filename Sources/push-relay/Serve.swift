@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import Configuration
 import Hummingbird
 import Logging
@@ -28,7 +29,31 @@ struct Serve: AsyncParsableCommand {
         let reader = try await common.reader(overrides)
         let logger = try common.logger(reader)
         logger.info("starting PushRelay", metadata: ["version": "\(PushRelayVersion.current)"])
-        let app = try await buildApplication(reader: reader, logger: logger)
+        var apps = try reader.string(forKey: "config.file").map { try AppConfiguration.load(configFile: $0) } ?? []
+        if apps.isEmpty && reader.string(forKey: "database.url", isSecret: true) == nil {
+            // A local run with nothing configured: a demo app so a webhook can be tried at once.
+            let demo = try DemoApp.configuration(dataDirectory: reader.string(forKey: "data.directory", default: Database.defaultDataDirectory))
+            apps = [demo]
+            printDemoBanner(demo, http: HTTPConfiguration(config: reader.scoped(to: "http")))
+        }
+        let app = try await buildApplication(reader: reader, logger: logger, apps: apps)
         try await app.runService()
+    }
+
+    /// Printed on stdout, not logged: the URL carries the demo app's webhook secret.
+    private func printDemoBanner(_ demo: AppConfiguration, http: HTTPConfiguration) {
+        let base = "http://\(http.host == "0.0.0.0" ? "127.0.0.1" : http.host):\(http.port)"
+        let url = "\(base)/v1/webhooks/zendesk/\(demo.id)/\(demo.webhookSecrets[0])"
+        print(
+            """
+            No apps configured: serving the demo app '\(demo.id)'.
+            Webhook URL: \(url)
+            Try it:
+              curl -s -X POST -H 'Content-Type: application/json' \\
+                -d '{"devices":[{"identifier":"oiuytrdsdfghjk","type":"ios"}],"notification":{"title":"Agent replied","body":"Hello","ticket_id":"5"}}' \\
+                \(url)
+            """
+        )
+        fflush(stdout)
     }
 }

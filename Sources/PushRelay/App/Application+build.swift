@@ -5,13 +5,20 @@ import Logging
 
 /// Builds the PushRelay application from configuration.
 ///
-/// Keys (see README for the full list): `http.*` (``HTTPConfiguration``), `database.*`
-/// (``DatabaseConfiguration``), `data.directory` (default `./.push-relay-data`, where the embedded
-/// cluster lives when `database.url` is not set).
+/// Keys (README lists them all): `http.*` (``HTTPConfiguration``), `database.*`
+/// (``DatabaseConfiguration``), `webhooks.*` (``WebhookSettings``), `data.directory` (default
+/// `./.push-relay-data`, where the embedded cluster lives when `database.url` is not set), and
+/// `config.file`, whose `apps:` list is read when `apps` is not given.
 ///
 /// The logger is passed in: logging is bootstrapped once, by the executable, never here.
-public func buildApplication(reader: ConfigReader, logger: Logger) async throws -> some ApplicationProtocol {
+public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppConfiguration]? = nil) async throws -> some ApplicationProtocol {
     let http = HTTPConfiguration(config: reader.scoped(to: "http"))
+    let configuredApps = try apps ?? reader.string(forKey: "config.file").map { try AppConfiguration.load(configFile: $0) } ?? []
+    let directory = try await AppDirectory(apps: configuredApps)
+    if configuredApps.isEmpty {
+        logger.warning("no apps are configured; webhooks will be refused until the configuration file lists some under apps:")
+    }
+
     let database = try await Database.open(reader: reader, logger: logger)
     do {
         if reader.bool(forKey: "database.migrate_on_start", default: true) {
@@ -22,24 +29,38 @@ public func buildApplication(reader: ConfigReader, logger: Logger) async throws 
         throw error
     }
 
-    let router = buildRouter(database: database)
+    let settings = WebhookSettings(config: reader.scoped(to: "webhooks"))
+    let writer = IntakeWriter(
+        client: database.client, logger: logger, maxBatch: settings.batchSize, maxConcurrentWrites: settings.concurrentWrites
+    )
+    let (router, _) = buildRouter(database: database, apps: directory, writer: writer, settings: settings)
     var app = Application(
         router: router,
         configuration: .init(address: .hostname(http.host, port: http.port), serverName: "PushRelay"),
         logger: logger
     )
+    // Start order; shutdown runs in reverse after the HTTP server: the writer drains, the pool
+    // closes, the embedded server stops.
     app.addServices(database.services)
+    app.addServices(writer)
     return app
 }
 
-/// The routes and middleware, separate from the services so tests can drive them directly.
-func buildRouter(database: Database) -> Router<AppRequestContext> {
+/// The routes and middleware, and the list of served routes (checked against the OpenAPI document).
+func buildRouter(database: Database, apps: AppDirectory, writer: IntakeWriter, settings: WebhookSettings) -> (Router<AppRequestContext>, [Route]) {
     let router = Router(context: AppRequestContext.self)
     router.addMiddleware {
         RequestIDMiddleware()
         LogRequestsMiddleware(.info)
         ErrorMiddleware()
     }
-    router.addRoutes(HealthController(database: database).endpoints)
-    return router
+    let routes = RouteRecorder(router: router)
+    let authenticator = Authenticator(keys: APIKeyStore(client: database.client), apps: apps)
+    routes.addRoutes(HealthController(database: database).endpoints)
+    routes.addRoutes(OpenAPIController().endpoints)
+    routes.addRoutes(WebhookController(apps: apps, writer: writer, settings: settings).endpoints)
+    routes.addRoutes(
+        DeviceController(repository: PostgresDeviceRepository(client: database.client), authenticator: authenticator, apps: apps).endpoints
+    )
+    return (router, routes.recorded.all)
 }

@@ -1,0 +1,63 @@
+import Crypto
+import Foundation
+import JWTKit
+
+/// The configured apps, looked up by id, with their secrets prepared for constant-time checks.
+public final class AppDirectory: Sendable {
+    struct Entry: Sendable {
+        let configuration: AppConfiguration
+        /// SHA-256 of each webhook secret: comparing digests keeps the comparison length-independent.
+        let secretDigests: [SHA256.Digest]
+        let userTokenKeys: JWTKeyCollection?
+    }
+
+    private let entries: [String: Entry]
+    /// A digest to compare against when the app is unknown, so that path takes as long as a wrong secret.
+    private let decoy = SHA256.hash(data: Data("push-relay-decoy-secret".utf8))
+
+    /// The app ids, sorted.
+    public var ids: [String] { entries.keys.sorted() }
+
+    public init(apps: [AppConfiguration]) async throws {
+        try AppConfiguration.validate(apps)
+        var entries: [String: Entry] = [:]
+        for app in apps {
+            var keys: JWTKeyCollection?
+            if let tokens = app.userTokens {
+                keys = await JWTKeyCollection().add(hmac: HMACKey(from: try tokens.key(app: app.id)), digestAlgorithm: .sha256)
+            }
+            entries[app.id] = Entry(
+                configuration: app,
+                secretDigests: app.webhookSecrets.map { SHA256.hash(data: Data($0.utf8)) },
+                userTokenKeys: keys
+            )
+        }
+        self.entries = entries
+    }
+
+    /// The app's configuration, if it exists.
+    public func app(_ id: String) -> AppConfiguration? { entries[id]?.configuration }
+
+    func entry(_ id: String) -> Entry? { entries[id] }
+
+    /// Whether `secret` is one of the app's active webhook secrets. Unknown apps and wrong secrets
+    /// take the same path: every digest is compared in constant time, with no early exit.
+    public func acceptsWebhook(app id: String, secret: String) -> Bool {
+        let presented = SHA256.hash(data: Data(secret.utf8))
+        guard let entry = entries[id] else {
+            _ = Self.constantTimeEqual(presented, decoy)
+            return false
+        }
+        var matched = false
+        for digest in entry.secretDigests {
+            matched = Self.constantTimeEqual(presented, digest) || matched
+        }
+        return matched
+    }
+
+    static func constantTimeEqual(_ lhs: SHA256.Digest, _ rhs: SHA256.Digest) -> Bool {
+        var difference: UInt8 = 0
+        for (a, b) in zip(lhs, rhs) { difference |= a ^ b }
+        return difference == 0
+    }
+}

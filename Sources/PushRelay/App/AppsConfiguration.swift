@@ -1,0 +1,146 @@
+import Foundation
+import Yams
+
+/// One app served by this relay, as configured under `apps:` in the YAML file.
+///
+/// ```yaml
+/// apps:
+///   - id: support                      # [a-z0-9][a-z0-9_-]*, at most 64 characters
+///     webhook_secrets: ["…", "…"]      # any one matches; list two while rotating
+///     webhook_signing_secret: "…"      # optional: require X-Zendesk-Webhook-Signature
+///     user_tokens:
+///       secret_file: /etc/push-relay/support-user-tokens.key   # HS256 key for user JWTs
+/// ```
+/// `apns` and `fcm` sections belong to delivery and are read there.
+public struct AppConfiguration: Sendable, Decodable, Hashable {
+    /// The app's id, used in every URL and registry row.
+    public var id: String
+    /// Secrets accepted in the webhook URL. Each at least 16 URL-safe characters.
+    public var webhookSecrets: [String]
+    /// When set, webhooks must carry a valid `X-Zendesk-Webhook-Signature`.
+    public var webhookSigningSecret: String?
+    /// Where the HS256 key for user JWTs is read from.
+    public var userTokens: UserTokens?
+
+    /// User JWT settings.
+    public struct UserTokens: Sendable, Decodable, Hashable {
+        /// A file whose content (trimmed) is the HS256 key.
+        public var secretFile: String
+
+        public init(secretFile: String) { self.secretFile = secretFile }
+
+        enum CodingKeys: String, CodingKey {
+            case secretFile = "secret_file"
+        }
+    }
+
+    public init(id: String, webhookSecrets: [String], webhookSigningSecret: String? = nil, userTokens: UserTokens? = nil) {
+        self.id = id
+        self.webhookSecrets = webhookSecrets
+        self.webhookSigningSecret = webhookSigningSecret
+        self.userTokens = userTokens
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case id
+        case webhookSecrets = "webhook_secrets"
+        case webhookSigningSecret = "webhook_signing_secret"
+        case userTokens = "user_tokens"
+    }
+
+    /// Whether `value` can be an app id.
+    public static func isValidID(_ value: some StringProtocol) -> Bool {
+        guard let first = value.utf8.first, value.utf8.count <= 64, isLowerAlphanumeric(first) else { return false }
+        return value.utf8.allSatisfy { isLowerAlphanumeric($0) || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") }
+    }
+
+    private static func isLowerAlphanumeric(_ byte: UInt8) -> Bool {
+        (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
+    }
+
+    /// Whether `value` can be a webhook secret: 16–256 characters from `A-Z a-z 0-9 - _ . ~`.
+    public static func isValidWebhookSecret(_ value: String) -> Bool {
+        value.utf8.count >= 16 && value.utf8.count <= 256
+            && value.utf8.allSatisfy { byte in
+                (byte >= 65 && byte <= 90) || (byte >= 97 && byte <= 122) || (byte >= 48 && byte <= 57)
+                    || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_") || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "~")
+            }
+    }
+}
+
+/// A configuration problem found at start-up; the message names the app and the key.
+public struct ConfigurationError: Error, CustomStringConvertible, Sendable {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
+
+extension AppConfiguration {
+    private struct File: Decodable {
+        var apps: [AppConfiguration]?
+    }
+
+    /// Reads the `apps:` list of a YAML configuration file; an absent list means no apps.
+    public static func load(configFile: String) throws -> [AppConfiguration] {
+        guard let data = FileManager.default.contents(atPath: configFile) else {
+            throw ConfigurationError("cannot read the configuration file \(configFile)")
+        }
+        let apps: [AppConfiguration]
+        do {
+            apps = try YAMLDecoder().decode(File.self, from: data).apps ?? []
+        } catch let error as DecodingError {
+            throw ConfigurationError("invalid apps section in \(configFile): \(Self.describe(error))")
+        }
+        try validate(apps)
+        return apps
+    }
+
+    /// Checks ids, secrets and key files, so that a mistake stops start-up with a clear message.
+    public static func validate(_ apps: [AppConfiguration]) throws {
+        var seen = Set<String>()
+        for app in apps {
+            guard isValidID(app.id) else {
+                throw ConfigurationError("app id '\(app.id)' must be lower-case letters, digits, '-' or '_' (at most 64)")
+            }
+            guard seen.insert(app.id).inserted else { throw ConfigurationError("app id '\(app.id)' appears twice") }
+            guard !app.webhookSecrets.isEmpty else { throw ConfigurationError("app '\(app.id)': webhook_secrets must list at least one secret") }
+            for (index, secret) in app.webhookSecrets.enumerated() where !isValidWebhookSecret(secret) {
+                throw ConfigurationError(
+                    "app '\(app.id)': webhook_secrets[\(index)] must be 16-256 characters of A-Z a-z 0-9 - _ . ~"
+                )
+            }
+            if let signing = app.webhookSigningSecret, signing.utf8.count < 16 {
+                throw ConfigurationError("app '\(app.id)': webhook_signing_secret must be at least 16 characters")
+            }
+            if let tokens = app.userTokens {
+                _ = try tokens.key(app: app.id)
+            }
+        }
+    }
+
+    private static func describe(_ error: DecodingError) -> String {
+        func path(_ context: DecodingError.Context) -> String {
+            context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined()
+        }
+        switch error {
+        case .keyNotFound(let key, let context): return "missing \(path(context)).\(key.stringValue)"
+        case .typeMismatch(_, let context), .valueNotFound(_, let context), .dataCorrupted(let context):
+            return "\(path(context)): \(context.debugDescription)"
+        @unknown default: return "\(error)"
+        }
+    }
+}
+
+extension AppConfiguration.UserTokens {
+    /// Reads the HS256 key; at least 32 bytes, as RFC 7518 asks of HS256 keys.
+    func key(app: String) throws -> String {
+        guard let data = FileManager.default.contents(atPath: secretFile) else {
+            throw ConfigurationError("app '\(app)': cannot read user_tokens.secret_file \(secretFile)")
+        }
+        let key = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard key.utf8.count >= 32 else {
+            throw ConfigurationError("app '\(app)': the key in user_tokens.secret_file must be at least 32 bytes")
+        }
+        return key
+    }
+}

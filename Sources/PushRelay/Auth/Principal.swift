@@ -1,0 +1,98 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import JWTKit
+
+/// Who is calling, as established from the `Authorization: Bearer …` header.
+public enum Principal: Sendable, Hashable {
+    /// An admin key: may act on every app.
+    case admin
+    /// An app server's key, limited to one app and its scopes.
+    case app(id: String, scopes: Set<String>)
+    /// A mobile client holding a user JWT of one app.
+    case user(app: String, userID: String)
+}
+
+/// Claims PushRelay reads from a user JWT (HS256, signed by the app's backend).
+struct UserTokenClaims: JWTPayload {
+    var sub: SubjectClaim
+    var exp: ExpirationClaim
+
+    func verify(using algorithm: some JWTAlgorithm) async throws {
+        try exp.verifyNotExpired()
+    }
+}
+
+/// Turns the bearer credential into a ``Principal``: API keys from the database, user JWTs with
+/// the HS256 key of the app named in the URL.
+public struct Authenticator: Sendable {
+    let keys: APIKeyStore
+    let apps: AppDirectory
+
+    public init(keys: APIKeyStore, apps: AppDirectory) {
+        self.keys = keys
+        self.apps = apps
+    }
+
+    /// Authenticates a request aimed at `app` (the app in the URL, if any). Throws 401 on a
+    /// missing or bad credential; authorisation (403) is the caller's.
+    public func authenticate(_ request: Request, app: String?) async throws -> Principal {
+        guard let header = request.headers[.authorization] else {
+            throw Self.unauthorized("missing Authorization: Bearer credential")
+        }
+        guard header.utf8.count > 7, header.prefix(7).lowercased() == "bearer " else {
+            throw Self.unauthorized("the Authorization header must be 'Bearer <credential>'")
+        }
+        let credential = header.dropFirst(7).trimmingCharacters(in: .whitespaces)
+        if let key = APIKey(presented: credential) {
+            guard let record = try await keys.verify(key) else { throw Self.unauthorized("unknown or revoked API key") }
+            if let appID = record.appID { return .app(id: appID, scopes: Set(record.scopes)) }
+            return .admin
+        }
+        guard credential.split(separator: ".", omittingEmptySubsequences: false).count == 3 else {
+            throw Self.unauthorized("the credential is neither an API key nor a JWT")
+        }
+        guard let app, let collection = apps.entry(app)?.userTokenKeys else {
+            throw Self.unauthorized("user tokens are not enabled for this app")
+        }
+        do {
+            let claims = try await collection.verify(credential, as: UserTokenClaims.self)
+            return .user(app: app, userID: claims.sub.value)
+        } catch {
+            throw Self.unauthorized("invalid or expired user token")
+        }
+    }
+
+    static func unauthorized(_ message: String) -> APIError {
+        APIError(.unauthorized, code: "unauthorized", message: message, headers: [.wwwAuthenticate: "Bearer"])
+    }
+
+    static func forbidden(_ message: String) -> APIError {
+        APIError(.forbidden, code: "forbidden", message: message)
+    }
+}
+
+extension Principal {
+    /// Passes when this principal may use `scope` on `app` with an app key (or is an admin).
+    /// User tokens are checked by the caller, who knows which user the request touches.
+    func requireAppKey(_ app: String, scope: APIKeyScope) throws {
+        switch self {
+        case .admin: return
+        case .app(let id, let scopes):
+            guard id == app else { throw Authenticator.forbidden("this API key belongs to another app") }
+            guard scopes.contains(scope.rawValue) else { throw Authenticator.forbidden("this API key lacks the \(scope.rawValue) scope") }
+        case .user:
+            throw Authenticator.forbidden("this operation needs an app API key")
+        }
+    }
+
+    /// Passes for an app key with `scope` on `app`, an admin, or the user `userID` of `app`.
+    func require(_ app: String, scope: APIKeyScope, user userID: String?) throws {
+        if case .user(let tokenApp, let subject) = self {
+            guard tokenApp == app else { throw Authenticator.forbidden("this user token belongs to another app") }
+            guard let userID, userID == subject else { throw Authenticator.forbidden("a user token may only touch its own user's data") }
+            return
+        }
+        try requireAppKey(app, scope: scope)
+    }
+}

@@ -1,0 +1,61 @@
+import Foundation
+
+/// A registered device as the API returns it.
+public struct Device: Sendable, Hashable, Codable {
+    public var appID: String
+    public var token: String
+    public var platform: Platform
+    public var userID: String?
+    public var environment: String?
+    public var locale: String?
+    /// `active`, or `invalid` once a provider reported the token dead.
+    public var status: String
+    public var invalidReason: String?
+    public var createdAt: Date
+    public var updatedAt: Date
+
+    enum CodingKeys: String, CodingKey {
+        case appID = "app_id"
+        case token, platform
+        case userID = "user_id"
+        case environment, locale, status
+        case invalidReason = "invalid_reason"
+        case createdAt = "created_at"
+        case updatedAt = "updated_at"
+    }
+}
+
+/// What a client asks for when it registers a token.
+public struct DeviceRegistration: Sendable, Hashable {
+    public var appID: String
+    public var token: String
+    public var platform: Platform
+    public var userID: String?
+    public var environment: String?
+    public var locale: String?
+}
+
+/// The registry's storage.
+public protocol DeviceRepository: Sendable {
+    /// Inserts or replaces the device and revives it if it was invalid. With `onlyForUser`, a
+    /// device linked to a different user is left alone and `.ownedByAnotherUser` returned.
+    func upsert(_ registration: DeviceRegistration, onlyForUser: String?) async throws -> DeviceUpsert
+    func get(app: String, token: String) async throws -> Device?
+    /// Deletes the device; with `onlyForUser`, only if it is that user's.
+    func delete(app: String, token: String, onlyForUser: String?) async throws -> DeviceDeletion
+    func list(app: String, user: String) async throws -> [Device]
+}
+
+/// The outcome of an upsert.
+public enum DeviceUpsert: Sendable, Hashable {
+    case created(Device)
+    case updated(Device)
+    case ownedByAnotherUser
+}
+
+/// The outcome of a delete.
+public enum DeviceDeletion: Sendable, Hashable {
+    case deleted
+    case notFound
+    case ownedByAnotherUser
+}

@@ -1,0 +1,142 @@
+import Foundation
+import Hummingbird
+import Logging
+
+/// The device registry API.
+///
+/// App servers use an app API key (`devices:read` / `devices:write`); mobile clients use a user JWT
+/// and may only touch devices linked to their own user.
+struct DeviceController<Repository: DeviceRepository, Context: RequestContext>: Sendable {
+    let repository: Repository
+    let authenticator: Authenticator
+    let apps: AppDirectory
+
+    var endpoints: RouteCollection<Context> {
+        RouteCollection(context: Context.self)
+            .put("/v1/apps/{app}/devices/{token}", use: register)
+            .get("/v1/apps/{app}/devices/{token}", use: get)
+            .delete("/v1/apps/{app}/devices/{token}", use: delete)
+            .get("/v1/apps/{app}/users/{user}/devices", use: list)
+    }
+
+    struct DeviceList: ResponseEncodable {
+        var devices: [Device]
+    }
+
+    /// `PUT /v1/apps/{app}/devices/{token}`: 201 when created, 200 when updated.
+    @Sendable func register(_ request: Request, context: Context) async throws -> EditedResponse<Device> {
+        let app = try knownApp(context)
+        let principal = try await authenticator.authenticate(request, app: app)
+        var request = request
+        let body = try await request.collectJSON(context: context)
+
+        let platformName = try body.string("platform")
+        guard let platform = Platform(rawValue: platformName) else {
+            throw JSONBody.invalidField("platform", "must be \"ios\" or \"android\"")
+        }
+        let token = try DeviceToken.normalise(try pathToken(context), platform: platform).get()
+        var userID = try body.optionalString("user_id")
+        if let userID, userID.isEmpty || userID.utf8.count > 256 {
+            throw JSONBody.invalidField("user_id", "must be 1-256 characters")
+        }
+        let environment = try body.optionalString("environment")
+        if let environment, environment != "production" && environment != "sandbox" {
+            throw JSONBody.invalidField("environment", "must be \"production\" or \"sandbox\"")
+        }
+        let locale = try body.optionalString("locale")
+        if let locale, locale.isEmpty || locale.utf8.count > 35 {
+            throw JSONBody.invalidField("locale", "must be a language tag of 1-35 characters")
+        }
+
+        var onlyForUser: String?
+        if case .user(_, let subject) = principal {
+            userID = userID ?? subject
+            onlyForUser = subject
+        }
+        try principal.require(app, scope: .devicesWrite, user: userID)
+
+        let registration = DeviceRegistration(
+            appID: app, token: token, platform: platform, userID: userID, environment: environment, locale: locale
+        )
+        switch try await repository.upsert(registration, onlyForUser: onlyForUser) {
+        case .created(let device):
+            context.logger.info("device registered", metadata: ["push.app": "\(app)", "push.token": "\(DeviceToken.redacted(token))"])
+            return EditedResponse(status: .created, response: device)
+        case .updated(let device):
+            return EditedResponse(status: .ok, response: device)
+        case .ownedByAnotherUser:
+            throw Authenticator.forbidden("this device is registered to another user")
+        }
+    }
+
+    /// `GET /v1/apps/{app}/devices/{token}`.
+    @Sendable func get(_ request: Request, context: Context) async throws -> Device {
+        let app = try knownApp(context)
+        let principal = try await authenticator.authenticate(request, app: app)
+        let token = try lookupToken(context)
+        if case .user = principal {} else { try principal.requireAppKey(app, scope: .devicesRead) }
+        guard let device = try await repository.get(app: app, token: token) else { throw Self.deviceNotFound }
+        // A user sees only their own devices; another user's device is reported as absent.
+        if case .user(_, let subject) = principal {
+            try principal.require(app, scope: .devicesRead, user: subject)
+            guard device.userID == subject else { throw Self.deviceNotFound }
+        }
+        return device
+    }
+
+    /// `DELETE /v1/apps/{app}/devices/{token}`: 204 whether or not the device existed.
+    @Sendable func delete(_ request: Request, context: Context) async throws -> HTTPResponse.Status {
+        let app = try knownApp(context)
+        let principal = try await authenticator.authenticate(request, app: app)
+        let token = try lookupToken(context)
+        var onlyForUser: String?
+        if case .user(_, let subject) = principal {
+            try principal.require(app, scope: .devicesWrite, user: subject)
+            onlyForUser = subject
+        } else {
+            try principal.requireAppKey(app, scope: .devicesWrite)
+        }
+        switch try await repository.delete(app: app, token: token, onlyForUser: onlyForUser) {
+        case .deleted:
+            context.logger.info("device unregistered", metadata: ["push.app": "\(app)", "push.token": "\(DeviceToken.redacted(token))"])
+            return .noContent
+        case .notFound:
+            return .noContent
+        case .ownedByAnotherUser:
+            throw Authenticator.forbidden("this device is registered to another user")
+        }
+    }
+
+    /// `GET /v1/apps/{app}/users/{user}/devices`.
+    @Sendable func list(_ request: Request, context: Context) async throws -> DeviceList {
+        let app = try knownApp(context)
+        let principal = try await authenticator.authenticate(request, app: app)
+        let user = try context.parameters.require("user")
+        try principal.require(app, scope: .devicesRead, user: user)
+        return DeviceList(devices: try await repository.list(app: app, user: user))
+    }
+
+    // MARK: Helpers
+
+    static var deviceNotFound: APIError { APIError(.notFound, code: "device_not_found", message: "no such device") }
+
+    private func knownApp(_ context: Context) throws -> String {
+        let app = try context.parameters.require("app")
+        guard apps.app(app) != nil else { throw APIError(.notFound, code: "app_not_found", message: "no such app") }
+        return app
+    }
+
+    private func pathToken(_ context: Context) throws -> String {
+        let raw = try context.parameters.require("token")
+        return raw.contains("%") ? (raw.removingPercentEncoding ?? raw) : raw
+    }
+
+    /// The token for lookups: hex tokens are compared lower-case, as they are stored.
+    private func lookupToken(_ context: Context) throws -> String {
+        let token = try pathToken(context)
+        guard DeviceToken.isPrintable(token) else { throw JSONBody.invalidField("token", "must be printable characters without spaces") }
+        return token.utf8.allSatisfy(DeviceToken.isHex) ? token.lowercased() : token
+    }
+}
+
+extension Device: ResponseEncodable {}

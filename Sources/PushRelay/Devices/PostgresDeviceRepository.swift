@@ -1,0 +1,79 @@
+import Foundation
+import Postgres
+
+/// ``DeviceRepository`` on the `devices` table.
+public struct PostgresDeviceRepository: DeviceRepository {
+    let client: PostgresClient
+
+    public init(client: PostgresClient) { self.client = client }
+
+    static let columns = "app_id, token, platform, user_id, environment, locale, status, invalid_reason, created_at, updated_at"
+
+    public func upsert(_ registration: DeviceRegistration, onlyForUser: String?) async throws -> DeviceUpsert {
+        let result = try await client.query(
+            """
+            INSERT INTO devices AS d (app_id, token, platform, user_id, environment, locale)
+            VALUES ($1, $2, $3, $4, $5, $6)
+            ON CONFLICT (app_id, token) DO UPDATE SET
+                platform = EXCLUDED.platform, user_id = EXCLUDED.user_id, environment = EXCLUDED.environment,
+                locale = EXCLUDED.locale, status = 'active', invalid_reason = NULL, invalidated_at = NULL, updated_at = now()
+            WHERE $7::text IS NULL OR d.user_id IS NULL OR d.user_id = $7
+            RETURNING (xmax = 0) AS inserted, \(Self.columns)
+            """,
+            [
+                registration.appID, registration.token, registration.platform.rawValue, registration.userID,
+                registration.environment, registration.locale, onlyForUser,
+            ]
+        )
+        guard let row = result.first else { return .ownedByAnotherUser }
+        let device = try Self.device(row, offset: 1)
+        return try row.decode(Bool.self, at: 0) ? .created(device) : .updated(device)
+    }
+
+    public func get(app: String, token: String) async throws -> Device? {
+        try await client.query("SELECT \(Self.columns) FROM devices WHERE app_id = $1 AND token = $2", [app, token])
+            .first.map { try Self.device($0, offset: 0) }
+    }
+
+    public func delete(app: String, token: String, onlyForUser: String?) async throws -> DeviceDeletion {
+        let result = try await client.query(
+            """
+            WITH target AS (SELECT user_id FROM devices WHERE app_id = $1 AND token = $2),
+            gone AS (
+                DELETE FROM devices WHERE app_id = $1 AND token = $2
+                AND ($3::text IS NULL OR user_id IS NULL OR user_id = $3) RETURNING 1
+            )
+            SELECT (SELECT count(*) FROM target), (SELECT count(*) FROM gone)
+            """,
+            [app, token, onlyForUser]
+        )
+        let (found, deleted) = try result.first!.decode((Int, Int).self)
+        if deleted > 0 { return .deleted }
+        return found > 0 ? .ownedByAnotherUser : .notFound
+    }
+
+    public func list(app: String, user: String) async throws -> [Device] {
+        try await client.query(
+            "SELECT \(Self.columns) FROM devices WHERE app_id = $1 AND user_id = $2 ORDER BY created_at, token",
+            [app, user]
+        ).rows.map { try Self.device($0, offset: 0) }
+    }
+
+    private static func device(_ row: PostgresRow, offset: Int) throws -> Device {
+        guard let platform = Platform(rawValue: try row.decode(String.self, at: offset + 2)) else {
+            throw PostgresError(code: .decoding, message: "unknown platform in devices")
+        }
+        return Device(
+            appID: try row.decode(String.self, at: offset),
+            token: try row.decode(String.self, at: offset + 1),
+            platform: platform,
+            userID: try row.decode(String?.self, at: offset + 3),
+            environment: try row.decode(String?.self, at: offset + 4),
+            locale: try row.decode(String?.self, at: offset + 5),
+            status: try row.decode(String.self, at: offset + 6),
+            invalidReason: try row.decode(String?.self, at: offset + 7),
+            createdAt: try row.decode(Date.self, at: offset + 8),
+            updatedAt: try row.decode(Date.self, at: offset + 9)
+        )
+    }
+}

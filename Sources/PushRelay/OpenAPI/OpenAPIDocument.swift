@@ -1,0 +1,257 @@
+/// The OpenAPI 3 description of every endpoint, served at `GET /openapi.yaml`.
+///
+/// Kept in code so the binary carries it; a test checks that its paths and methods are exactly
+/// the routes the router serves.
+enum OpenAPIDocument {
+    static let yaml = #"""
+        openapi: 3.0.3
+        info:
+          title: PushRelay
+          version: 0.1.0
+          description: >-
+            Self-hosted push-notification relay. Zendesk Support SDK webhooks in, APNs and FCM pushes
+            out. Every error response is {"error":{"code","message"}}.
+        servers:
+          - url: http://127.0.0.1:8080
+        components:
+          securitySchemes:
+            bearer:
+              type: http
+              scheme: bearer
+              description: >-
+                An API key (prk_…, app or admin) or, for device and unread endpoints, a user JWT
+                (HS256, signed with the app's user_tokens key, `sub` = user id, `exp` required).
+          parameters:
+            app:
+              name: app
+              in: path
+              required: true
+              schema: {type: string, pattern: "^[a-z0-9][a-z0-9_-]{0,63}$"}
+            token:
+              name: token
+              in: path
+              required: true
+              description: "iOS: 32-200 hex characters (stored lower-case). Android: 1-4096 printable characters."
+              schema: {type: string}
+            user:
+              name: user
+              in: path
+              required: true
+              schema: {type: string}
+          schemas:
+            Error:
+              type: object
+              required: [error]
+              properties:
+                error:
+                  type: object
+                  required: [code, message]
+                  properties:
+                    code: {type: string, example: invalid_field}
+                    message: {type: string}
+            Device:
+              type: object
+              required: [app_id, token, platform, status, created_at, updated_at]
+              properties:
+                app_id: {type: string}
+                token: {type: string}
+                platform: {type: string, enum: [ios, android]}
+                user_id: {type: string, nullable: true}
+                environment: {type: string, enum: [production, sandbox], nullable: true}
+                locale: {type: string, nullable: true}
+                status: {type: string, enum: [active, invalid]}
+                invalid_reason: {type: string, nullable: true}
+                created_at: {type: string, format: date-time}
+                updated_at: {type: string, format: date-time}
+            DeviceRegistration:
+              type: object
+              required: [platform]
+              properties:
+                platform: {type: string, enum: [ios, android]}
+                user_id: {type: string, minLength: 1, maxLength: 256}
+                environment: {type: string, enum: [production, sandbox]}
+                locale: {type: string, minLength: 1, maxLength: 35}
+            ZendeskWebhook:
+              type: object
+              required: [devices, notification]
+              properties:
+                devices:
+                  type: array
+                  minItems: 1
+                  maxItems: 1000
+                  items:
+                    type: object
+                    required: [identifier, type]
+                    properties:
+                      identifier: {type: string}
+                      type: {type: string, enum: [ios, android]}
+                notification:
+                  type: object
+                  required: [title, body, ticket_id]
+                  properties:
+                    title: {type: string}
+                    body: {type: string}
+                    ticket_id: {type: string, minLength: 1, maxLength: 255}
+          responses:
+            Error:
+              description: An error.
+              content:
+                application/json:
+                  schema: {$ref: "#/components/schemas/Error"}
+        paths:
+          /health:
+            get:
+              operationId: health
+              summary: Liveness; 200 while the process serves HTTP.
+              responses:
+                "200":
+                  description: Alive.
+                  content:
+                    application/json:
+                      schema: {type: object, properties: {status: {type: string, enum: [ok]}}}
+          /ready:
+            get:
+              operationId: ready
+              summary: Readiness; 200 when PostgreSQL answers and the schema is current.
+              responses:
+                "200":
+                  description: Ready.
+                  content:
+                    application/json:
+                      schema:
+                        type: object
+                        properties:
+                          status: {type: string, enum: [ready]}
+                          schema_version: {type: integer}
+                          expected_schema_version: {type: integer}
+                "503": {$ref: "#/components/responses/Error"}
+          /openapi.yaml:
+            get:
+              operationId: openapi
+              summary: This document.
+              responses:
+                "200":
+                  description: OpenAPI 3 document.
+                  content:
+                    application/yaml:
+                      schema: {type: string}
+          /v1/webhooks/zendesk/{app}/{secret}:
+            post:
+              operationId: receiveZendeskWebhook
+              summary: Zendesk Support SDK push webhook; stored durably before it is acknowledged.
+              description: >-
+                Unknown app and wrong secret both answer 404 with the same body. Apps with a
+                webhook_signing_secret require X-Zendesk-Webhook-Signature and
+                X-Zendesk-Webhook-Signature-Timestamp. Devices not yet registered are registered
+                implicitly; devices marked invalid are skipped.
+              parameters:
+                - $ref: "#/components/parameters/app"
+                - name: secret
+                  in: path
+                  required: true
+                  schema: {type: string}
+                - name: X-Zendesk-Webhook-Signature
+                  in: header
+                  required: false
+                  schema: {type: string}
+                - name: X-Zendesk-Webhook-Signature-Timestamp
+                  in: header
+                  required: false
+                  schema: {type: string}
+              requestBody:
+                required: true
+                content:
+                  application/json:
+                    schema: {$ref: "#/components/schemas/ZendeskWebhook"}
+              responses:
+                "202":
+                  description: Committed to the outbox.
+                  content:
+                    application/json:
+                      schema:
+                        type: object
+                        required: [notification_id, deliveries, skipped]
+                        properties:
+                          notification_id: {type: integer, format: int64}
+                          deliveries: {type: integer}
+                          skipped: {type: integer}
+                "400": {$ref: "#/components/responses/Error"}
+                "401": {$ref: "#/components/responses/Error"}
+                "404": {$ref: "#/components/responses/Error"}
+                "413": {$ref: "#/components/responses/Error"}
+                "415": {$ref: "#/components/responses/Error"}
+                "503": {$ref: "#/components/responses/Error"}
+          /v1/apps/{app}/devices/{token}:
+            parameters:
+              - $ref: "#/components/parameters/app"
+              - $ref: "#/components/parameters/token"
+            put:
+              operationId: registerDevice
+              summary: Register or update a device (upsert); revives an invalidated token.
+              security: [{bearer: []}]
+              requestBody:
+                required: true
+                content:
+                  application/json:
+                    schema: {$ref: "#/components/schemas/DeviceRegistration"}
+              responses:
+                "200":
+                  description: Updated.
+                  content:
+                    application/json:
+                      schema: {$ref: "#/components/schemas/Device"}
+                "201":
+                  description: Created.
+                  content:
+                    application/json:
+                      schema: {$ref: "#/components/schemas/Device"}
+                "400": {$ref: "#/components/responses/Error"}
+                "401": {$ref: "#/components/responses/Error"}
+                "403": {$ref: "#/components/responses/Error"}
+                "404": {$ref: "#/components/responses/Error"}
+            get:
+              operationId: getDevice
+              summary: Read one device.
+              security: [{bearer: []}]
+              responses:
+                "200":
+                  description: The device.
+                  content:
+                    application/json:
+                      schema: {$ref: "#/components/schemas/Device"}
+                "401": {$ref: "#/components/responses/Error"}
+                "403": {$ref: "#/components/responses/Error"}
+                "404": {$ref: "#/components/responses/Error"}
+            delete:
+              operationId: unregisterDevice
+              summary: Unregister a device; 204 whether or not it existed.
+              security: [{bearer: []}]
+              responses:
+                "204": {description: Gone.}
+                "401": {$ref: "#/components/responses/Error"}
+                "403": {$ref: "#/components/responses/Error"}
+                "404": {$ref: "#/components/responses/Error"}
+          /v1/apps/{app}/users/{user}/devices:
+            parameters:
+              - $ref: "#/components/parameters/app"
+              - $ref: "#/components/parameters/user"
+            get:
+              operationId: listUserDevices
+              summary: The devices linked to a user.
+              security: [{bearer: []}]
+              responses:
+                "200":
+                  description: The devices.
+                  content:
+                    application/json:
+                      schema:
+                        type: object
+                        properties:
+                          devices:
+                            type: array
+                            items: {$ref: "#/components/schemas/Device"}
+                "401": {$ref: "#/components/responses/Error"}
+                "403": {$ref: "#/components/responses/Error"}
+                "404": {$ref: "#/components/responses/Error"}
+        """#
+}

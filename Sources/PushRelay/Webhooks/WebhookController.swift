@@ -1,0 +1,86 @@
+import Configuration
+import HTTPTypes
+import Hummingbird
+import Logging
+
+/// `POST /v1/webhooks/zendesk/{app}/{secret}`: the Zendesk Support SDK push webhook.
+struct WebhookController<Context: RequestContext>: Sendable {
+    let apps: AppDirectory
+    let writer: IntakeWriter
+    let settings: WebhookSettings
+
+    var endpoints: RouteCollection<Context> {
+        RouteCollection(context: Context.self)
+            .post("/v1/webhooks/zendesk/{app}/{secret}", use: receive)
+    }
+
+    struct Accepted: ResponseEncodable {
+        var notificationID: Int64
+        var deliveries: Int
+        var skipped: Int
+
+        enum CodingKeys: String, CodingKey {
+            case notificationID = "notification_id"
+            case deliveries, skipped
+        }
+    }
+
+    /// Unknown app and wrong secret give this same answer.
+    static var notFound: APIError { APIError(.notFound, code: "not_found", message: "not found") }
+
+    @Sendable func receive(_ request: Request, context: Context) async throws -> EditedResponse<Accepted> {
+        let app = try context.parameters.require("app")
+        let secret = try context.parameters.require("secret")
+        guard apps.acceptsWebhook(app: app, secret: secret), let configuration = apps.app(app) else { throw Self.notFound }
+
+        var request = request
+        let bytes = try await request.collectJSONBytes(context: context)
+        if let signingSecret = configuration.webhookSigningSecret {
+            try WebhookSignature(secret: signingSecret, tolerance: settings.signatureTolerance).verify(
+                signature: request.headers[.zendeskSignature],
+                timestamp: request.headers[.zendeskSignatureTimestamp],
+                body: bytes
+            )
+        }
+        let webhook = try ZendeskWebhook(json: try JSONBody(buffer: bytes), maxDevices: settings.maxDevices)
+        let requestID = context.logger[metadataKey: "request.id"].map { "\($0)" }
+        let receipt = try await writer.submit(IntakeItem(appID: app, webhook: webhook, requestID: requestID))
+        context.logger.debug(
+            "webhook accepted",
+            metadata: [
+                "push.app": "\(app)", "push.notification_id": "\(receipt.notificationID)",
+                "push.deliveries": "\(receipt.deliveries)", "push.skipped": "\(receipt.skipped)",
+            ]
+        )
+        return EditedResponse(
+            status: .accepted,
+            response: Accepted(notificationID: receipt.notificationID, deliveries: receipt.deliveries, skipped: receipt.skipped)
+        )
+    }
+}
+
+extension HTTPField.Name {
+    static let zendeskSignature = HTTPField.Name("X-Zendesk-Webhook-Signature")!
+    static let zendeskSignatureTimestamp = HTTPField.Name("X-Zendesk-Webhook-Signature-Timestamp")!
+}
+
+/// Webhook intake settings.
+///
+/// Keys, read from a reader scoped to `webhooks`:
+/// - `max_devices` (int, default 1000): devices accepted in one webhook.
+/// - `signature_tolerance_seconds` (double, default 300): replay window for signed webhooks.
+/// - `batch_size` (int, default 500): most webhooks stored by one group commit.
+/// - `concurrent_writes` (int, default 2): group commits in flight at once.
+public struct WebhookSettings: Sendable {
+    public var maxDevices: Int
+    public var signatureTolerance: Double
+    public var batchSize: Int
+    public var concurrentWrites: Int
+
+    public init(config: ConfigReader) {
+        maxDevices = max(1, config.int(forKey: "max_devices", default: 1000))
+        signatureTolerance = config.double(forKey: "signature_tolerance_seconds", default: 300)
+        batchSize = config.int(forKey: "batch_size", default: 500)
+        concurrentWrites = config.int(forKey: "concurrent_writes", default: 2)
+    }
+}
