@@ -256,6 +256,10 @@ public final class EmbeddedPostgres: Sendable {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw PostgresError(code: .embeddedServer, message: "socket() failed") }
         defer { close(fd) }
+        // As PostgreSQL does when it listens: connections of a crashed server in TIME_WAIT must not
+        // make its own port look taken, or a restart would move to another port.
+        var reuse: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &reuse, socklen_t(MemoryLayout<Int32>.size))
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)

@@ -60,17 +60,20 @@ final class LibPQConnection: @unchecked Sendable {
     /// transaction is left open.
     var isReusable: Bool {
         guard PQstatus(handle) == CONNECTION_OK, PQtransactionStatus(handle) == PQTRANS_IDLE else { return false }
-        var descriptor = pollfd(fd: PQsocket(handle), events: Int16(POLLIN), revents: 0)
-        let ready = poll(&descriptor, 1, 0)
-        if ready < 0 { return false }
-        if ready > 0 {
+        // Data while idle is a notice, a notification, or the server saying goodbye: a FATAL
+        // message followed by end of file. Read until nothing is left so the end of file is seen.
+        for _ in 0..<8 {
+            var descriptor = pollfd(fd: PQsocket(handle), events: Int16(POLLIN), revents: 0)
+            let ready = poll(&descriptor, 1, 0)
+            if ready < 0 { return false }
+            if ready == 0 { return PQstatus(handle) == CONNECTION_OK }
             if descriptor.revents & Int16(POLLHUP | POLLERR | POLLNVAL) != 0 { return false }
-            // Data while idle is a notice, a notification, or the server saying goodbye.
             guard PQconsumeInput(handle) == 1 else { return false }
             while let notify = PQnotifies(handle) { PQfreemem(notify) }
-            return PQstatus(handle) == CONNECTION_OK
+            guard PQstatus(handle) == CONNECTION_OK else { return false }
         }
-        return true
+        // Still readable after several reads of an idle connection: not worth trusting.
+        return false
     }
 
     /// Runs one parameterised statement with the extended protocol.

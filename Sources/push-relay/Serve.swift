@@ -54,6 +54,6 @@ struct Serve: AsyncParsableCommand {
                 \(url)
             """
         )
-        fflush(stdout)
+        fflush(nil)  // flush every output stream; stdout may be a file or a pipe
     }
 }

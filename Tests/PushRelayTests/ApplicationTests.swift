@@ -19,14 +19,6 @@ func makeApp(conninfo: String, extra: [AbsoluteConfigKey: ConfigValue] = [:]) as
     return try await buildApplication(reader: ConfigReader(provider: InMemoryProvider(values: values)), logger: TestDatabase.logger)
 }
 
-struct ErrorEnvelope: Decodable {
-    struct Detail: Decodable {
-        var code: String
-        var message: String
-    }
-    var error: Detail
-}
-
 @Suite("Application skeleton")
 struct ApplicationTests {
     @Test("/health answers 200 while the process runs")

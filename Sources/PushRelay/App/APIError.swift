@@ -79,7 +79,9 @@ extension APIError {
     func response() -> Response {
         var headers = self.headers
         headers[.contentType] = "application/json; charset=utf-8"
-        let body = (try? JSONEncoder().encode(ErrorBody(error: .init(code: code, message: message)))) ?? Data()
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let body = (try? encoder.encode(ErrorBody(error: .init(code: code, message: message)))) ?? Data()
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
     }
 }

@@ -1,3 +1,4 @@
+import Foundation
 import Hummingbird
 
 /// The request context of PushRelay's router.
@@ -10,4 +11,12 @@ public struct AppRequestContext: RequestContext {
 
     /// Webhook bodies are capped well below Hummingbird's default; larger bodies get 413.
     public var maxUploadSize: Int { 1024 * 1024 }
+
+    /// Stable key order and ISO 8601 dates in every JSON response.
+    public var responseEncoder: JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .iso8601
+        return encoder
+    }
 }

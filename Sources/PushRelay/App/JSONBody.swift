@@ -84,11 +84,13 @@ extension Request {
         do {
             return try await collectBody(upTo: context.maxUploadSize)
         } catch let error as HTTPError where error.status == .contentTooLarge {
-            throw APIError(
-                .contentTooLarge,
-                code: "payload_too_large",
-                message: "the request body exceeds \(context.maxUploadSize) bytes"
-            )
+            throw Self.tooLarge(context.maxUploadSize)
+        } catch is NIOTooManyBytesError {
+            throw Self.tooLarge(context.maxUploadSize)
         }
+    }
+
+    private static func tooLarge(_ limit: Int) -> APIError {
+        APIError(.contentTooLarge, code: "payload_too_large", message: "the request body exceeds \(limit) bytes")
     }
 }

@@ -43,12 +43,4 @@ struct WebhookSignature: Sendable {
     static func rejected(_ message: String) -> APIError {
         APIError(.unauthorized, code: "invalid_signature", message: message)
     }
-
-    /// Computes the header value (used by tests and the benchmark).
-    static func sign(secret: String, timestamp: String, body: some Sequence<UInt8>) -> String {
-        var signed = Data(timestamp.utf8)
-        signed.append(contentsOf: body)
-        let mac = HMAC<SHA256>.authenticationCode(for: signed, using: SymmetricKey(data: Data(secret.utf8)))
-        return Data(mac).base64EncodedString()
-    }
 }

@@ -1,0 +1,108 @@
+import Configuration
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import JWTKit
+import Logging
+import NIOCore
+import Postgres
+import PushRelay
+import TestSupport
+
+/// A relay on a database of its own with two apps, `support` (user tokens enabled) and `other`.
+struct TestApp {
+    static let webhookSecret = "support-secret-0123456789"
+    static let rotatedSecret = "support-secret-rotated-9876"
+    static let otherSecret = "other-secret-0123456789abc"
+    static let signingSecret = "signing-secret-0123456789"
+    static let userTokenKey = "user-token-key-0123456789abcdef0123456789"
+
+    let conninfo: String
+    let client: PostgresClient
+    let apps: [AppConfiguration]
+
+    static func make(signing: Bool = false, conninfo: String? = nil) async throws -> TestApp {
+        let keyFile = (NSTemporaryDirectory() as NSString).appendingPathComponent("user-token-\(UUID().uuidString).key")
+        try userTokenKey.write(toFile: keyFile, atomically: true, encoding: .utf8)
+        let apps = [
+            AppConfiguration(
+                id: "support",
+                webhookSecrets: [webhookSecret, rotatedSecret],
+                webhookSigningSecret: signing ? signingSecret : nil,
+                userTokens: .init(secretFile: keyFile)
+            ),
+            AppConfiguration(id: "other", webhookSecrets: [otherSecret]),
+        ]
+        var database = conninfo
+        if database == nil { database = try await TestDatabase.makeDatabase() }
+        let conninfo = database!
+        return TestApp(
+            conninfo: conninfo,
+            client: PostgresClient(configuration: .init(conninfo: conninfo, maxConnections: 2), logger: TestDatabase.logger),
+            apps: apps
+        )
+    }
+
+    func application(extra: [AbsoluteConfigKey: ConfigValue] = [:]) async throws -> some ApplicationProtocol {
+        var values: [AbsoluteConfigKey: ConfigValue] = [
+            "database.url": .init(.string(conninfo), isSecret: true),
+            "database.max_connections": .init(.int(6), isSecret: false),
+        ]
+        values.merge(extra) { $1 }
+        return try await buildApplication(
+            reader: ConfigReader(provider: InMemoryProvider(values: values)), logger: TestDatabase.logger, apps: apps
+        )
+    }
+
+    /// Creates an API key directly in the database (the schema must exist: build the app first).
+    func key(app: String?, scopes: [APIKeyScope] = APIKeyScope.allCases) async throws -> String {
+        try await APIKeyStore(client: client).create(appID: app, scopes: scopes, label: "test").key.plaintext
+    }
+
+    /// A user JWT for `support`, signed with its configured key.
+    static func userToken(_ user: String, expiresIn: TimeInterval = 600, key: String = userTokenKey) async throws -> String {
+        struct Claims: JWTPayload {
+            var sub: SubjectClaim
+            var exp: ExpirationClaim
+            func verify(using algorithm: some JWTAlgorithm) async throws {}
+        }
+        let keys = await JWTKeyCollection().add(hmac: HMACKey(from: key), digestAlgorithm: .sha256)
+        return try await keys.sign(Claims(sub: .init(value: user), exp: .init(value: Date().addingTimeInterval(expiresIn))))
+    }
+
+    func count(_ sql: String, _ parameters: [any PostgresEncodable] = []) async throws -> Int {
+        try await client.query(sql, parameters).first!.decode(Int.self, at: 0)
+    }
+}
+
+struct ErrorEnvelope: Decodable {
+    struct Detail: Decodable {
+        var code: String
+        var message: String
+    }
+    var error: Detail
+}
+
+extension TestResponse {
+    var errorBody: ErrorEnvelope.Detail? { try? JSONDecoder().decode(ErrorEnvelope.self, from: Data(buffer: body)).error }
+    var json: [String: Any]? { try? JSONSerialization.jsonObject(with: Data(buffer: body)) as? [String: Any] }
+}
+
+func bearer(_ credential: String) -> HTTPFields { [.authorization: "Bearer \(credential)", .contentType: "application/json"] }
+
+func jsonBody(_ text: String) -> ByteBuffer { ByteBuffer(string: text) }
+
+let fixtureWebhook = #"""
+    {
+      "devices": [
+        {"identifier": "oiuytrdsdfghjk", "type": "ios"},
+        {"identifier": "iuytfrdcvbnmkl", "type": "android"}
+      ],
+      "notification": {
+        "body": "Agent replied something something",
+        "title": "Agent replied",
+        "ticket_id": "5"
+      }
+    }
+    """#
