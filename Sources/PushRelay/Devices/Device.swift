@@ -23,6 +23,21 @@ public struct Device: Sendable, Hashable, Codable {
         case createdAt = "created_at"
         case updatedAt = "updated_at"
     }
+
+    /// Absent values are written as `null`, so every field is always present in responses.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(appID, forKey: .appID)
+        try container.encode(token, forKey: .token)
+        try container.encode(platform, forKey: .platform)
+        try container.encode(userID, forKey: .userID)
+        try container.encode(environment, forKey: .environment)
+        try container.encode(locale, forKey: .locale)
+        try container.encode(status, forKey: .status)
+        try container.encode(invalidReason, forKey: .invalidReason)
+        try container.encode(createdAt, forKey: .createdAt)
+        try container.encode(updatedAt, forKey: .updatedAt)
+    }
 }
 
 /// What a client asks for when it registers a token.

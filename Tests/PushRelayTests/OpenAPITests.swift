@@ -1,0 +1,49 @@
+import Configuration
+import Foundation
+import HummingbirdTesting
+@testable import PushRelay
+import TestSupport
+import Testing
+import Yams
+
+@Suite("OpenAPI document")
+struct OpenAPITests {
+    @Test("the served document lists exactly the routes the router serves")
+    func documentMatchesRoutes() async throws {
+        let conninfo = try await TestDatabase.makeDatabase()
+        let database = try await Database.open(
+            configuration: .init(config: ConfigReader(provider: InMemoryProvider(values: ["url": .init(.string(conninfo), isSecret: true)]))),
+            dataDirectory: NSTemporaryDirectory(),
+            logger: TestDatabase.logger
+        )
+        let apps = try await AppDirectory(apps: [])
+        let settings = WebhookSettings(config: ConfigReader(provider: InMemoryProvider(values: [:])))
+        let writer = IntakeWriter(client: database.client, logger: TestDatabase.logger)
+        let (_, routes) = buildRouter(database: database, apps: apps, writer: writer, settings: settings)
+
+        let document = try #require(try Yams.load(yaml: OpenAPIDocument.yaml) as? [String: Any])
+        #expect(document["openapi"] as? String == "3.0.3")
+        let paths = try #require(document["paths"] as? [String: Any])
+        var documented = Set<Route>()
+        for (path, item) in paths {
+            let operations = try #require(item as? [String: Any])
+            for method in ["get", "put", "post", "delete", "patch", "head"] where operations[method] != nil {
+                documented.insert(Route(method: method.uppercased(), path: path))
+            }
+        }
+        #expect(documented == Set(routes), "documented but not served: \(documented.subtracting(routes)); served but not documented: \(Set(routes).subtracting(documented))")
+        #expect(routes.count >= 8)
+        await database.client.close()
+    }
+
+    @Test("GET /openapi.yaml serves the document as YAML")
+    func served() async throws {
+        let test = try await TestApp.make()
+        try await test.application().test(.router) { client in
+            let response = try await client.execute(uri: "/openapi.yaml", method: .get)
+            #expect(response.status == .ok)
+            #expect(response.headers[.contentType]?.hasPrefix("application/yaml") == true)
+            #expect(String(buffer: response.body) == OpenAPIDocument.yaml)
+        }
+    }
+}
