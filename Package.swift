@@ -11,6 +11,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "push-relay", targets: ["push-relay"]),
+        .executable(name: "push-relay-bench", targets: ["push-relay-bench"]),
         .library(name: "PushRelay", targets: ["PushRelay"]),
         .library(name: "Postgres", targets: ["Postgres"]),
         .library(name: "CurlHTTP2", targets: ["CurlHTTP2"]),
@@ -27,6 +28,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
         .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0"),
         .package(url: "https://github.com/jpsim/Yams.git", "5.4.0"..<"7.0.0"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.30.0"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
     ],
     targets: [
         // System libraries.
@@ -92,6 +95,17 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
+        ),
+
+        // Load generator for the benchmarks; kept out of the server binary.
+        .executableTarget(
+            name: "push-relay-bench",
+            dependencies: [
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
         ),
 
         // Real PostgreSQL servers for the test suites.
