@@ -4,6 +4,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import NIOCore
+import Postgres
 import PushRelay
 import TestSupport
 import Testing
@@ -40,6 +41,43 @@ struct WebhookTests {
             #expect(deliveries.allSatisfy { $0.2 == "pending" })
             // Unknown devices are registered implicitly with the type given.
             #expect(try await test.count("SELECT count(*) FROM devices WHERE app_id = 'support' AND status = 'active'") == 2)
+        }
+    }
+
+    @Test("a committed webhook sends NOTIFY push_relay_deliveries to wake the dispatchers")
+    func notifiesAfterCommit() async throws {
+        let test = try await TestApp.make()
+        let listener = try PostgresListener(conninfo: test.conninfo, channels: ["push_relay_deliveries"], logger: TestDatabase.logger)
+        try await test.application().test(.router) { client in
+            let woke = try await withThrowingTaskGroup(of: Bool.self) { group in
+                group.addTask {
+                    try await listener.run()
+                    return false
+                }
+                group.addTask {
+                    for await event in listener.events {
+                        switch event {
+                        case .listening:
+                            let response = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(fixtureWebhook))
+                            #expect(response.status == .accepted)
+                        case .notification(let notification):
+                            #expect(notification.channel == "push_relay_deliveries")
+                            // By the time the wake-up arrives, the rows it announces are visible.
+                            #expect(try await test.count("SELECT count(*) FROM deliveries") == 2)
+                            return true
+                        }
+                    }
+                    return false
+                }
+                group.addTask {
+                    try await Task.sleep(for: .seconds(15))
+                    return false
+                }
+                let first = try await group.next() ?? false
+                group.cancelAll()
+                return first
+            }
+            #expect(woke)
         }
     }
 
