@@ -21,6 +21,18 @@ CURLcode pushrelay_curl_easy_setopt_write_callback(CURL *handle,
     return curl_easy_setopt(handle, CURLOPT_WRITEFUNCTION, callback);
 }
 
+CURLcode pushrelay_curl_easy_setopt_header_callback(CURL *handle,
+    size_t (*callback)(char *, size_t, size_t, void *)) {
+    return curl_easy_setopt(handle, CURLOPT_HEADERFUNCTION, callback);
+}
+
+int pushrelay_curl_msg_done(CURLMsg *message, CURL **easy, CURLcode *result) {
+    if (message == NULL || message->msg != CURLMSG_DONE) return 0;
+    *easy = message->easy_handle;
+    *result = message->data.result;
+    return 1;
+}
+
 CURLcode pushrelay_curl_easy_getinfo_long(CURL *handle, CURLINFO info, long *value) {
     return curl_easy_getinfo(handle, info, value);
 }

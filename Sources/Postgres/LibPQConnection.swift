@@ -76,13 +76,31 @@ final class LibPQConnection: @unchecked Sendable {
         return false
     }
 
-    /// Runs one parameterised statement with the extended protocol.
-    func query(_ sql: String, _ parameters: [String?]) throws -> PostgresQueryResult {
+    /// Statements prepared on this connection, by SQL text.
+    private var prepared: [String: String] = [:]
+
+    /// Runs one parameterised statement with the extended protocol. With `prepare`, the statement
+    /// is parsed and planned once per connection and reused (for hot statements).
+    func query(_ sql: String, _ parameters: [String?], prepare: Bool = false) throws -> PostgresQueryResult {
+        var name: String?
+        if prepare {
+            if let existing = prepared[sql] {
+                name = existing
+            } else {
+                let new = "push_relay_\(prepared.count + 1)"
+                _ = try consume(PQprepare(handle, new, sql, Int32(parameters.count), nil))
+                prepared[sql] = new
+                name = new
+            }
+        }
         let cValues = parameters.map { $0.map { strdup($0) } ?? nil }
         defer { cValues.forEach { free($0) } }
         var pointers: [UnsafePointer<CChar>?] = cValues.map { $0.map { UnsafePointer($0) } }
         let result = pointers.withUnsafeMutableBufferPointer { buffer in
-            PQexecParams(handle, sql, Int32(parameters.count), nil, buffer.baseAddress, nil, nil, 0)
+            if let name {
+                return PQexecPrepared(handle, name, Int32(parameters.count), buffer.baseAddress, nil, nil, 0)
+            }
+            return PQexecParams(handle, sql, Int32(parameters.count), nil, buffer.baseAddress, nil, nil, 0)
         }
         return try consume(result)
     }

@@ -100,10 +100,10 @@ public final class PostgresClient: Service, Sendable {
         }
     }
 
-    /// Runs one parameterised statement on a pooled connection.
+    /// Runs one parameterised statement on a pooled connection (see ``PostgresSession/query(_:_:prepare:)``).
     @discardableResult
-    public func query(_ sql: String, _ parameters: [any PostgresEncodable] = []) async throws -> PostgresQueryResult {
-        try await withConnection { try await $0.query(sql, parameters) }
+    public func query(_ sql: String, _ parameters: [any PostgresEncodable] = [], prepare: Bool = false) async throws -> PostgresQueryResult {
+        try await withConnection { try await $0.query(sql, parameters, prepare: prepare) }
     }
 
     /// Sends `NOTIFY channel, payload` (through `pg_notify`, so both are bound parameters).

@@ -9,12 +9,13 @@ public struct PostgresSession: Sendable {
     /// The server process serving this session.
     public var backendPID: Int32 { connection.backendPID }
 
-    /// Runs one parameterised statement (`$1`, `$2`, … bound to `parameters`).
+    /// Runs one parameterised statement (`$1`, `$2`, … bound to `parameters`). With `prepare`, the
+    /// statement is prepared once per connection and reused: worth it for hot, fixed SQL.
     @discardableResult
-    public func query(_ sql: String, _ parameters: [any PostgresEncodable] = []) async throws -> PostgresQueryResult {
+    public func query(_ sql: String, _ parameters: [any PostgresEncodable] = [], prepare: Bool = false) async throws -> PostgresQueryResult {
         let texts = parameters.map(\.postgresText)
         let connection = self.connection
-        return try await threadPool.runIfActive { try connection.query(sql, texts) }
+        return try await threadPool.runIfActive { try connection.query(sql, texts, prepare: prepare) }
     }
 
     /// Runs SQL text without parameters through the simple protocol; it may hold several statements.

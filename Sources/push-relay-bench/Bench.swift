@@ -1,8 +1,9 @@
 import ArgumentParser
-import AsyncHTTPClient
 import Foundation
 import Histogram
 import NIOCore
+import NIOHTTP1
+import NIOPosix
 
 /// `push-relay-bench`: load generators that print throughput and latency percentiles.
 @main
@@ -34,10 +35,10 @@ struct Ingest: AsyncParsableCommand {
     @Option(help: "The app's webhook secret.")
     var secret: String
 
-    @Option(name: [.short, .customLong("requests")], help: "Webhooks to send.")
+    @Option(name: [.customShort("n"), .customLong("requests")], help: "Webhooks to send.")
     var requests = 20_000
 
-    @Option(name: [.short, .customLong("concurrency")], help: "Requests in flight at once.")
+    @Option(name: [.customShort("c"), .customLong("concurrency")], help: "Connections, each with one request in flight.")
     var concurrency = 64
 
     @Option(help: "Webhooks per second (open loop); omit for as fast as possible.")
@@ -58,22 +59,20 @@ struct Ingest: AsyncParsableCommand {
     }
 
     func run() async throws {
-        var configuration = HTTPClient.Configuration()
-        configuration.connectionPool = .init(idleTimeout: .seconds(30), concurrentHTTP1ConnectionsPerHostSoftLimit: concurrency)
-        configuration.timeout = .init(connect: .seconds(5), read: .seconds(30))
-        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
-        let target = "\(url)/v1/webhooks/zendesk/\(app)/\(secret)"
-        do {
-            if warmup > 0 {
-                _ = try await drive(client: client, target: target, count: warmup, offset: 0, rate: nil)
-            }
-            let result = try await drive(client: client, target: target, count: requests, offset: warmup, rate: rate)
-            report(result)
-        } catch {
-            try await client.shutdown()
-            throw error
+        guard let components = URLComponents(string: url), let host = components.host else {
+            throw ValidationError("--url must look like http://127.0.0.1:8080")
         }
-        try await client.shutdown()
+        let target = Target(host: host, port: components.port ?? 80, path: "/v1/webhooks/zendesk/\(app)/\(secret)")
+        if warmup > 0 {
+            _ = try await drive(target, count: warmup, offset: 0, rate: nil)
+        }
+        report(try await drive(target, count: requests, offset: warmup, rate: rate))
+    }
+
+    struct Target: Sendable {
+        var host: String
+        var port: Int
+        var path: String
     }
 
     struct Result {
@@ -83,23 +82,16 @@ struct Ingest: AsyncParsableCommand {
         var elapsed: Double = 0
     }
 
-    private func drive(client: HTTPClient, target: String, count: Int, offset: Int, rate: Double?) async throws -> Result {
+    /// Runs `concurrency` keep-alive HTTP/1.1 connections (plain SwiftNIO, so the load generator
+    /// spends little of the CPU it shares with the relay), each sending its next webhook when the
+    /// previous answer arrived (or at its scheduled time with --rate).
+    private func drive(_ target: Target, count: Int, offset: Int, rate: Double?) async throws -> Result {
         let counter = Counter()
         let start = ContinuousClock.now
-        let results = try await withThrowingTaskGroup(of: Result.self) { group in
-            for _ in 0..<concurrency {
+        var result = try await withThrowingTaskGroup(of: Result.self) { group in
+            for _ in 0..<min(concurrency, count) {
                 group.addTask {
-                    var local = Result()
-                    while let index = counter.next(limit: count) {
-                        let scheduled = rate.map { start + .nanoseconds(Int64(Double(index) / $0 * 1e9)) } ?? ContinuousClock.now
-                        if rate != nil, scheduled > ContinuousClock.now { try await Task.sleep(until: scheduled) }
-                        let sent = rate == nil ? ContinuousClock.now : scheduled
-                        let outcome = await send(client: client, target: target, number: offset + index)
-                        let micros = (ContinuousClock.now - sent).microseconds
-                        _ = local.histogram.record(UInt64(max(1, micros)))
-                        if outcome == "202" { local.accepted += 1 } else { local.failed[outcome, default: 0] += 1 }
-                    }
-                    return local
+                    try await connection(target, counter: counter, count: count, offset: offset, rate: rate, start: start)
                 }
             }
             var merged = Result()
@@ -110,27 +102,52 @@ struct Ingest: AsyncParsableCommand {
             }
             return merged
         }
-        var result = results
         result.elapsed = (ContinuousClock.now - start).seconds
         return result
     }
 
-    private func send(client: HTTPClient, target: String, number: Int) async -> String {
-        var request = HTTPClientRequest(url: target)
-        request.method = .POST
-        request.headers.add(name: "Content-Type", value: "application/json")
+    private func connection(_ target: Target, counter: Counter, count: Int, offset: Int, rate: Double?, start: ContinuousClock.Instant) async throws -> Result {
+        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .connect(host: target.host, port: target.port) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                    return try NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>(wrappingChannelSynchronously: channel)
+                }
+            }
+        var local = Result()
+        try await channel.executeThenClose { inbound, outbound in
+            var responses = inbound.makeAsyncIterator()
+            while let index = counter.next(limit: count) {
+                let scheduled = rate.map { start + .nanoseconds(Int64(Double(index) / $0 * 1e9)) } ?? ContinuousClock.now
+                if rate != nil, scheduled > ContinuousClock.now { try await Task.sleep(until: scheduled) }
+                let sent = rate == nil ? ContinuousClock.now : scheduled
+                let body = ByteBuffer(string: webhook(number: offset + index))
+                var head = HTTPRequestHead(version: .http1_1, method: .POST, uri: target.path)
+                head.headers = ["Host": target.host, "Content-Type": "application/json", "Content-Length": "\(body.readableBytes)"]
+                try await outbound.write(contentsOf: [.head(head), .body(.byteBuffer(body)), .end(nil)])
+                var status = 0
+                reading: while let part = try await responses.next() {
+                    switch part {
+                    case .head(let response): status = Int(response.status.code)
+                    case .body: continue
+                    case .end: break reading
+                    }
+                }
+                let micros = (ContinuousClock.now - sent).microseconds
+                _ = local.histogram.record(UInt64(max(1, micros)))
+                if status == 202 { local.accepted += 1 } else { local.failed[status == 0 ? "connection closed" : "\(status)", default: 0] += 1 }
+                if status == 0 { break }
+            }
+        }
+        return local
+    }
+
+    private func webhook(number: Int) -> String {
         let targets = (0..<devices).map { device in
             #"{"identifier":"bench-\#((number * devices + device) % tokenPool)","type":"\#(device % 2 == 0 ? "android" : "ios")"}"#
         }
-        let body = #"{"devices":[\#(targets.joined(separator: ","))],"notification":{"title":"Agent replied","body":"Reply \#(number) on your ticket","ticket_id":"\#(number % 5000)"}}"#
-        request.body = .bytes(ByteBuffer(string: body))
-        do {
-            let response = try await client.execute(request, timeout: .seconds(30))
-            _ = try await response.body.collect(upTo: 1 << 20)
-            return String(response.status.code)
-        } catch {
-            return "error: \(type(of: error))"
-        }
+        return #"{"devices":[\#(targets.joined(separator: ","))],"notification":{"title":"Agent replied","body":"Reply \#(number) on your ticket","ticket_id":"\#(number % 5000)"}}"#
     }
 
     private func report(_ result: Result) {

@@ -12,10 +12,16 @@ CURLcode pushrelay_curl_easy_setopt_string(CURL *handle, CURLoption option, cons
 CURLcode pushrelay_curl_easy_setopt_off_t(CURL *handle, CURLoption option, curl_off_t value);
 CURLcode pushrelay_curl_easy_setopt_write_callback(CURL *handle,
     size_t (*callback)(char *, size_t, size_t, void *));
+CURLcode pushrelay_curl_easy_setopt_header_callback(CURL *handle,
+    size_t (*callback)(char *, size_t, size_t, void *));
 CURLcode pushrelay_curl_easy_getinfo_long(CURL *handle, CURLINFO info, long *value);
 CURLcode pushrelay_curl_easy_getinfo_ptr(CURL *handle, CURLINFO info, void **value);
 CURLMcode pushrelay_curl_multi_setopt_long(CURLM *handle, CURLMoption option, long value);
 CURLMcode pushrelay_curl_multi_setopt_ptr(CURLM *handle, CURLMoption option, void *value);
+
+/// The CURLMsg fields Swift cannot reach through the union: the easy handle and, for
+/// CURLMSG_DONE, the transfer's result code. Returns 1 when `message` is a finished transfer.
+int pushrelay_curl_msg_done(CURLMsg *message, CURL **easy, CURLcode *result);
 
 /// Whether the linked libcurl was built with HTTP/2 (nghttp2) support.
 int pushrelay_curl_has_http2(void);

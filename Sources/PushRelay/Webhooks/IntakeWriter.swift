@@ -175,7 +175,8 @@ final class IntakeWriter: Service, Sendable {
             FROM input i LEFT JOIN queued q ON q.notification_id = i.id
             GROUP BY i.ord, i.id ORDER BY i.ord
             """,
-            [apps, tickets, titles, bodies, requestIDs, ordinals, tokens, platforms]
+            [apps, tickets, titles, bodies, requestIDs, ordinals, tokens, platforms],
+            prepare: true
         )
         guard result.rows.count == items.count else {
             throw PostgresError(code: .decoding, message: "intake returned \(result.rows.count) rows for \(items.count) webhooks")
