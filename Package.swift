@@ -120,6 +120,7 @@ let package = Package(
             name: "PushRelayTests",
             dependencies: [
                 "PushRelay",
+                "Postgres",
                 "TestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "JWTKit", package: "jwt-kit"),
