@@ -28,6 +28,9 @@ let package = Package(
         .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.8.0"),
         .package(url: "https://github.com/jpsim/Yams.git", "5.4.0"..<"7.0.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.15.0"),
+        .package(url: "https://github.com/apple/swift-asn1.git", from: "1.3.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.2"),
     ],
     targets: [
         // System libraries.
@@ -58,6 +61,24 @@ let package = Package(
         .target(
             name: "CurlHTTP2",
             dependencies: ["CCurlShim", "CLibCurl"],
+            swiftSettings: swiftSettings
+        ),
+
+        // A local APNs stand-in over HTTP/2 and TLS, for tests, benchmarks and the demo run.
+        .target(
+            name: "PushSandbox",
+            dependencies: [
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdHTTP2", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: swiftSettings
         ),
 
@@ -115,6 +136,16 @@ let package = Package(
         .testTarget(
             name: "PostgresTests",
             dependencies: ["Postgres", "TestSupport"]
+        ),
+        .testTarget(
+            name: "CurlHTTP2Tests",
+            dependencies: [
+                "CurlHTTP2",
+                "PushSandbox",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .testTarget(
             name: "PushRelayTests",

@@ -57,7 +57,10 @@ public struct CurlError: Error, Sendable, CustomStringConvertible {
 public struct HTTP2ClientConfiguration: Sendable {
     /// Most connections per host. HTTP/2 multiplexes, so 1 or 2 is usually right.
     public var maxConnectionsPerHost: Int
-    /// Streams per connection; curl's default is 100, APNs allows about 1000.
+    /// Streams per connection. Keep it below the server's advertised limit: libcurl 7.88 can open
+    /// streams beyond it, and a server that refuses them after starting work makes a retried
+    /// request arrive twice. The client also holds back transfers beyond
+    /// `maxConcurrentStreams × maxConnectionsPerHost` in its own queue.
     public var maxConcurrentStreams: Int
     /// Extra CA bundle (PEM) to trust, such as the sandbox's CA.
     public var caFile: String?
@@ -82,7 +85,7 @@ public struct HTTP2ClientConfiguration: Sendable {
 
     public init(
         maxConnectionsPerHost: Int = 1,
-        maxConcurrentStreams: Int = 1000,
+        maxConcurrentStreams: Int = 90,
         caFile: String? = nil,
         clientCertificate: ClientCertificate? = nil,
         connectTimeout: Duration = .seconds(10)
@@ -104,17 +107,32 @@ public struct HTTP2ClientConfiguration: Sendable {
 ///
 /// Unchecked `Sendable`: the multi handle is used only by the event thread, except for
 /// `curl_multi_wakeup`, which libcurl documents as callable from any thread.
-public final class HTTP2Client: @unchecked Sendable {
-    private let multi: UnsafeMutableRawPointer
-    private let configuration: HTTP2ClientConfiguration
-    private let state = Mutex(SharedState())
-    private let stopped = Mutex<CheckedContinuation<Void, Never>?>(nil)
-    private let stoppedFlag = Mutex(false)
+public final class HTTP2Client: Sendable {
+    private let shared: Shared
+
+    /// What the client and its event thread share. The thread owns the multi handle's lifetime:
+    /// it cleans it up when it exits, under the same lock that guards every wake-up, so a late
+    /// `curl_multi_wakeup` can never touch a freed handle.
+    final class Shared: @unchecked Sendable {
+        let multi: UnsafeMutableRawPointer
+        let state = Mutex(SharedState())
+
+        init(multi: UnsafeMutableRawPointer) { self.multi = multi }
+
+        /// Wakes the event thread, unless it is gone.
+        func wake() {
+            state.withLock { state in
+                if !state.exited { curl_multi_wakeup(multi) }
+            }
+        }
+    }
 
     struct SharedState {
         var pending: [Transfer] = []
         var cancelled: [Int] = []
         var stopping = false
+        var exited = false
+        var exitWaiters: [CheckedContinuation<Void, Never>] = []
         var nextID = 0
     }
 
@@ -123,28 +141,30 @@ public final class HTTP2Client: @unchecked Sendable {
             throw CurlError(code: -1, message: "libcurl is not usable or lacks HTTP/2 support")
         }
         guard let multi = curl_multi_init() else { throw CurlError(code: -1, message: "curl_multi_init failed") }
-        self.multi = multi
-        self.configuration = configuration
         pushrelay_curl_multi_setopt_long(multi, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX)
         pushrelay_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, configuration.maxConnectionsPerHost)
         pushrelay_curl_multi_setopt_long(multi, CURLMOPT_MAX_CONCURRENT_STREAMS, configuration.maxConcurrentStreams)
-        let loop = EventLoop(multi: multi, configuration: configuration, client: self)
+        shared = Shared(multi: multi)
+        let loop = EventLoop(shared: shared, configuration: configuration)
         let thread = Thread { loop.run() }
         thread.name = "push-relay-curl"
         thread.start()
     }
 
     deinit {
-        curl_multi_cleanup(multi)
+        // A client dropped without shutdown() still stops its thread.
+        shared.state.withLock { $0.stopping = true }
+        shared.wake()
     }
 
     /// Sends a request and returns its response; throws ``CurlError`` below HTTP.
     public func send(_ request: HTTP2Request) async throws -> HTTP2Response {
         let transfer = Transfer(request: request)
+        let shared = self.shared
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 transfer.continuation = continuation
-                let accepted = state.withLock { state in
+                let accepted = shared.state.withLock { state in
                     guard !state.stopping else { return false }
                     state.nextID += 1
                     transfer.id = state.nextID
@@ -152,56 +172,29 @@ public final class HTTP2Client: @unchecked Sendable {
                     return true
                 }
                 if accepted {
-                    curl_multi_wakeup(multi)
+                    shared.wake()
                 } else {
                     transfer.continuation = nil
                     continuation.resume(throwing: CurlError(code: -2, message: "the HTTP/2 client is shut down"))
                 }
             }
         } onCancel: {
-            state.withLock { $0.cancelled.append(transfer.id) }
-            curl_multi_wakeup(multi)
+            shared.state.withLock { $0.cancelled.append(transfer.id) }
+            shared.wake()
         }
     }
 
-    /// Fails what is in flight and stops the event thread.
+    /// Fails what is in flight and stops the event thread; returns once it has stopped.
     public func shutdown() async {
-        let alreadyStopped = stoppedFlag.withLock { $0 }
-        if alreadyStopped { return }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let finished = stoppedFlag.withLock { flag -> Bool in
-                if flag { return true }
-                stopped.withLock { $0 = continuation }
+            let exited = shared.state.withLock { state -> Bool in
+                if state.exited { return true }
+                state.stopping = true
+                state.exitWaiters.append(continuation)
                 return false
             }
-            if finished {
-                continuation.resume()
-                return
-            }
-            state.withLock { $0.stopping = true }
-            curl_multi_wakeup(multi)
+            if exited { continuation.resume() } else { shared.wake() }
         }
-    }
-
-    // MARK: Event thread
-
-    fileprivate func take() -> (pending: [Transfer], cancelled: [Int], stopping: Bool) {
-        state.withLock { state in
-            defer {
-                state.pending = []
-                state.cancelled = []
-            }
-            return (state.pending, state.cancelled, state.stopping)
-        }
-    }
-
-    fileprivate func loopExited() {
-        stoppedFlag.withLock { $0 = true }
-        let continuation = stopped.withLock { value -> CheckedContinuation<Void, Never>? in
-            defer { value = nil }
-            return value
-        }
-        continuation?.resume()
     }
 }
 
@@ -239,29 +232,49 @@ final class Transfer: @unchecked Sendable {
 
 /// The event thread's state: only that thread touches it.
 private final class EventLoop: @unchecked Sendable {
-    let multi: UnsafeMutableRawPointer
+    let shared: HTTP2Client.Shared
+    var multi: UnsafeMutableRawPointer { shared.multi }
     let configuration: HTTP2ClientConfiguration
-    unowned let client: HTTP2Client
     var active: [Int: Transfer] = [:]
+    /// Transfers waiting for a free stream, oldest first.
+    var backlog: [Transfer] = []
+    var limit: Int { max(1, configuration.maxConcurrentStreams * configuration.maxConnectionsPerHost) }
 
-    init(multi: UnsafeMutableRawPointer, configuration: HTTP2ClientConfiguration, client: HTTP2Client) {
-        self.multi = multi
+    init(shared: HTTP2Client.Shared, configuration: HTTP2ClientConfiguration) {
+        self.shared = shared
         self.configuration = configuration
-        self.client = client
+    }
+
+    private func take() -> (pending: [Transfer], cancelled: [Int], stopping: Bool) {
+        shared.state.withLock { state in
+            defer {
+                state.pending = []
+                state.cancelled = []
+            }
+            return (state.pending, state.cancelled, state.stopping)
+        }
     }
 
     func run() {
         while true {
-            let (pending, cancelled, stopping) = client.take()
-            for transfer in pending { start(transfer) }
+            let (pending, cancelled, stopping) = take()
+            backlog.append(contentsOf: pending)
             for id in cancelled {
-                if let transfer = active.removeValue(forKey: id) { end(transfer, .failure(CancellationError())) }
+                if let transfer = active.removeValue(forKey: id) {
+                    end(transfer, .failure(CancellationError()))
+                } else if let index = backlog.firstIndex(where: { $0.id == id }) {
+                    backlog.remove(at: index).finish(.failure(CancellationError()))
+                }
             }
             if stopping {
-                for transfer in active.values { end(transfer, .failure(CurlError(code: -2, message: "the HTTP/2 client is shut down"))) }
+                let shutDown = CurlError(code: -2, message: "the HTTP/2 client is shut down")
+                for transfer in active.values { end(transfer, .failure(shutDown)) }
+                for transfer in backlog { transfer.finish(.failure(shutDown)) }
                 active.removeAll()
+                backlog.removeAll()
                 break
             }
+            startFromBacklog()
             var running: Int32 = 0
             curl_multi_perform(multi, &running)
             var remaining: Int32 = 0
@@ -276,9 +289,32 @@ private final class EventLoop: @unchecked Sendable {
                 active.removeValue(forKey: transfer.id)
                 end(transfer, complete(transfer, code: code))
             }
+            startFromBacklog()
             curl_multi_poll(multi, nil, 0, 1000, nil)
         }
-        client.loopExited()
+        let waiters = shared.state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.exited = true
+            curl_multi_cleanup(multi)
+            // Requests that raced with the stop.
+            for transfer in state.pending { transfer.finish(.failure(CurlError(code: -2, message: "the HTTP/2 client is shut down"))) }
+            state.pending = []
+            defer { state.exitWaiters = [] }
+            return state.exitWaiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    private func startFromBacklog() {
+        guard !backlog.isEmpty, active.count < limit else { return }
+        let count = min(backlog.count, limit - active.count)
+        let starting = backlog.prefix(count)
+        backlog.removeFirst(count)
+        for transfer in starting { start(transfer) }
+        // Let curl pick the new transfers up before the next poll.
+        if count > 0 {
+            var running: Int32 = 0
+            curl_multi_perform(multi, &running)
+        }
     }
 
     private func start(_ transfer: Transfer) {

@@ -1,0 +1,93 @@
+import Foundation
+import Synchronization
+
+/// One request the sandbox received.
+public struct SandboxRequest: Sendable, Codable, Hashable {
+    /// `apns`, `fcm`, `oauth`, `zendesk` or `sink`.
+    public var service: String
+    public var path: String
+    /// Header names lower-cased.
+    public var headers: [String: String]
+    public var body: String
+    /// The status the sandbox answered with.
+    public var status: Int
+    /// The provider's reason (`BadDeviceToken`, `UNREGISTERED`…), when it answered with an error.
+    public var reason: String?
+    public var receivedAt: Date
+
+    enum CodingKeys: String, CodingKey {
+        case service, path, headers, body, status, reason
+        case receivedAt = "received_at"
+    }
+}
+
+/// What the sandbox should answer for one device token instead of success.
+public struct SandboxBehaviour: Sendable, Codable, Hashable {
+    /// The HTTP status to answer with (0 keeps success but may still delay).
+    public var status: Int
+    /// The provider reason to put in the body.
+    public var reason: String?
+    /// Seconds for a `Retry-After` header.
+    public var retryAfter: Int?
+    /// Milliseconds to wait before answering.
+    public var delayMilliseconds: Int?
+    /// How many requests get this answer; `nil` for all of them.
+    public var times: Int?
+
+    public init(status: Int, reason: String? = nil, retryAfter: Int? = nil, delayMilliseconds: Int? = nil, times: Int? = nil) {
+        self.status = status
+        self.reason = reason
+        self.retryAfter = retryAfter
+        self.delayMilliseconds = delayMilliseconds
+        self.times = times
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case status, reason, times
+        case retryAfter = "retry_after"
+        case delayMilliseconds = "delay_ms"
+    }
+}
+
+/// The sandbox's memory: what it received and the behaviours it was told to show.
+public final class SandboxState: Sendable {
+    private let received = Mutex<[SandboxRequest]>([])
+    private let behaviours = Mutex<[String: SandboxBehaviour]>([:])
+    /// Requests to `/sink` are only counted, so the sender benchmark measures the client.
+    private let sinkCount = Atomic<Int>(0)
+
+    public init() {}
+
+    /// Everything received so far (optionally of one service), oldest first.
+    public func requests(service: String? = nil) -> [SandboxRequest] {
+        received.withLock { list in service.map { name in list.filter { $0.service == name } } ?? list }
+    }
+
+    public func clear() { received.withLock { $0.removeAll() } }
+
+    func record(_ request: SandboxRequest) { received.withLock { $0.append(request) } }
+
+    /// Sets how the sandbox answers requests for `token`.
+    public func setBehaviour(_ behaviour: SandboxBehaviour?, for token: String) {
+        behaviours.withLock { $0[token] = behaviour }
+    }
+
+    /// The behaviour to apply now for `token`, counting it down.
+    func takeBehaviour(for token: String) -> SandboxBehaviour? {
+        behaviours.withLock { table in
+            guard var behaviour = table[token] else { return nil }
+            if let times = behaviour.times {
+                if times <= 1 { table[token] = nil } else {
+                    behaviour.times = times - 1
+                    table[token] = behaviour
+                }
+            }
+            return behaviour
+        }
+    }
+
+    func countSink() { sinkCount.add(1, ordering: .relaxed) }
+
+    /// Requests answered by `/sink`.
+    public var sinkRequests: Int { sinkCount.load(ordering: .relaxed) }
+}

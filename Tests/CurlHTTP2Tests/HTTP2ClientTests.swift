@@ -1,0 +1,127 @@
+import CurlHTTP2
+import Foundation
+import PushSandbox
+import Testing
+
+@Suite("libcurl HTTP/2 client against the TLS sandbox")
+struct HTTP2ClientTests {
+    static let token = String(repeating: "ab", count: 32)
+
+    static func apnsHeaders(topic: String? = "com.example.app") -> [(name: String, value: String)] {
+        var headers: [(name: String, value: String)] = [
+            ("authorization", "bearer test"), ("apns-push-type", "alert"), ("apns-priority", "10"),
+        ]
+        if let topic { headers.append(("apns-topic", topic)) }
+        return headers
+    }
+
+    static let payload = Array(#"{"aps":{"alert":{"title":"Agent replied","body":"Hello"}},"zendesk_sdk_request_id":"5"}"#.utf8)
+
+    @Test("a request goes over HTTP/2 with TLS verified against the sandbox CA")
+    func http2OverTLS() async throws {
+        try await SandboxHarness.with { sandbox in
+            let client = try HTTP2Client(configuration: .init(caFile: sandbox.caFile))
+            let response = try await client.send(
+                HTTP2Request(url: "\(sandbox.base)/3/device/\(Self.token)", headers: Self.apnsHeaders(), body: Self.payload)
+            )
+            #expect(response.status == 200)
+            #expect(response.httpVersion == 2)
+            #expect(UUID(uuidString: response.header("apns-id") ?? "") != nil)
+            let received = sandbox.state.requests(service: "apns")
+            #expect(received.count == 1)
+            #expect(received.first?.headers["apns-topic"] == "com.example.app")
+            #expect(received.first?.body == String(decoding: Self.payload, as: UTF8.self))
+            await client.shutdown()
+        }
+    }
+
+    @Test("without the sandbox CA the certificate is refused")
+    func untrustedCertificate() async throws {
+        try await SandboxHarness.with { sandbox in
+            let client = try HTTP2Client()
+            let error = await #expect(throws: CurlError.self) {
+                try await client.send(HTTP2Request(url: "\(sandbox.base)/sink", body: [1]))
+            }
+            #expect(error?.code == 60)  // CURLE_PEER_FAILED_VERIFICATION
+            #expect(sandbox.state.sinkRequests == 0)
+            await client.shutdown()
+        }
+    }
+
+    @Test("error answers come back with status, headers and body")
+    func errorAnswers() async throws {
+        try await SandboxHarness.with { sandbox in
+            let client = try HTTP2Client(configuration: .init(caFile: sandbox.caFile))
+            let missingTopic = try await client.send(
+                HTTP2Request(url: "\(sandbox.base)/3/device/\(Self.token)", headers: Self.apnsHeaders(topic: nil), body: Self.payload)
+            )
+            #expect(missingTopic.status == 400)
+            #expect(String(decoding: missingTopic.body, as: UTF8.self).contains("MissingTopic"))
+
+            sandbox.state.setBehaviour(SandboxBehaviour(status: 429, reason: "TooManyRequests", retryAfter: 7, times: 1), for: Self.token)
+            let limited = try await client.send(
+                HTTP2Request(url: "\(sandbox.base)/3/device/\(Self.token)", headers: Self.apnsHeaders(), body: Self.payload)
+            )
+            #expect(limited.status == 429)
+            #expect(limited.header("retry-after") == "7")
+            let again = try await client.send(
+                HTTP2Request(url: "\(sandbox.base)/3/device/\(Self.token)", headers: Self.apnsHeaders(), body: Self.payload)
+            )
+            #expect(again.status == 200)
+            await client.shutdown()
+        }
+    }
+
+    /// libcurl 7.88 against this HTTP/2 server sometimes replays a block of in-flight requests (a
+    /// connection-level retry), so the sandbox may see a request twice: delivery is at-least-once,
+    /// and collapse ids make a duplicate harmless. Every request must still be answered, and none lost.
+    @Test("many concurrent requests are multiplexed over one connection and all answered")
+    func multiplexing() async throws {
+        try await SandboxHarness.with { sandbox in
+            let client = try HTTP2Client(configuration: .init(maxConnectionsPerHost: 1, caFile: sandbox.caFile))
+            let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                for n in 0..<500 {
+                    group.addTask {
+                        try await client.send(HTTP2Request(url: "\(sandbox.base)/sink", body: Array("push \(n)".utf8))).status
+                    }
+                }
+                var statuses: [Int] = []
+                for try await status in group { statuses.append(status) }
+                return statuses
+            }
+            #expect(statuses.count == 500)
+            #expect(statuses.allSatisfy { $0 == 200 })
+            #expect(sandbox.state.sinkRequests >= 500)
+            await client.shutdown()
+        }
+    }
+
+    @Test("a refused connection is a retryable CurlError")
+    func connectionRefused() async throws {
+        let client = try HTTP2Client()
+        let error = await #expect(throws: CurlError.self) {
+            try await client.send(HTTP2Request(url: "https://127.0.0.1:1/sink", body: [1]))
+        }
+        #expect(error?.isRetryable == true)
+        await client.shutdown()
+    }
+
+    @Test("cancelling the task ends a slow transfer at once")
+    func cancellation() async throws {
+        try await SandboxHarness.with { sandbox in
+            let client = try HTTP2Client(configuration: .init(caFile: sandbox.caFile))
+            sandbox.state.setBehaviour(SandboxBehaviour(status: 0, delayMilliseconds: 10_000), for: Self.token)
+            let started = ContinuousClock.now
+            let task = Task {
+                try await client.send(HTTP2Request(url: "\(sandbox.base)/3/device/\(Self.token)", headers: Self.apnsHeaders(), body: Self.payload))
+            }
+            try await Task.sleep(for: .milliseconds(300))
+            task.cancel()
+            await #expect(throws: CancellationError.self) { try await task.value }
+            #expect(ContinuousClock.now - started < .seconds(5))
+            await client.shutdown()
+            // After shutdown, requests fail instead of hanging.
+            await #expect(throws: CurlError.self) { try await client.send(HTTP2Request(url: "\(sandbox.base)/sink")) }
+        }
+    }
+}
