@@ -60,7 +60,11 @@ public enum PushSandbox {
         let apns = APNsEndpoint(state: state, keys: keys, teams: configuration.apnsKeys.mapValues(\.teamID))
         let router = Router()
         router.post("/3/device/{token}", use: apns.handle)
-        router.post("/sink") { _, _ -> HTTPResponse.Status in
+        router.post("/sink") { request, _ -> HTTPResponse.Status in
+            // Read the body to its end: answering before the client's stream is finished makes the
+            // server reset it, and an HTTP/2 client may then send the request again.
+            var request = request
+            _ = try await request.collectBody(upTo: 1 << 20)
             state.countSink()
             return .ok
         }
