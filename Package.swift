@@ -106,6 +106,7 @@ let package = Package(
             name: "push-relay",
             dependencies: [
                 "PushRelay",
+                "PushSandbox",
                 "Postgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),

@@ -413,9 +413,15 @@ private final class EventLoop: @unchecked Sendable {
         )
     }
 
-    /// Removes the handle from the multi and answers the caller.
+    /// Removes the handle from the multi, frees it here on the event thread (an easy handle must
+    /// never be cleaned up on another thread while the multi runs: it may still be tied to a shared
+    /// connection), and answers the caller.
     private func end(_ transfer: Transfer, _ result: Result<HTTP2Response, any Error>) {
-        if let easy = transfer.easy { curl_multi_remove_handle(multi, easy) }
+        if let easy = transfer.easy {
+            curl_multi_remove_handle(multi, easy)
+            curl_easy_cleanup(easy)
+            transfer.easy = nil
+        }
         transfer.finish(result)
     }
 }
