@@ -5,7 +5,7 @@ import Hummingbird
 import HummingbirdTesting
 import Logging
 import Postgres
-import PushRelay
+@testable import PushRelay
 import TestSupport
 import Testing
 
@@ -180,5 +180,20 @@ struct ConfigurationTests {
         await #expect(throws: (any Error).self) {
             _ = try await ConfigReader.pushRelay(configFile: "/nonexistent/push-relay.yaml")
         }
+    }
+}
+
+@Suite("Request log")
+struct RequestLogTests {
+    @Test("logged paths carry neither the webhook secret nor a full device token")
+    func redaction() throws {
+        let secret = "support-secret-0123456789"
+        let token = String(repeating: "ab", count: 32)
+        let webhook = RequestLogMiddleware<AppRequestContext>.redacted("/v1/webhooks/zendesk/support/\(secret)")
+        #expect(webhook == "/v1/webhooks/zendesk/support/…")
+        let device = RequestLogMiddleware<AppRequestContext>.redacted("/v1/apps/support/devices/\(token)")
+        #expect(!device.contains(token))
+        #expect(device.hasPrefix("/v1/apps/support/devices/ababab"))
+        #expect(RequestLogMiddleware<AppRequestContext>.redacted("/health") == "/health")
     }
 }

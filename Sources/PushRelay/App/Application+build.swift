@@ -51,7 +51,7 @@ func buildRouter(database: Database, apps: AppDirectory, writer: IntakeWriter, s
     let router = Router(context: AppRequestContext.self)
     router.addMiddleware {
         RequestIDMiddleware()
-        LogRequestsMiddleware(.info)
+        RequestLogMiddleware()
         ErrorMiddleware()
     }
     let routes = RouteRecorder(router: router)
