@@ -1,8 +1,5 @@
 import Foundation
-import HTTPTypes
-import Hummingbird
 import JWTKit
-import NIOCore
 
 /// `POST /3/device/{token}`, checked as APNs checks it.
 struct APNsEndpoint: Sendable {
@@ -17,94 +14,87 @@ struct APNsEndpoint: Sendable {
     }
 
     struct Failure: Error {
-        var status: HTTPResponse.Status
+        var status: Int
         var reason: String
     }
 
-    @Sendable func handle(_ request: Request, context: some RequestContext) async throws -> Response {
-        let token = try context.parameters.require("token")
-        var request = request
-        let body = try await request.collectBody(upTo: 1 << 20)
-        let bytes = Data(body.readableBytesView)
-        var status = HTTPResponse.Status.ok
+    func handle(token: String, request: SandboxHTTPRequest) async -> SandboxHTTPResponse {
+        var status = 200
         var reason: String?
-        var headers: HTTPFields = [:]
-        let apnsID = request.headers[.apnsID] ?? UUID().uuidString.lowercased()
+        var headers: [(String, String)] = []
+        var drop = false
+        let apnsID = request.headers["apns-id"] ?? UUID().uuidString.lowercased()
         do {
-            try await validate(token: token, request: request, body: bytes)
+            try await validate(token: token, request: request)
             if let behaviour = state.takeBehaviour(for: token) {
-                if let delay = behaviour.delayMilliseconds { try await Task.sleep(for: .milliseconds(delay)) }
-                if behaviour.status != 0 && behaviour.status != 200 {
-                    status = HTTPResponse.Status(code: behaviour.status)
+                if let delay = behaviour.delayMilliseconds { try? await Task.sleep(for: .milliseconds(delay)) }
+                if behaviour.status < 0 {
+                    drop = true
+                } else if behaviour.status != 0 && behaviour.status != 200 {
+                    status = behaviour.status
                     reason = behaviour.reason
-                    if let retryAfter = behaviour.retryAfter { headers[.retryAfter] = String(retryAfter) }
+                    if let retryAfter = behaviour.retryAfter { headers.append(("retry-after", String(retryAfter))) }
                 }
             }
-        } catch let failure as Failure {
-            status = failure.status
-            reason = failure.reason
+        } catch {
+            status = error.status
+            reason = error.reason
         }
         state.record(
             SandboxRequest(
-                service: "apns", path: request.uri.path,
-                headers: Dictionary(request.headers.map { ($0.name.canonicalName, $0.value) }, uniquingKeysWith: { $1 }),
-                body: String(decoding: bytes, as: UTF8.self), status: Int(status.code), reason: reason, receivedAt: Date()
+                service: "apns", path: request.path, headers: request.headers,
+                body: String(decoding: request.body, as: UTF8.self), status: drop ? 0 : status, reason: drop ? "connection dropped" : reason,
+                receivedAt: Date()
             )
         )
-        headers[.apnsID] = apnsID
-        guard let reason else { return Response(status: .ok, headers: headers) }
+        if drop { return SandboxHTTPResponse(status: 0, dropConnection: true) }
+        headers.append(("apns-id", apnsID))
+        guard let reason else { return SandboxHTTPResponse(status: 200, headers: headers) }
         var error: [String: String] = ["reason": reason]
-        if status.code == 410 { error["timestamp"] = String(Int(Date().timeIntervalSince1970 * 1000)) }
-        return try PushSandbox.jsonResponse(error, status: status, headers: headers)
+        if status == 410 { error["timestamp"] = String(Int(Date().timeIntervalSince1970 * 1000)) }
+        return SandboxRouter.json(error, status: status, headers: headers)
     }
 
-    private func validate(token: String, request: Request, body: Data) async throws {
+    private func validate(token: String, request: SandboxHTTPRequest) async throws(Failure) {
+        let body = request.body
         guard token.utf8.count >= 64, token.utf8.count <= 200, token.utf8.count % 2 == 0,
             token.utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) || ($0 >= 65 && $0 <= 70) })
-        else { throw Failure(status: .badRequest, reason: "BadDeviceToken") }
-        guard let authorization = request.headers[.authorization] else {
-            throw Failure(status: .forbidden, reason: "MissingProviderToken")
+        else { throw Failure(status: 400, reason: "BadDeviceToken") }
+        guard let authorization = request.headers["authorization"] else {
+            throw Failure(status: 403, reason: "MissingProviderToken")
         }
-        guard authorization.lowercased().hasPrefix("bearer ") else { throw Failure(status: .forbidden, reason: "InvalidProviderToken") }
+        guard authorization.lowercased().hasPrefix("bearer ") else { throw Failure(status: 403, reason: "InvalidProviderToken") }
         if let keys {
             let jwt = String(authorization.dropFirst(7))
             let claims: ProviderClaims
             do {
                 claims = try await keys.verify(jwt, as: ProviderClaims.self)
             } catch {
-                throw Failure(status: .forbidden, reason: "InvalidProviderToken")
+                throw Failure(status: 403, reason: "InvalidProviderToken")
             }
-            guard teams.values.contains(claims.iss.value) else { throw Failure(status: .forbidden, reason: "InvalidProviderToken") }
-            if Date().timeIntervalSince(claims.iat.value) > 3600 { throw Failure(status: .forbidden, reason: "ExpiredProviderToken") }
+            guard teams.values.contains(claims.iss.value) else { throw Failure(status: 403, reason: "InvalidProviderToken") }
+            if Date().timeIntervalSince(claims.iat.value) > 3600 { throw Failure(status: 403, reason: "ExpiredProviderToken") }
         }
-        guard let topic = request.headers[.apnsTopic], !topic.isEmpty else { throw Failure(status: .badRequest, reason: "MissingTopic") }
-        let pushType = request.headers[.apnsPushType] ?? "alert"
+        guard let topic = request.headers["apns-topic"], !topic.isEmpty else { throw Failure(status: 400, reason: "MissingTopic") }
+        let pushType = request.headers["apns-push-type"] ?? "alert"
         let types = ["alert", "background", "voip", "complication", "fileprovider", "location", "liveactivity", "pushtotalk", "widgets", "mdm"]
-        guard types.contains(pushType) else { throw Failure(status: .badRequest, reason: "InvalidPushType") }
-        let priority = request.headers[.apnsPriority] ?? "10"
+        guard types.contains(pushType) else { throw Failure(status: 400, reason: "InvalidPushType") }
+        let priority = request.headers["apns-priority"] ?? "10"
         guard ["10", "5", "1"].contains(priority), !(pushType == "background" && priority == "10") else {
-            throw Failure(status: .badRequest, reason: "BadPriority")
+            throw Failure(status: 400, reason: "BadPriority")
         }
-        if let expiration = request.headers[.apnsExpiration], Int(expiration) == nil {
-            throw Failure(status: .badRequest, reason: "BadExpirationDate")
+        if let expiration = request.headers["apns-expiration"], Int(expiration) == nil {
+            throw Failure(status: 400, reason: "BadExpirationDate")
         }
-        if let collapse = request.headers[.apnsCollapseID], collapse.utf8.count > 64 {
-            throw Failure(status: .badRequest, reason: "BadCollapseId")
+        if let collapse = request.headers["apns-collapse-id"], collapse.utf8.count > 64 {
+            throw Failure(status: 400, reason: "BadCollapseId")
         }
-        if let id = request.headers[.apnsID], UUID(uuidString: id) == nil { throw Failure(status: .badRequest, reason: "BadMessageId") }
-        guard !body.isEmpty else { throw Failure(status: .badRequest, reason: "PayloadEmpty") }
-        guard body.count <= 4096 else { throw Failure(status: .contentTooLarge, reason: "PayloadTooLarge") }
+        if let id = request.headers["apns-id"], UUID(uuidString: id) == nil { throw Failure(status: 400, reason: "BadMessageId") }
+        guard !body.isEmpty else { throw Failure(status: 400, reason: "PayloadEmpty") }
+        guard body.count <= 4096 else { throw Failure(status: 413, reason: "PayloadTooLarge") }
         guard let payload = try? JSONSerialization.jsonObject(with: body) as? [String: Any], payload["aps"] is [String: Any] else {
-            throw Failure(status: .badRequest, reason: "PayloadEmpty")
+            throw Failure(status: 400, reason: "PayloadEmpty")
         }
     }
 }
 
-extension HTTPField.Name {
-    static let apnsID = HTTPField.Name("apns-id")!
-    static let apnsTopic = HTTPField.Name("apns-topic")!
-    static let apnsPushType = HTTPField.Name("apns-push-type")!
-    static let apnsPriority = HTTPField.Name("apns-priority")!
-    static let apnsExpiration = HTTPField.Name("apns-expiration")!
-    static let apnsCollapseID = HTTPField.Name("apns-collapse-id")!
-}

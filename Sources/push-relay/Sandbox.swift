@@ -1,8 +1,9 @@
 import ArgumentParser
 import Foundation
-import Hummingbird
 import Logging
 import PushSandbox
+import ServiceLifecycle
+import UnixSignals
 
 /// `push-relay sandbox`: the local APNs stand-in, on its own.
 struct Sandbox: AsyncParsableCommand {
@@ -24,11 +25,11 @@ struct Sandbox: AsyncParsableCommand {
         LoggingSystem.bootstrap(StreamLogHandler.standardError)
         var logger = Logger(label: "push-relay.sandbox")
         logger.logLevel = .info
-        let (application, certificates) = try await PushSandbox.makeApplication(
-            configuration: .init(host: host, port: port, directory: directory), state: SandboxState(), logger: logger
-        )
-        print("sandbox CA: \(certificates.caFile)")
-        fflush(nil)
-        try await application.runService()
+        let service = SandboxService(configuration: .init(host: host, port: port, directory: directory), logger: logger) { server in
+            print("sandbox: https://localhost:\(server.port)  CA: \(server.certificates.caFile)")
+            fflush(nil)
+        }
+        let group = ServiceGroup(configuration: .init(services: [service], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
     }
 }

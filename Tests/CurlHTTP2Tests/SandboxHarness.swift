@@ -1,8 +1,6 @@
 import Foundation
-import Hummingbird
 import Logging
 import PushSandbox
-import ServiceLifecycle
 
 /// Runs a sandbox on a free port for the duration of `body`.
 struct SandboxHarness: Sendable {
@@ -19,28 +17,15 @@ struct SandboxHarness: Sendable {
     }()
 
     static func with<T: Sendable>(_ body: @Sendable (SandboxHarness) async throws -> T) async throws -> T {
-        let state = SandboxState()
-        let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
         let directory = (NSTemporaryDirectory() as NSString).appendingPathComponent("push-relay-sandbox-\(UUID().uuidString)")
-        let (application, certificates) = try await PushSandbox.makeApplication(
-            configuration: .init(directory: directory), state: state, logger: logger,
-            onServerRunning: { portContinuation.yield($0) }
-        )
-        let group = ServiceGroup(configuration: .init(services: [application], gracefulShutdownSignals: [], logger: logger))
-        return try await withThrowingTaskGroup(of: Void.self) { tasks in
-            tasks.addTask { try await group.run() }
-            var iterator = ports.makeAsyncIterator()
-            guard let port = await iterator.next() else { throw CancellationError() }
-            do {
-                let result = try await body(SandboxHarness(port: port, caFile: certificates.caFile, state: state))
-                await group.triggerGracefulShutdown()
-                try await tasks.waitForAll()
-                return result
-            } catch {
-                await group.triggerGracefulShutdown()
-                try? await tasks.waitForAll()
-                throw error
-            }
+        let server = try await SandboxServer.start(configuration: .init(directory: directory), logger: logger)
+        do {
+            let result = try await body(SandboxHarness(port: server.port, caFile: server.certificates.caFile, state: server.state))
+            await server.shutdown()
+            return result
+        } catch {
+            await server.shutdown()
+            throw error
         }
     }
 }

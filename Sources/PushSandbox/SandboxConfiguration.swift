@@ -1,0 +1,30 @@
+import Foundation
+
+/// Settings of the sandbox.
+public struct SandboxConfiguration: Sendable {
+    public var host: String
+    /// 0 picks a free port (read it from `onServerRunning`).
+    public var port: Int
+    /// Where the CA certificate is written.
+    public var directory: String
+    /// APNs signing keys the sandbox accepts, by key id. Empty: any bearer token is accepted.
+    public var apnsKeys: [String: APNsKey]
+
+    /// A team's public key (PEM) for checking provider JWTs.
+    public struct APNsKey: Sendable {
+        public var teamID: String
+        public var publicKeyPEM: String
+        public init(teamID: String, publicKeyPEM: String) {
+            self.teamID = teamID
+            self.publicKeyPEM = publicKeyPEM
+        }
+    }
+
+    public init(host: String = "127.0.0.1", port: Int = 0, directory: String, apnsKeys: [String: APNsKey] = [:]) {
+        self.host = host
+        self.port = port
+        self.directory = directory
+        self.apnsKeys = apnsKeys
+    }
+}
+
