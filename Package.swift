@@ -124,6 +124,9 @@ let package = Package(
         .executableTarget(
             name: "push-relay-bench",
             dependencies: [
+                "CurlHTTP2",
+                "PushSandbox",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "NIOCore", package: "swift-nio"),
