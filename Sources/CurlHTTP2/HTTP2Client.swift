@@ -164,15 +164,18 @@ public final class HTTP2Client: Sendable {
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 transfer.continuation = continuation
-                let accepted = shared.state.withLock { state in
-                    guard !state.stopping else { return false }
+                // Wake the event thread only for the first request of a batch: it takes the whole
+                // queue at once, and each wake-up costs it a pass over every transfer.
+                let accepted: Bool?  // nil: rejected; true: wake needed
+                accepted = shared.state.withLock { state in
+                    guard !state.stopping else { return nil }
                     state.nextID += 1
                     transfer.id = state.nextID
                     state.pending.append(transfer)
-                    return true
+                    return state.pending.count == 1
                 }
-                if accepted {
-                    shared.wake()
+                if let wake = accepted {
+                    if wake { shared.wake() }
                 } else {
                     transfer.continuation = nil
                     continuation.resume(throwing: CurlError(code: -2, message: "the HTTP/2 client is shut down"))
@@ -238,6 +241,9 @@ private final class EventLoop: @unchecked Sendable {
     var active: [Int: Transfer] = [:]
     /// Transfers waiting for a free stream, oldest first.
     var backlog: [Transfer] = []
+    /// Finished easy handles kept for reuse: creating and freeing one per request costs more than
+    /// the request itself at high rates.
+    var spareHandles: [UnsafeMutableRawPointer] = []
     var limit: Int { max(1, configuration.maxConcurrentStreams * configuration.maxConnectionsPerHost) }
 
     init(shared: HTTP2Client.Shared, configuration: HTTP2ClientConfiguration) {
@@ -292,6 +298,8 @@ private final class EventLoop: @unchecked Sendable {
             startFromBacklog()
             curl_multi_poll(multi, nil, 0, 1000, nil)
         }
+        for easy in spareHandles { curl_easy_cleanup(easy) }
+        spareHandles.removeAll()
         let waiters = shared.state.withLock { state -> [CheckedContinuation<Void, Never>] in
             state.exited = true
             curl_multi_cleanup(multi)
@@ -318,7 +326,7 @@ private final class EventLoop: @unchecked Sendable {
     }
 
     private func start(_ transfer: Transfer) {
-        guard let easy = curl_easy_init() else {
+        guard let easy = spareHandles.popLast() ?? curl_easy_init() else {
             transfer.finish(.failure(CurlError(code: -1, message: "curl_easy_init failed")))
             return
         }
@@ -419,8 +427,13 @@ private final class EventLoop: @unchecked Sendable {
     private func end(_ transfer: Transfer, _ result: Result<HTTP2Response, any Error>) {
         if let easy = transfer.easy {
             curl_multi_remove_handle(multi, easy)
-            curl_easy_cleanup(easy)
             transfer.easy = nil
+            if spareHandles.count < limit {
+                curl_easy_reset(easy)
+                spareHandles.append(easy)
+            } else {
+                curl_easy_cleanup(easy)
+            }
         }
         transfer.finish(result)
     }
