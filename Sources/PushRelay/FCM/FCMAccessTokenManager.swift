@@ -1,0 +1,84 @@
+import Foundation
+import JWTKit
+
+/// A Google service account, as in the JSON key file FCM hands out.
+struct ServiceAccount: Sendable, Decodable {
+    var projectID: String
+    var clientEmail: String
+    var privateKey: String
+    var tokenURI: String
+
+    enum CodingKeys: String, CodingKey {
+        case projectID = "project_id"
+        case clientEmail = "client_email"
+        case privateKey = "private_key"
+        case tokenURI = "token_uri"
+    }
+}
+
+/// The OAuth2 access token for FCM, from an RS256 assertion signed with the service account key.
+///
+/// The token is cached until a minute before it expires and fetched again when FCM answers
+/// UNAUTHENTICATED. The HTTP exchange is injected (delivery passes its HTTP/2 client), so the
+/// rules can be tested without a network.
+actor FCMAccessTokenManager {
+    typealias Exchange = @Sendable (_ url: String, _ form: String) async throws -> (status: Int, body: [UInt8])
+
+    struct Assertion: JWTPayload {
+        var iss: IssuerClaim
+        var scope: String
+        var aud: AudienceClaim
+        var iat: IssuedAtClaim
+        var exp: ExpirationClaim
+        func verify(using algorithm: some JWTAlgorithm) async throws {}
+    }
+
+    struct TokenError: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    static let scope = "https://www.googleapis.com/auth/firebase.messaging"
+
+    private let account: ServiceAccount
+    private let keys: JWTKeyCollection
+    private let exchange: Exchange
+    private let now: @Sendable () -> Date
+    private var current: (token: String, expires: Date)?
+
+    init(account: ServiceAccount, exchange: @escaping Exchange, now: @escaping @Sendable () -> Date = { Date() }) async throws {
+        self.account = account
+        keys = await JWTKeyCollection().add(rsa: try Insecure.RSA.PrivateKey(pem: account.privateKey), digestAlgorithm: .sha256)
+        self.exchange = exchange
+        self.now = now
+    }
+
+    /// The access token to send now.
+    func token() async throws -> String {
+        let time = now()
+        if let current, time < current.expires { return current.token }
+        let issued = Date(timeIntervalSince1970: time.timeIntervalSince1970.rounded(.down))
+        let assertion = try await keys.sign(
+            Assertion(
+                iss: .init(value: account.clientEmail), scope: Self.scope, aud: .init(value: [account.tokenURI]),
+                iat: .init(value: issued), exp: .init(value: issued.addingTimeInterval(3600))
+            )
+        )
+        let form = "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=\(assertion)"
+        let (status, body) = try await exchange(account.tokenURI, form)
+        guard status == 200,
+            let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
+            let token = object["access_token"] as? String
+        else {
+            // The body may echo the assertion; only the status goes into the error.
+            throw TokenError(description: "the OAuth token endpoint answered HTTP \(status)")
+        }
+        let lifetime = (object["expires_in"] as? Int) ?? 3599
+        current = (token, issued.addingTimeInterval(TimeInterval(max(lifetime - 60, 0))))
+        return token
+    }
+
+    /// FCM answered UNAUTHENTICATED with `token`: the next call fetches a new one.
+    func rejected(_ token: String) {
+        if current?.token == token { current = nil }
+    }
+}

@@ -1,0 +1,94 @@
+import _CryptoExtras
+import Foundation
+import JWTKit
+@testable import PushRelay
+import Synchronization
+import Testing
+
+@Suite("FCM messages, outcomes and OAuth tokens")
+struct FCMTests {
+    @Test("a reply is data-only with string values, the deep link, high priority and a collapse key")
+    func reply() throws {
+        let bytes = FCMMessage.reply(token: "fcm-token", title: "Agent replied", body: "Hi ✓", ticketID: "5", unreadCount: 2)
+        let message = try #require((try JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any])?["message"] as? [String: Any])
+        #expect(message["token"] as? String == "fcm-token")
+        #expect(message["notification"] == nil)
+        let data = try #require(message["data"] as? [String: String])
+        #expect(data == ["zendesk_sdk_request_id": "5", "title": "Agent replied", "body": "Hi ✓", "unread_count": "2"])
+        let android = try #require(message["android"] as? [String: Any])
+        #expect(android["priority"] as? String == "HIGH")
+        #expect(android["collapse_key"] as? String == "zendesk-ticket-5")
+    }
+
+    @Test("an oversized body is shortened so the data map stays within 4096 bytes")
+    func trimming() throws {
+        let bytes = FCMMessage.reply(token: "t", title: "t", body: String(repeating: "日本語", count: 2000), ticketID: "5", unreadCount: 1)
+        let message = try #require((try JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any])?["message"] as? [String: Any])
+        let data = try #require(message["data"] as? [String: String])
+        #expect(data.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count } <= 4096)
+        #expect(data["body"]?.hasSuffix("…") == true)
+    }
+
+    static func body(_ status: String, _ code: String?, message: String = "") -> [UInt8] {
+        var error: [String: Any] = ["status": status, "message": message]
+        if let code { error["details"] = [["@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError", "errorCode": code]] }
+        return Array(try! JSONSerialization.data(withJSONObject: ["error": error]))
+    }
+
+    @Test("FCM answers are classified as PROTOCOLS.md says")
+    func classification() {
+        #expect(FCMOutcome.classify(status: 200, body: Array(#"{"name":"projects/p/messages/1"}"#.utf8), retryAfter: nil) == .delivered(messageName: "projects/p/messages/1"))
+        #expect(FCMOutcome.classify(status: 404, body: Self.body("NOT_FOUND", "UNREGISTERED"), retryAfter: nil) == .deadToken(reason: "UNREGISTERED"))
+        #expect(
+            FCMOutcome.classify(status: 400, body: Self.body("INVALID_ARGUMENT", "INVALID_ARGUMENT", message: "The registration token is not a valid FCM registration token"), retryAfter: nil)
+                == .deadToken(reason: "INVALID_ARGUMENT")
+        )
+        #expect(FCMOutcome.classify(status: 400, body: Self.body("INVALID_ARGUMENT", "INVALID_ARGUMENT", message: "bad ttl"), retryAfter: nil) == .permanent(reason: "INVALID_ARGUMENT"))
+        #expect(FCMOutcome.classify(status: 403, body: Self.body("PERMISSION_DENIED", "SENDER_ID_MISMATCH"), retryAfter: nil) == .deadToken(reason: "SENDER_ID_MISMATCH"))
+        #expect(FCMOutcome.classify(status: 429, body: Self.body("RESOURCE_EXHAUSTED", "QUOTA_EXCEEDED"), retryAfter: "60") == .retry(reason: "QUOTA_EXCEEDED", retryAfter: 60))
+        #expect(FCMOutcome.classify(status: 503, body: Self.body("UNAVAILABLE", "UNAVAILABLE"), retryAfter: "5") == .retry(reason: "UNAVAILABLE", retryAfter: 5))
+        #expect(FCMOutcome.classify(status: 500, body: Self.body("INTERNAL", "INTERNAL"), retryAfter: nil) == .retry(reason: "INTERNAL", retryAfter: nil))
+        #expect(FCMOutcome.classify(status: 401, body: Self.body("UNAUTHENTICATED", nil), retryAfter: nil) == .credential(reason: "UNAUTHENTICATED", refreshToken: true))
+        #expect(FCMOutcome.classify(status: 401, body: Self.body("UNAUTHENTICATED", "THIRD_PARTY_AUTH_ERROR"), retryAfter: nil) == .credential(reason: "THIRD_PARTY_AUTH_ERROR", refreshToken: false))
+        #expect(FCMOutcome.classify(status: 502, body: Array("<html>".utf8), retryAfter: nil) == .retry(reason: "HTTP 502", retryAfter: nil))
+    }
+
+    @Test("the OAuth assertion is an RS256 JWT for the token URI; the token is cached and refetched when rejected")
+    func accessTokens() async throws {
+        let key = try _RSA.Signing.PrivateKey(keySize: .bits2048)
+        let account = ServiceAccount(
+            projectID: "demo-project", clientEmail: "relay@demo-project.iam.gserviceaccount.com",
+            privateKey: key.pemRepresentation, tokenURI: "https://oauth.example/token"
+        )
+        let verifier = await JWTKeyCollection().add(rsa: try Insecure.RSA.PublicKey(pem: key.publicKey.pemRepresentation), digestAlgorithm: .sha256)
+        let exchanges = Mutex<[String]>([])
+        let clock = Mutex(Date(timeIntervalSince1970: 1_800_000_000))
+        let manager = try await FCMAccessTokenManager(
+            account: account,
+            exchange: { url, form in
+                #expect(url == "https://oauth.example/token")
+                let count = exchanges.withLock { $0.append(form); return $0.count }
+                return (200, Array(#"{"access_token":"token-\#(count)","expires_in":3599,"token_type":"Bearer"}"#.utf8))
+            },
+            now: { clock.withLock { $0 } }
+        )
+        #expect(try await manager.token() == "token-1")
+        let form = try #require(exchanges.withLock { $0.first })
+        #expect(form.hasPrefix("grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion="))
+        let assertion = String(form.split(separator: "=").last!)
+        let claims = try await verifier.verify(assertion, as: FCMAccessTokenManager.Assertion.self)
+        #expect(claims.iss.value == account.clientEmail)
+        #expect(claims.scope == "https://www.googleapis.com/auth/firebase.messaging")
+        #expect(claims.aud.value == ["https://oauth.example/token"])
+        #expect(claims.exp.value.timeIntervalSince(claims.iat.value) == 3600)
+
+        clock.withLock { $0 += 3000 }
+        #expect(try await manager.token() == "token-1")
+        clock.withLock { $0 += 600 }  // within a minute of expiry
+        #expect(try await manager.token() == "token-2")
+        await manager.rejected("token-1")  // stale: nothing changes
+        #expect(try await manager.token() == "token-2")
+        await manager.rejected("token-2")
+        #expect(try await manager.token() == "token-3")
+    }
+}
