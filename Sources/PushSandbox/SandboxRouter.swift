@@ -4,12 +4,17 @@ import JWTKit
 /// The sandbox's endpoints.
 ///
 /// - `POST /3/device/{token}`: APNs, checked as APNs checks it (``APNsEndpoint``).
+/// - `POST /v1/projects/{project}/messages:send` and `POST /token`: FCM HTTP v1 and its OAuth
+///   exchange (``FCMEndpoints``).
+/// - `POST /api/v2/push_notification_devices/destroy_many`: Zendesk Bulk Unregister.
 /// - `POST /sink`: 200 with no checks, for measuring a client.
 /// - `GET /sandbox/received[?service=apns]`, `DELETE /sandbox/received`: what arrived.
 /// - `PUT /sandbox/behaviours/{token}` with a ``SandboxBehaviour``, `DELETE` to clear it.
 struct SandboxRouter: Sendable {
     let state: SandboxState
     let apns: APNsEndpoint
+    let fcm: FCMEndpoints
+    let zendesk: ZendeskEndpoint
 
     init(configuration: SandboxConfiguration, state: SandboxState) async throws {
         self.state = state
@@ -22,6 +27,8 @@ struct SandboxRouter: Sendable {
             keys = collection
         }
         apns = APNsEndpoint(state: state, keys: keys, teams: configuration.apnsKeys.mapValues(\.teamID))
+        fcm = FCMEndpoints(state: state)
+        zendesk = ZendeskEndpoint(state: state)
     }
 
     func respond(_ request: SandboxHTTPRequest) async -> SandboxHTTPResponse {
@@ -29,6 +36,12 @@ struct SandboxRouter: Sendable {
         switch (request.method, segments.first) {
         case ("POST", "3") where segments.count == 3 && segments[1] == "device":
             return await apns.handle(token: segments[2], request: request)
+        case ("POST", "v1") where segments.count == 4 && segments[1] == "projects" && segments[3] == "messages:send":
+            return await fcm.send(project: segments[2], request: request)
+        case ("POST", "token") where segments.count == 1:
+            return fcm.token(request)
+        case ("POST", "api") where segments == ["api", "v2", "push_notification_devices", "destroy_many"]:
+            return await zendesk.destroyMany(request)
         case ("POST", "sink"):
             state.countSink()
             return SandboxHTTPResponse(status: 200)
