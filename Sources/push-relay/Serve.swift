@@ -29,7 +29,7 @@ struct Serve: AsyncParsableCommand {
         let reader = try await common.reader(overrides)
         let logger = try common.logger(reader)
         logger.info("starting PushRelay", metadata: ["version": "\(PushRelayVersion.current)"])
-        var apps = try reader.string(forKey: "config.file").map { try AppConfiguration.load(configFile: $0) } ?? []
+        var apps = try AppConfiguration.load(reader: reader)
         if apps.isEmpty && reader.string(forKey: "database.url", isSecret: true) == nil {
             // A local run with nothing configured: a demo app so a webhook can be tried at once.
             let demo = try DemoApp.configuration(dataDirectory: reader.string(forKey: "data.directory", default: Database.defaultDataDirectory))

@@ -72,7 +72,7 @@ struct APNsTests {
     }
 
     @Test("every APNs answer is classified", arguments: [
-        (200, nil, APNsOutcome.delivered(apnsID: "id")),
+        (200, nil, PushOutcome.delivered(providerID: "id")),
         (410, "Unregistered", .deadToken(reason: "Unregistered")),
         (400, "BadDeviceToken", .deadToken(reason: "BadDeviceToken")),
         (400, "BadTopic", .permanent(reason: "BadTopic")),
@@ -84,9 +84,9 @@ struct APNsTests {
         (429, "TooManyProviderTokenUpdates", .credential(reason: "TooManyProviderTokenUpdates", refreshToken: false)),
         (500, "InternalServerError", .retry(reason: "InternalServerError", retryAfter: 30)),
         (503, "ServiceUnavailable", .retry(reason: "ServiceUnavailable", retryAfter: 30)),
-    ] as [(Int, String?, APNsOutcome)])
-    func classification(status: Int, reason: String?, expected: APNsOutcome) {
-        #expect(APNsOutcome.classify(status: status, reason: reason, retryAfter: "30", apnsID: "id") == expected)
+    ] as [(Int, String?, PushOutcome)])
+    func classification(status: Int, reason: String?, expected: PushOutcome) {
+        #expect(PushOutcome.apns(status: status, reason: reason, retryAfter: "30", apnsID: "id") == expected)
     }
 
     @Test("the provider token is an ES256 JWT with kid, iss and iat, reused until it is due and re-signed when expired")

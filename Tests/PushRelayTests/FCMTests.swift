@@ -37,20 +37,20 @@ struct FCMTests {
 
     @Test("FCM answers are classified as PROTOCOLS.md says")
     func classification() {
-        #expect(FCMOutcome.classify(status: 200, body: Array(#"{"name":"projects/p/messages/1"}"#.utf8), retryAfter: nil) == .delivered(messageName: "projects/p/messages/1"))
-        #expect(FCMOutcome.classify(status: 404, body: Self.body("NOT_FOUND", "UNREGISTERED"), retryAfter: nil) == .deadToken(reason: "UNREGISTERED"))
+        #expect(PushOutcome.fcm(status: 200, body: Array(#"{"name":"projects/p/messages/1"}"#.utf8), retryAfter: nil) == .delivered(providerID: "projects/p/messages/1"))
+        #expect(PushOutcome.fcm(status: 404, body: Self.body("NOT_FOUND", "UNREGISTERED"), retryAfter: nil) == .deadToken(reason: "UNREGISTERED"))
         #expect(
-            FCMOutcome.classify(status: 400, body: Self.body("INVALID_ARGUMENT", "INVALID_ARGUMENT", message: "The registration token is not a valid FCM registration token"), retryAfter: nil)
+            PushOutcome.fcm(status: 400, body: Self.body("INVALID_ARGUMENT", "INVALID_ARGUMENT", message: "The registration token is not a valid FCM registration token"), retryAfter: nil)
                 == .deadToken(reason: "INVALID_ARGUMENT")
         )
-        #expect(FCMOutcome.classify(status: 400, body: Self.body("INVALID_ARGUMENT", "INVALID_ARGUMENT", message: "bad ttl"), retryAfter: nil) == .permanent(reason: "INVALID_ARGUMENT"))
-        #expect(FCMOutcome.classify(status: 403, body: Self.body("PERMISSION_DENIED", "SENDER_ID_MISMATCH"), retryAfter: nil) == .deadToken(reason: "SENDER_ID_MISMATCH"))
-        #expect(FCMOutcome.classify(status: 429, body: Self.body("RESOURCE_EXHAUSTED", "QUOTA_EXCEEDED"), retryAfter: "60") == .retry(reason: "QUOTA_EXCEEDED", retryAfter: 60))
-        #expect(FCMOutcome.classify(status: 503, body: Self.body("UNAVAILABLE", "UNAVAILABLE"), retryAfter: "5") == .retry(reason: "UNAVAILABLE", retryAfter: 5))
-        #expect(FCMOutcome.classify(status: 500, body: Self.body("INTERNAL", "INTERNAL"), retryAfter: nil) == .retry(reason: "INTERNAL", retryAfter: nil))
-        #expect(FCMOutcome.classify(status: 401, body: Self.body("UNAUTHENTICATED", nil), retryAfter: nil) == .credential(reason: "UNAUTHENTICATED", refreshToken: true))
-        #expect(FCMOutcome.classify(status: 401, body: Self.body("UNAUTHENTICATED", "THIRD_PARTY_AUTH_ERROR"), retryAfter: nil) == .credential(reason: "THIRD_PARTY_AUTH_ERROR", refreshToken: false))
-        #expect(FCMOutcome.classify(status: 502, body: Array("<html>".utf8), retryAfter: nil) == .retry(reason: "HTTP 502", retryAfter: nil))
+        #expect(PushOutcome.fcm(status: 400, body: Self.body("INVALID_ARGUMENT", "INVALID_ARGUMENT", message: "bad ttl"), retryAfter: nil) == .permanent(reason: "INVALID_ARGUMENT"))
+        #expect(PushOutcome.fcm(status: 403, body: Self.body("PERMISSION_DENIED", "SENDER_ID_MISMATCH"), retryAfter: nil) == .deadToken(reason: "SENDER_ID_MISMATCH"))
+        #expect(PushOutcome.fcm(status: 429, body: Self.body("RESOURCE_EXHAUSTED", "QUOTA_EXCEEDED"), retryAfter: "60") == .retry(reason: "QUOTA_EXCEEDED", retryAfter: 60))
+        #expect(PushOutcome.fcm(status: 503, body: Self.body("UNAVAILABLE", "UNAVAILABLE"), retryAfter: "5") == .retry(reason: "UNAVAILABLE", retryAfter: 5))
+        #expect(PushOutcome.fcm(status: 500, body: Self.body("INTERNAL", "INTERNAL"), retryAfter: nil) == .retry(reason: "INTERNAL", retryAfter: nil))
+        #expect(PushOutcome.fcm(status: 401, body: Self.body("UNAUTHENTICATED", nil), retryAfter: nil) == .credential(reason: "UNAUTHENTICATED", refreshToken: true))
+        #expect(PushOutcome.fcm(status: 401, body: Self.body("UNAUTHENTICATED", "THIRD_PARTY_AUTH_ERROR"), retryAfter: nil) == .credential(reason: "THIRD_PARTY_AUTH_ERROR", refreshToken: false))
+        #expect(PushOutcome.fcm(status: 502, body: Array("<html>".utf8), retryAfter: nil) == .retry(reason: "HTTP 502", retryAfter: nil))
     }
 
     @Test("the OAuth assertion is an RS256 JWT for the token URI; the token is cached and refetched when rejected")

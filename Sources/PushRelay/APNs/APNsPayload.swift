@@ -14,17 +14,7 @@ enum APNsPayload {
             if let badge { aps["badge"] = badge }
             return serialize(["aps": aps, "zendesk_sdk_request_id": ticketID])
         }
-        let full = encode(body)
-        if full.count <= maxBytes { return full }
-        // Longest prefix of the body (in characters, so never splitting UTF-8 or a grapheme) that fits.
-        let characters = Array(body)
-        var low = 0
-        var high = characters.count
-        while low < high {
-            let middle = (low + high + 1) / 2
-            if encode(String(characters[..<middle]) + "…").count <= maxBytes { low = middle } else { high = middle - 1 }
-        }
-        return encode(String(characters[..<low]) + "…")
+        return TextFitting.longestFitting(body, encode: encode) { $0.count <= maxBytes }
     }
 
     /// A silent badge update for read sync: `content-available` 1 and the new badge.

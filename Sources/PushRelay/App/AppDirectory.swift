@@ -45,19 +45,23 @@ public final class AppDirectory: Sendable {
     public func acceptsWebhook(app id: String, secret: String) -> Bool {
         let presented = SHA256.hash(data: Data(secret.utf8))
         guard let entry = entries[id] else {
-            _ = Self.constantTimeEqual(presented, decoy)
+            _ = constantTimeEqual(Array(presented), Array(decoy))
             return false
         }
         var matched = false
         for digest in entry.secretDigests {
-            matched = Self.constantTimeEqual(presented, digest) || matched
+            matched = constantTimeEqual(Array(presented), Array(digest)) || matched
         }
         return matched
     }
 
-    static func constantTimeEqual(_ lhs: SHA256.Digest, _ rhs: SHA256.Digest) -> Bool {
-        var difference: UInt8 = 0
-        for (a, b) in zip(lhs, rhs) { difference |= a ^ b }
-        return difference == 0
-    }
+}
+
+/// Compares two secrets' digests without an early exit on the first differing byte, so the time
+/// taken says nothing about how much of a guess was right. Different lengths are unequal.
+func constantTimeEqual(_ lhs: [UInt8], _ rhs: [UInt8]) -> Bool {
+    guard lhs.count == rhs.count else { return false }
+    var difference: UInt8 = 0
+    for (a, b) in zip(lhs, rhs) { difference |= a ^ b }
+    return difference == 0
 }

@@ -13,7 +13,7 @@ import Logging
 /// The logger is passed in: logging is bootstrapped once, by the executable, never here.
 public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppConfiguration]? = nil) async throws -> some ApplicationProtocol {
     let http = HTTPConfiguration(config: reader.scoped(to: "http"))
-    let configuredApps = try apps ?? reader.string(forKey: "config.file").map { try AppConfiguration.load(configFile: $0) } ?? []
+    let configuredApps = try apps ?? AppConfiguration.load(reader: reader)
     let directory = try await AppDirectory(apps: configuredApps)
     if configuredApps.isEmpty {
         logger.warning("no apps are configured; webhooks will be refused until the configuration file lists some under apps:")

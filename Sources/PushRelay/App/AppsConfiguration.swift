@@ -1,3 +1,4 @@
+import Configuration
 import Foundation
 import Yams
 
@@ -78,6 +79,11 @@ public struct ConfigurationError: Error, CustomStringConvertible, Sendable {
 extension AppConfiguration {
     private struct File: Decodable {
         var apps: [AppConfiguration]?
+    }
+
+    /// The apps of the configuration file named by `config.file`; none when no file is named.
+    public static func load(reader: ConfigReader) throws -> [AppConfiguration] {
+        try reader.string(forKey: "config.file").map { try load(configFile: $0) } ?? []
     }
 
     /// Reads the `apps:` list of a YAML configuration file; an absent list means no apps.

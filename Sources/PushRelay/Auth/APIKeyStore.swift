@@ -57,12 +57,7 @@ public struct APIKeyStore: Sendable {
         )
         guard let row = result.first else { return nil }
         let stored = try row.decode(Data.self, at: 7)
-        let expected = Data(SHA256.hash(data: Data(presented.plaintext.utf8)))
-        guard stored.count == expected.count else { return nil }
-        // Constant time: no early exit on the first differing byte.
-        var difference: UInt8 = 0
-        for (a, b) in zip(stored, expected) { difference |= a ^ b }
-        guard difference == 0 else { return nil }
+        guard constantTimeEqual(Array(stored), Array(SHA256.hash(data: Data(presented.plaintext.utf8)))) else { return nil }
         let record = try Self.record(row)
         return record.revokedAt == nil ? record : nil
     }
