@@ -78,6 +78,7 @@ let package = Package(
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -157,6 +158,7 @@ let package = Package(
             name: "PushRelayTests",
             dependencies: [
                 "PushRelay",
+                "PushSandbox",
                 "Postgres",
                 "TestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),

@@ -4,6 +4,7 @@ import Configuration
 import Hummingbird
 import Logging
 import PushRelay
+import PushSandbox
 
 /// `push-relay serve`: runs the relay until SIGTERM or SIGINT.
 struct Serve: AsyncParsableCommand {
@@ -22,36 +23,65 @@ struct Serve: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Port to listen on (or HTTP_PORT; default 8080).", valueName: "port"))
     var port: Int?
 
+    @Option(help: ArgumentHelp("Port of the built-in sandbox gateway used by the demo app (default: a free port).", valueName: "port"))
+    var sandboxPort: Int?
+
     func run() async throws {
         var overrides: [AbsoluteConfigKey: ConfigValue] = [:]
         if let host { overrides["http.host"] = .init(.string(host), isSecret: false) }
         if let port { overrides["http.port"] = .init(.int(port), isSecret: false) }
-        let reader = try await common.reader(overrides)
+        var reader = try await common.reader(overrides)
         let logger = try common.logger(reader)
         logger.info("starting PushRelay", metadata: ["version": "\(PushRelayVersion.current)"])
         var apps = try AppConfiguration.load(reader: reader)
+        var sandbox: SandboxServer?
         if apps.isEmpty && reader.string(forKey: "database.url", isSecret: true) == nil {
-            // A local run with nothing configured: a demo app so a webhook can be tried at once.
-            let demo = try DemoApp.configuration(dataDirectory: reader.string(forKey: "data.directory", default: Database.defaultDataDirectory))
+            // A local run with nothing configured: a demo app whose APNs and FCM are the built-in
+            // sandbox, so a webhook can be followed to a delivered push with no credentials.
+            let dataDirectory = reader.string(forKey: "data.directory", default: Database.defaultDataDirectory)
+            var demo = try DemoApp.configuration(dataDirectory: dataDirectory)
+            let directory = (dataDirectory as NSString).appendingPathComponent("sandbox")
+            let credentials = try SandboxCredentials.generate(directory: directory)
+            let server = try await SandboxServer.start(
+                configuration: .init(port: sandboxPort ?? 0, directory: directory, apnsKeys: credentials.apnsKeys), logger: logger
+            )
+            sandbox = server
+            let gateway = "https://localhost:\(server.port)"
+            demo.apns = APNsSettings(
+                topic: "com.example.pushrelay.demo", url: gateway,
+                token: .init(keyFile: credentials.apnsKeyFile, keyID: SandboxCredentials.apnsKeyID, teamID: SandboxCredentials.apnsTeamID)
+            )
+            demo.fcm = FCMSettings(serviceAccountFile: try credentials.writeServiceAccount(sandboxURL: gateway), url: gateway)
             apps = [demo]
-            printDemoBanner(demo, http: HTTPConfiguration(config: reader.scoped(to: "http")))
+            overrides["tls.ca_file"] = .init(.string(server.certificates.caFile), isSecret: false)
+            reader = try await common.reader(overrides)
+            printDemoBanner(demo, http: HTTPConfiguration(config: reader.scoped(to: "http")), sandbox: server)
         }
-        let app = try await buildApplication(reader: reader, logger: logger, apps: apps)
-        try await app.runService()
+        do {
+            let app = try await buildApplication(reader: reader, logger: logger, apps: apps)
+            try await app.runService()
+        } catch {
+            await sandbox?.shutdown()
+            throw error
+        }
+        await sandbox?.shutdown()
     }
 
     /// Printed on stdout, not logged: the URL carries the demo app's webhook secret.
-    private func printDemoBanner(_ demo: AppConfiguration, http: HTTPConfiguration) {
+    private func printDemoBanner(_ demo: AppConfiguration, http: HTTPConfiguration, sandbox: SandboxServer) {
         let base = "http://\(http.host == "0.0.0.0" ? "127.0.0.1" : http.host):\(http.port)"
         let url = "\(base)/v1/webhooks/zendesk/\(demo.id)/\(demo.webhookSecrets[0])"
         print(
             """
-            No apps configured: serving the demo app '\(demo.id)'.
+            No apps configured: serving the demo app '\(demo.id)', which delivers to the built-in sandbox gateway
+            (APNs + FCM stand-in) at https://localhost:\(sandbox.port).
             Webhook URL: \(url)
             Try it:
               curl -s -X POST -H 'Content-Type: application/json' \\
-                -d '{"devices":[{"identifier":"oiuytrdsdfghjk","type":"ios"}],"notification":{"title":"Agent replied","body":"Hello","ticket_id":"5"}}' \\
+                -d '{"devices":[{"identifier":"6b1c0f5e8d2a4b7c9e3f1a0d5c8b2e4f6a9d1c3b5e7f0a2d4c6b8e1f3a5c7d9e","type":"ios"},{"identifier":"android-demo-token","type":"android"}],"notification":{"title":"Agent replied","body":"Hello","ticket_id":"5"}}' \\
                 \(url)
+            Then see the pushes the sandbox received:
+              curl -s --cacert \(sandbox.certificates.caFile) https://localhost:\(sandbox.port)/sandbox/received
             """
         )
         fflush(nil)  // flush every output stream; stdout may be a file or a pipe

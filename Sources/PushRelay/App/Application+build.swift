@@ -2,11 +2,13 @@ import Configuration
 import Foundation
 import Hummingbird
 import Logging
+import Postgres
 
 /// Builds the PushRelay application from configuration.
 ///
 /// Keys (README lists them all): `http.*` (``HTTPConfiguration``), `database.*`
-/// (``DatabaseConfiguration``), `webhooks.*` (``WebhookSettings``), `data.directory` (default
+/// (``DatabaseConfiguration``), `webhooks.*` (``WebhookSettings``), `delivery.*` and `tls.ca_file`
+/// (``DeliverySettings``), `data.directory` (default
 /// `./.push-relay-data`, where the embedded cluster lives when `database.url` is not set), and
 /// `config.file`, whose `apps:` list is read when `apps` is not given.
 ///
@@ -33,15 +35,31 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
     let writer = IntakeWriter(
         client: database.client, logger: logger, maxBatch: settings.batchSize, maxConcurrentWrites: settings.concurrentWrites
     )
+    let delivery = DeliverySettings(config: reader.scoped(to: "delivery"), tls: reader.scoped(to: "tls"))
+    let providers: ProviderSet
+    let listener: PostgresListener
+    do {
+        providers = try await ProviderSet(apps: configuredApps, settings: delivery)
+        listener = try PostgresListener(conninfo: database.client.configuration.conninfo, channels: [IntakeWriter.channel], logger: logger)
+    } catch {
+        try? await database.shutdown()
+        throw error
+    }
+    let dispatcher = Dispatcher(
+        client: database.client, providers: providers, settings: delivery, apps: configuredApps.map(\.id),
+        wakeUps: listener.events, logger: logger
+    )
     let (router, _) = buildRouter(database: database, apps: directory, writer: writer, settings: settings)
     var app = Application(
         router: router,
         configuration: .init(address: .hostname(http.host, port: http.port), serverName: "PushRelay"),
         logger: logger
     )
-    // Start order; shutdown runs in reverse after the HTTP server: the writer drains, the pool
-    // closes, the embedded server stops.
+    // Start order; shutdown runs in reverse after the HTTP server: the writer drains, the
+    // dispatcher finishes its sends, the listener stops, the pool closes, the embedded server stops.
     app.addServices(database.services)
+    app.addServices(listener)
+    app.addServices(dispatcher)
     app.addServices(writer)
     return app
 }

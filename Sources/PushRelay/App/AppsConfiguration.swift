@@ -11,8 +11,10 @@ import Yams
 ///     webhook_signing_secret: "…"      # optional: require X-Zendesk-Webhook-Signature
 ///     user_tokens:
 ///       secret_file: /etc/push-relay/support-user-tokens.key   # HS256 key for user JWTs
+///     apns: { topic: com.example.app, token: { key_file: …, key_id: …, team_id: … } }
+///     fcm: { service_account_file: /etc/push-relay/support-firebase.json }
 /// ```
-/// `apns` and `fcm` sections belong to delivery and are read there.
+/// ``APNsSettings`` and ``FCMSettings`` describe the delivery sections.
 public struct AppConfiguration: Sendable, Decodable, Hashable {
     /// The app's id, used in every URL and registry row.
     public var id: String
@@ -22,6 +24,10 @@ public struct AppConfiguration: Sendable, Decodable, Hashable {
     public var webhookSigningSecret: String?
     /// Where the HS256 key for user JWTs is read from.
     public var userTokens: UserTokens?
+    /// How to reach APNs for this app's iOS devices; without it iOS deliveries fail as unconfigured.
+    public var apns: APNsSettings?
+    /// How to reach FCM for this app's Android devices.
+    public var fcm: FCMSettings?
 
     /// User JWT settings.
     public struct UserTokens: Sendable, Decodable, Hashable {
@@ -35,15 +41,20 @@ public struct AppConfiguration: Sendable, Decodable, Hashable {
         }
     }
 
-    public init(id: String, webhookSecrets: [String], webhookSigningSecret: String? = nil, userTokens: UserTokens? = nil) {
+    public init(
+        id: String, webhookSecrets: [String], webhookSigningSecret: String? = nil, userTokens: UserTokens? = nil,
+        apns: APNsSettings? = nil, fcm: FCMSettings? = nil
+    ) {
         self.id = id
         self.webhookSecrets = webhookSecrets
         self.webhookSigningSecret = webhookSigningSecret
         self.userTokens = userTokens
+        self.apns = apns
+        self.fcm = fcm
     }
 
     enum CodingKeys: String, CodingKey {
-        case id
+        case id, apns, fcm
         case webhookSecrets = "webhook_secrets"
         case webhookSigningSecret = "webhook_signing_secret"
         case userTokens = "user_tokens"
@@ -121,6 +132,8 @@ extension AppConfiguration {
             if let tokens = app.userTokens {
                 _ = try tokens.key(app: app.id)
             }
+            try app.apns?.validate(app: app.id)
+            try app.fcm?.validate(app: app.id)
         }
     }
 

@@ -1,0 +1,64 @@
+import Configuration
+import Foundation
+
+/// How the dispatcher works (`delivery.*`), with the defaults a production relay wants.
+public struct DeliverySettings: Sendable {
+    /// Most deliveries claimed by one query.
+    public var batchSize: Int
+    /// Most sends in flight per app: one app whose provider hangs or fails cannot take the others' turn.
+    public var maxInFlightPerApp: Int
+    /// How often due rows are looked for without a NOTIFY (retries come due this way).
+    public var pollInterval: Duration
+    /// How long a claim holds; after that another instance may take the delivery over.
+    public var lease: Duration
+    /// First retry delay; doubled per attempt, with jitter, up to `retryMax`.
+    public var retryBase: Duration
+    public var retryMax: Duration
+    /// Attempts before a delivery is `expired`.
+    public var maxAttempts: Int
+    /// Age (since the webhook) after which a delivery is `expired` instead of sent or retried.
+    public var maxAge: Duration
+    /// How long a delivery waits when the app's credentials are rejected (it is not counted as an attempt).
+    public var credentialRetry: Duration
+    /// apns-expiration and the FCM ttl: how long the provider keeps trying an offline device.
+    public var pushTTL: Duration
+    /// One provider request, connection set-up included.
+    public var requestTimeout: Duration
+    /// HTTP/2 connections per provider host and streams per connection.
+    public var connectionsPerHost: Int
+    public var streamsPerConnection: Int
+    /// Extra CA bundle to trust for outbound TLS (`tls.ca_file`), such as the sandbox's CA.
+    public var caFile: String?
+
+    public init(config: ConfigReader, tls: ConfigReader? = nil) {
+        batchSize = max(1, config.int(forKey: "batch_size", default: 500))
+        maxInFlightPerApp = max(1, config.int(forKey: "max_in_flight_per_app", default: 1000))
+        pollInterval = .milliseconds(max(10, config.int(forKey: "poll_interval_ms", default: 1000)))
+        lease = .seconds(max(1, config.int(forKey: "lease_seconds", default: 60)))
+        retryBase = .milliseconds(max(1, config.int(forKey: "retry_base_ms", default: 1000)))
+        retryMax = .seconds(max(1, config.int(forKey: "retry_max_seconds", default: 3600)))
+        maxAttempts = max(1, config.int(forKey: "max_attempts", default: 12))
+        maxAge = .seconds(max(1, config.int(forKey: "max_age_seconds", default: 86400)))
+        credentialRetry = .seconds(max(1, config.int(forKey: "credential_retry_seconds", default: 60)))
+        pushTTL = .seconds(max(0, config.int(forKey: "push_ttl_seconds", default: 86400)))
+        requestTimeout = .seconds(max(1, config.int(forKey: "request_timeout_seconds", default: 30)))
+        connectionsPerHost = max(1, config.int(forKey: "connections_per_host", default: 1))
+        streamsPerConnection = max(1, config.int(forKey: "streams_per_connection", default: 90))
+        caFile = tls?.string(forKey: "ca_file")
+    }
+
+    /// The delay before retry number `attempt` (1-based): exponential with "equal jitter" (half
+    /// fixed, half random), never below what the provider asked for in Retry-After.
+    func retryDelay(attempt: Int, retryAfter: Int?) -> Duration {
+        let base = Double(retryBase.components.seconds) + Double(retryBase.components.attoseconds) / 1e18
+        let cap = Double(retryMax.components.seconds)
+        let exponential = min(cap, base * pow(2, Double(min(max(attempt - 1, 0), 30))))
+        var delay = exponential / 2 + Double.random(in: 0...(exponential / 2))
+        if let retryAfter { delay = max(delay, Double(retryAfter)) }
+        return .milliseconds(Int64(delay * 1000))
+    }
+}
+
+extension Duration {
+    var timeInterval: TimeInterval { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}

@@ -1,0 +1,337 @@
+import Foundation
+import Logging
+import Postgres
+import ServiceLifecycle
+import Synchronization
+
+/// Sends queued deliveries to APNs and FCM.
+///
+/// The table is the truth. The dispatcher claims due rows per app (`FOR UPDATE SKIP LOCKED`), marks
+/// them `sending` under a lease (`next_attempt_at` = lease expiry, so a crashed instance's claims
+/// come due again), sends each one concurrently, and writes the outcomes back in batches. It looks
+/// for work when intake sends a NOTIFY, when a send frees room, and every `pollInterval` (retries
+/// come due that way). Each app has at most `maxInFlightPerApp` sends in flight, so an app whose
+/// provider hangs or fails keeps its own rows waiting and no one else's.
+///
+/// On graceful shutdown it stops claiming, lets in-flight sends finish, writes their outcomes, then
+/// closes the provider connections.
+final class Dispatcher: Service, Sendable {
+    /// What became of one claimed delivery.
+    struct Result: Sendable {
+        var delivery: ClaimedDelivery
+        var status: String
+        var nextAttemptAt: Date?
+        var providerID: String?
+        var error: String?
+        /// -1 when the attempt does not count (our credentials were rejected).
+        var attemptAdjustment: Int
+        var deadToken: Bool
+    }
+
+    private struct State {
+        var inFlight: [String: Int] = [:]
+        var results: [Result] = []
+    }
+
+    private let client: PostgresClient
+    private let providers: ProviderSet
+    private let settings: DeliverySettings
+    private let apps: [String]
+    private let wakeUps: AsyncStream<PostgresListenerEvent>?
+    private let logger: Logger
+    /// This instance's name in `lease_owner`.
+    let owner: String
+    private let state = Mutex(State())
+    private let doorbell: AsyncStream<Void>
+    private let ring: AsyncStream<Void>.Continuation
+    private let writerBell: AsyncStream<Void>
+    private let writerRing: AsyncStream<Void>.Continuation
+
+    init(
+        client: PostgresClient, providers: ProviderSet, settings: DeliverySettings, apps: [String],
+        wakeUps: AsyncStream<PostgresListenerEvent>?, logger: Logger
+    ) {
+        self.client = client
+        self.providers = providers
+        self.settings = settings
+        self.apps = apps
+        self.wakeUps = wakeUps
+        self.logger = logger
+        let host = ProcessInfo.processInfo.hostName
+        owner = "\(host.prefix(40))-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        (doorbell, ring) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
+        (writerBell, writerRing) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
+    }
+
+    func run() async throws {
+        guard !apps.isEmpty else {
+            try? await gracefulShutdown()
+            await providers.shutdown()
+            return
+        }
+        await withTaskGroup(of: Void.self) { helpers in
+            // Wake-ups: NOTIFY from intake (and a re-read whenever the listener reconnects) ...
+            if let wakeUps {
+                helpers.addTask { [ring] in
+                    for await _ in wakeUps { ring.yield() }
+                }
+            }
+            // ... and the poll, which is what brings retries back.
+            helpers.addTask { [ring, settings] in
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: settings.pollInterval)
+                    ring.yield()
+                }
+            }
+            async let writer: Void = writeResults()
+            ring.yield()
+
+            await withDiscardingTaskGroup { sends in
+                await withGracefulShutdownHandler {
+                    for await _ in doorbell {
+                        await claimAndSend(into: &sends)
+                    }
+                } onGracefulShutdown: {
+                    self.ring.finish()
+                }
+                // Leaving the group waits for the sends in flight.
+            }
+            // The writer stores what is left, then the wake-up tasks are stopped.
+            writerRing.finish()
+            await writer
+            helpers.cancelAll()
+        }
+        await providers.shutdown()
+    }
+
+    /// Claims due deliveries for every app with room, and starts their sends; repeats while a
+    /// claim comes back full.
+    private func claimAndSend(into sends: inout DiscardingTaskGroup) async {
+        while true {
+            let room = state.withLock { state in
+                apps.map { app in (app, settings.maxInFlightPerApp - state.inFlight[app, default: 0]) }.filter { $0.1 > 0 }
+            }
+            guard !room.isEmpty else { return }
+            let limits = room.map { min($0.1, settings.batchSize) }
+            let claimed: [ClaimedDelivery]
+            do {
+                claimed = try await claim(apps: room.map(\.0), limits: limits)
+            } catch {
+                logger.warning("claiming deliveries failed; trying again at the next poll", metadata: ["error": "\(error)"])
+                return
+            }
+            guard !claimed.isEmpty else { return }
+            state.withLock { state in
+                for delivery in claimed { state.inFlight[delivery.appID, default: 0] += 1 }
+            }
+            for delivery in claimed {
+                sends.addTask { await self.deliver(delivery) }
+            }
+            if claimed.count < limits.reduce(0, +) { return }
+        }
+    }
+
+    private func deliver(_ delivery: ClaimedDelivery) async {
+        let result: Result
+        if !delivery.deviceActive {
+            result = Result(delivery: delivery, status: "skipped", error: "device is invalid", attemptAdjustment: 0, deadToken: false)
+        } else if Date().timeIntervalSince(delivery.createdAt) > settings.maxAge.timeInterval {
+            result = Result(delivery: delivery, status: "expired", error: "older than the maximum age", attemptAdjustment: 0, deadToken: false)
+        } else if let provider = providers.provider(app: delivery.appID, platform: delivery.platform) {
+            result = decide(delivery, await provider.send(delivery))
+        } else {
+            let section = delivery.platform == .ios ? "apns" : "fcm"
+            result = Result(
+                delivery: delivery, status: "failed", error: "app has no \(section) section configured", attemptAdjustment: 0, deadToken: false
+            )
+        }
+        let freed = state.withLock { state in
+            let wasFull = state.inFlight[delivery.appID, default: 0] >= settings.maxInFlightPerApp
+            state.inFlight[delivery.appID, default: 0] -= 1
+            state.results.append(result)
+            return wasFull
+        }
+        writerRing.yield()
+        if freed { ring.yield() }
+    }
+
+    /// Applies the outcome rules to one answer.
+    func decide(_ delivery: ClaimedDelivery, _ outcome: PushOutcome) -> Result {
+        let token = DeviceToken.redacted(delivery.token)
+        func clean(_ reason: String) -> String { reason.replacingOccurrences(of: delivery.token, with: token) }
+        switch outcome {
+        case .delivered(let providerID):
+            return Result(delivery: delivery, status: "delivered", providerID: providerID, attemptAdjustment: 0, deadToken: false)
+        case .deadToken(let reason):
+            logger.info(
+                "device token is dead; marking the device invalid",
+                metadata: ["push.app": "\(delivery.appID)", "push.device": "\(token)", "push.reason": "\(reason)"]
+            )
+            return Result(delivery: delivery, status: "failed", error: reason, attemptAdjustment: 0, deadToken: true)
+        case .permanent(let reason):
+            logger.warning(
+                "push rejected by the provider",
+                metadata: ["push.app": "\(delivery.appID)", "push.device": "\(token)", "push.reason": "\(clean(reason))"]
+            )
+            return Result(delivery: delivery, status: "failed", error: clean(reason), attemptAdjustment: 0, deadToken: false)
+        case .credential(let reason, _):
+            logger.error(
+                "the provider rejected this app's credentials or connection; deliveries wait without using attempts",
+                metadata: ["push.app": "\(delivery.appID)", "push.platform": "\(delivery.platform.rawValue)", "push.reason": "\(clean(reason))"]
+            )
+            return Result(
+                delivery: delivery, status: "pending", nextAttemptAt: Date().addingTimeInterval(settings.credentialRetry.timeInterval),
+                error: clean(reason), attemptAdjustment: -1, deadToken: false
+            )
+        case .retry(let reason, let retryAfter):
+            let delay = settings.retryDelay(attempt: delivery.attempts, retryAfter: retryAfter).timeInterval
+            let next = Date().addingTimeInterval(delay)
+            if delivery.attempts >= settings.maxAttempts || next.timeIntervalSince(delivery.createdAt) > settings.maxAge.timeInterval {
+                logger.warning(
+                    "giving up on a delivery",
+                    metadata: ["push.app": "\(delivery.appID)", "push.device": "\(token)", "push.attempts": "\(delivery.attempts)", "push.reason": "\(clean(reason))"]
+                )
+                return Result(delivery: delivery, status: "expired", error: clean(reason), attemptAdjustment: 0, deadToken: false)
+            }
+            logger.debug(
+                "push will be retried",
+                metadata: ["push.app": "\(delivery.appID)", "push.device": "\(token)", "push.delay_s": "\(delay)", "push.reason": "\(clean(reason))"]
+            )
+            return Result(delivery: delivery, status: "pending", nextAttemptAt: next, error: clean(reason), attemptAdjustment: 0, deadToken: false)
+        }
+    }
+
+    // MARK: - Database
+
+    /// Claims up to `limits[i]` due deliveries of `apps[i]`, oldest due first.
+    func claim(apps: [String], limits: [Int]) async throws -> [ClaimedDelivery] {
+        let result = try await client.query(
+            """
+            WITH wanted AS (
+                SELECT * FROM unnest($1::text[], $2::int[]) AS w(app_id, wanted)
+            ),
+            picked AS (
+                SELECT p.id FROM wanted w CROSS JOIN LATERAL (
+                    SELECT d.id FROM deliveries d
+                    WHERE d.app_id = w.app_id AND d.status IN ('pending', 'sending') AND d.next_attempt_at <= now()
+                    ORDER BY d.next_attempt_at
+                    LIMIT w.wanted
+                    FOR UPDATE SKIP LOCKED
+                ) p
+            ),
+            claimed AS (
+                UPDATE deliveries d
+                SET status = 'sending', attempts = d.attempts + 1, lease_owner = $3,
+                    lease_expires_at = now() + make_interval(secs => $4), next_attempt_at = now() + make_interval(secs => $4),
+                    updated_at = now()
+                FROM picked WHERE d.id = picked.id
+                RETURNING d.id, d.notification_id, d.app_id, d.device_token, d.platform, d.kind, d.attempts, d.created_at
+            )
+            SELECT c.id, c.app_id, c.device_token, c.platform, c.kind, c.attempts, c.created_at,
+                   n.ticket_id, n.title, n.body, dv.environment, coalesce(dv.status, 'active') = 'active',
+                   (SELECT sum(u.unread)::int FROM unread_counters u
+                    WHERE u.app_id = c.app_id AND u.owner = coalesce(dv.user_id, c.device_token))
+            FROM claimed c
+            JOIN notifications n ON n.id = c.notification_id
+            LEFT JOIN devices dv ON dv.app_id = c.app_id AND dv.token = c.device_token
+            """,
+            [apps, limits, owner, settings.lease.timeInterval],
+            prepare: true
+        )
+        return try result.rows.map { row in
+            let (id, app, token, platform, kind, attempts, created) = try row.decode((Int64, String, String, String, String, Int, Date).self)
+            let (ticket, title, body) = try (row.decode(String.self, at: 7), row.decode(String.self, at: 8), row.decode(String.self, at: 9))
+            return ClaimedDelivery(
+                id: id, appID: app, token: token, platform: Platform(rawValue: platform) ?? .ios, kind: kind, attempts: attempts,
+                createdAt: created, ticketID: ticket, title: title, body: body,
+                environment: try row.decode(String?.self, at: 10), deviceActive: try row.decode(Bool.self, at: 11),
+                badge: try row.decode(Int?.self, at: 12)
+            )
+        }
+    }
+
+    /// Writes outcomes as they come, many per transaction, until the sends are over.
+    private func writeResults() async {
+        for await _ in writerBell {
+            await flush()
+        }
+        await flush()
+    }
+
+    private func flush() async {
+        var failures = 0
+        while true {
+            let batch = state.withLock { state -> [Result] in
+                let count = min(state.results.count, 2000)
+                defer { state.results.removeFirst(count) }
+                return Array(state.results.prefix(count))
+            }
+            guard !batch.isEmpty else { return }
+            do {
+                try await store(batch)
+                failures = 0
+            } catch {
+                // Put them back; after the lease the rows would be sent again anyway (at least once).
+                state.withLock { $0.results.insert(contentsOf: batch, at: 0) }
+                failures += 1
+                logger.warning("writing delivery outcomes failed; retrying", metadata: ["error": "\(error)", "push.outcomes": "\(batch.count)"])
+                if failures >= 30 { return }
+                try? await Task.sleep(for: .seconds(1))
+            }
+        }
+    }
+
+    /// One transaction: the deliveries' new state, dead tokens' devices marked invalid and queued
+    /// for Zendesk. Rows whose lease another instance has taken over are left to it.
+    func store(_ batch: [Result]) async throws {
+        var ids: [Int64] = [], statuses: [String] = [], next: [Date?] = [], providerIDs: [String?] = [], errors: [String?] = []
+        var adjustments: [Int] = []
+        var deadApps: [String] = [], deadTokens: [String] = [], deadPlatforms: [String] = [], deadReasons: [String] = []
+        for result in batch {
+            ids.append(result.delivery.id)
+            statuses.append(result.status)
+            next.append(result.nextAttemptAt)
+            providerIDs.append(result.providerID)
+            errors.append(result.error)
+            adjustments.append(result.attemptAdjustment)
+            if result.deadToken {
+                deadApps.append(result.delivery.appID)
+                deadTokens.append(result.delivery.token)
+                deadPlatforms.append(result.delivery.platform.rawValue)
+                deadReasons.append(result.error ?? "dead token")
+            }
+        }
+        try await client.withTransaction { session in
+            _ = try await session.query(
+                """
+                UPDATE deliveries d
+                SET status = u.status, next_attempt_at = coalesce(u.next_at, d.next_attempt_at), provider_id = u.provider_id,
+                    last_error = u.error, attempts = d.attempts + u.adjustment, lease_owner = NULL, lease_expires_at = NULL,
+                    delivered_at = CASE WHEN u.status = 'delivered' THEN now() END, updated_at = now()
+                FROM unnest($1::bigint[], $2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::int[])
+                    AS u(id, status, next_at, provider_id, error, adjustment)
+                WHERE d.id = u.id AND d.lease_owner = $7 AND d.status = 'sending'
+                """,
+                [ids, statuses, next, providerIDs, errors, adjustments, owner],
+                prepare: true
+            )
+            guard !deadTokens.isEmpty else { return }
+            _ = try await session.query(
+                """
+                WITH dead AS (
+                    SELECT DISTINCT ON (app_id, token) * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])
+                        AS t(app_id, token, platform, reason)
+                ),
+                invalidated AS (
+                    UPDATE devices dv SET status = 'invalid', invalid_reason = dead.reason, invalidated_at = now(), updated_at = now()
+                    FROM dead WHERE dv.app_id = dead.app_id AND dv.token = dead.token AND dv.status = 'active'
+                )
+                INSERT INTO zendesk_unregister_queue (app_id, token, platform, reason)
+                SELECT app_id, token, platform, reason FROM dead
+                ON CONFLICT (app_id, token) DO NOTHING
+                """,
+                [deadApps, deadTokens, deadPlatforms, deadReasons]
+            )
+        }
+    }
+}

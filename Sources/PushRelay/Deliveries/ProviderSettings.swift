@@ -1,0 +1,196 @@
+import Foundation
+
+/// An app's APNs section.
+///
+/// ```yaml
+/// apns:
+///   topic: com.example.app          # the app's bundle id (apns-topic)
+///   environment: production         # or sandbox: picks Apple's host unless url is set
+///   # url: https://localhost:8443   # another host, such as `push-relay sandbox`
+///   token:                          # token authentication (recommended) ...
+///     key_file: /etc/push-relay/AuthKey_ABC123DEFG.p8
+///     key_id: ABC123DEFG
+///     team_id: DEF123GHIJ
+///   # certificate:                  # ... or certificate authentication
+///   #   file: /etc/push-relay/apns.p12
+///   #   type: P12                   # or PEM
+///   #   password_file: /etc/push-relay/apns.p12.password
+///   #   key_file: /etc/push-relay/apns-key.pem   # PEM only, when the key is a separate file
+/// ```
+public struct APNsSettings: Sendable, Decodable, Hashable {
+    public var topic: String
+    public var environment: Environment
+    public var url: String?
+    public var token: Token?
+    public var certificate: Certificate?
+
+    public enum Environment: String, Sendable, Decodable, Hashable {
+        case production, sandbox
+
+        /// Apple's host for this environment.
+        public var url: String {
+            switch self {
+            case .production: "https://api.push.apple.com"
+            case .sandbox: "https://api.sandbox.push.apple.com"
+            }
+        }
+    }
+
+    /// Token authentication: a `.p8` key signs ES256 provider tokens.
+    public struct Token: Sendable, Decodable, Hashable {
+        public var keyFile: String
+        public var keyID: String
+        public var teamID: String
+
+        public init(keyFile: String, keyID: String, teamID: String) {
+            self.keyFile = keyFile
+            self.keyID = keyID
+            self.teamID = teamID
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case keyFile = "key_file"
+            case keyID = "key_id"
+            case teamID = "team_id"
+        }
+    }
+
+    /// Certificate authentication: a client certificate on the TLS connection.
+    public struct Certificate: Sendable, Decodable, Hashable {
+        public var file: String
+        public var type: String?
+        public var keyFile: String?
+        public var passwordFile: String?
+
+        public init(file: String, type: String? = nil, keyFile: String? = nil, passwordFile: String? = nil) {
+            self.file = file
+            self.type = type
+            self.keyFile = keyFile
+            self.passwordFile = passwordFile
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case file, type
+            case keyFile = "key_file"
+            case passwordFile = "password_file"
+        }
+
+        /// `P12` or `PEM`: as configured, else from the file name.
+        var resolvedType: String {
+            if let type { return type.uppercased() }
+            return file.lowercased().hasSuffix(".pem") ? "PEM" : "P12"
+        }
+    }
+
+    public init(topic: String, environment: Environment = .production, url: String? = nil, token: Token? = nil, certificate: Certificate? = nil) {
+        self.topic = topic
+        self.environment = environment
+        self.url = url
+        self.token = token
+        self.certificate = certificate
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        topic = try container.decode(String.self, forKey: .topic)
+        environment = try container.decodeIfPresent(Environment.self, forKey: .environment) ?? .production
+        url = try container.decodeIfPresent(String.self, forKey: .url)
+        token = try container.decodeIfPresent(Token.self, forKey: .token)
+        certificate = try container.decodeIfPresent(Certificate.self, forKey: .certificate)
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case topic, environment, url, token, certificate
+    }
+
+    /// Where requests go: `url` when set, else Apple's host for `environment`.
+    public var baseURL: String { (url ?? environment.url).trimmingSuffix("/") }
+
+    func validate(app: String) throws {
+        guard !topic.isEmpty else { throw ConfigurationError("app '\(app)': apns.topic must name the app's bundle id") }
+        switch (token, certificate) {
+        case (nil, nil), (.some, .some):
+            throw ConfigurationError("app '\(app)': apns needs exactly one of token (a .p8 key) or certificate")
+        case (let token?, nil):
+            guard FileManager.default.isReadableFile(atPath: token.keyFile) else {
+                throw ConfigurationError("app '\(app)': cannot read apns.token.key_file \(token.keyFile)")
+            }
+            guard token.keyID.count == 10, token.teamID.count == 10 else {
+                throw ConfigurationError("app '\(app)': apns.token.key_id and team_id are Apple's 10-character ids")
+            }
+        case (nil, let certificate?):
+            guard FileManager.default.isReadableFile(atPath: certificate.file) else {
+                throw ConfigurationError("app '\(app)': cannot read apns.certificate.file \(certificate.file)")
+            }
+            guard ["P12", "PEM"].contains(certificate.resolvedType) else {
+                throw ConfigurationError("app '\(app)': apns.certificate.type must be P12 or PEM")
+            }
+        }
+        if let url { try checkURL(url, app: app, key: "apns.url") }
+    }
+
+    /// The password of a P12 certificate, read from its file.
+    func certificatePassword() throws -> String? {
+        guard let path = certificate?.passwordFile else { return nil }
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw ConfigurationError("cannot read apns.certificate.password_file \(path)")
+        }
+        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .newlines)
+    }
+}
+
+/// An app's FCM section.
+///
+/// ```yaml
+/// fcm:
+///   service_account_file: /etc/push-relay/support-firebase.json   # project, client_email, key, token_uri
+///   # url: https://localhost:8443   # another host than fcm.googleapis.com
+/// ```
+public struct FCMSettings: Sendable, Decodable, Hashable {
+    public var serviceAccountFile: String
+    public var url: String?
+
+    public init(serviceAccountFile: String, url: String? = nil) {
+        self.serviceAccountFile = serviceAccountFile
+        self.url = url
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case serviceAccountFile = "service_account_file"
+        case url
+    }
+
+    public var baseURL: String { (url ?? "https://fcm.googleapis.com").trimmingSuffix("/") }
+
+    /// Reads and checks the service account JSON.
+    func serviceAccount(app: String) throws -> ServiceAccount {
+        guard let data = FileManager.default.contents(atPath: serviceAccountFile) else {
+            throw ConfigurationError("app '\(app)': cannot read fcm.service_account_file \(serviceAccountFile)")
+        }
+        guard let account = try? JSONDecoder().decode(ServiceAccount.self, from: data) else {
+            throw ConfigurationError(
+                "app '\(app)': fcm.service_account_file must be a service account JSON with project_id, client_email, private_key and token_uri"
+            )
+        }
+        return account
+    }
+
+    func validate(app: String) throws {
+        _ = try serviceAccount(app: app)
+        if let url { try checkURL(url, app: app, key: "fcm.url") }
+    }
+}
+
+private func checkURL(_ url: String, app: String, key: String) throws {
+    guard let components = URLComponents(string: url), components.scheme == "https", components.host?.isEmpty == false else {
+        throw ConfigurationError("app '\(app)': \(key) must be an https URL")
+    }
+}
+
+extension String {
+    func trimmingSuffix(_ suffix: String) -> String {
+        var text = self
+        while text.hasSuffix(suffix) { text.removeLast(suffix.count) }
+        return text
+    }
+}

@@ -1,0 +1,149 @@
+import CurlHTTP2
+import Foundation
+
+/// A delivery claimed by the dispatcher, with what is needed to build its push.
+struct ClaimedDelivery: Sendable {
+    var id: Int64
+    var appID: String
+    var token: String
+    var platform: Platform
+    var kind: String
+    /// Attempts including this one.
+    var attempts: Int
+    var createdAt: Date
+    var ticketID: String
+    var title: String
+    var body: String
+    /// The device's registered environment, when it has one (APNs host choice).
+    var environment: String?
+    /// False when the device was invalidated after the delivery was queued.
+    var deviceActive: Bool
+    /// The owner's total unread count, when counters exist.
+    var badge: Int?
+}
+
+/// Sends one push to a provider and says what the answer means.
+protocol PushProvider: Sendable {
+    func send(_ delivery: ClaimedDelivery) async -> PushOutcome
+}
+
+/// APNs over HTTP/2: token authentication (ES256 provider tokens) or a client certificate.
+struct APNsProvider: PushProvider {
+    let settings: APNsSettings
+    let client: HTTP2Client
+    let tokens: APNsTokenManager?
+    let pushTTL: Duration
+    let timeout: Duration
+
+    func send(_ delivery: ClaimedDelivery) async -> PushOutcome {
+        let base: String
+        if settings.url != nil {
+            base = settings.baseURL
+        } else {
+            base = delivery.environment.flatMap(APNsSettings.Environment.init(rawValue:))?.url ?? settings.environment.url
+        }
+        let body = APNsPayload.alert(title: delivery.title, body: delivery.body, badge: delivery.badge, ticketID: delivery.ticketID)
+        var refreshed = false
+        while true {
+            var bearer: String?
+            if let tokens {
+                do {
+                    bearer = try await tokens.token()
+                } catch {
+                    return .credential(reason: "cannot sign the APNs provider token", refreshToken: false)
+                }
+            }
+            let headers = APNsHeaders.make(
+                type: .alert, topic: settings.topic, bearer: bearer, ticketID: delivery.ticketID,
+                expiration: Date().addingTimeInterval(pushTTL.timeInterval), apnsID: UUID()
+            )
+            let response: HTTP2Response
+            do {
+                response = try await client.send(
+                    HTTP2Request(url: "\(base)/3/device/\(delivery.token)", headers: headers, body: body, timeout: timeout)
+                )
+            } catch {
+                return .transportFailure(error)
+            }
+            let reason = (try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any])?["reason"] as? String
+            let outcome = PushOutcome.apns(
+                status: response.status, reason: reason, retryAfter: response.header("retry-after"), apnsID: response.header("apns-id")
+            )
+            if case .credential(_, refreshToken: true) = outcome, !refreshed, let tokens, let bearer {
+                // ExpiredProviderToken: sign a new token and try once more.
+                await tokens.expired(bearer)
+                refreshed = true
+                continue
+            }
+            return outcome
+        }
+    }
+}
+
+/// FCM HTTP v1 with an OAuth2 access token from the service account.
+struct FCMProvider: PushProvider {
+    let settings: FCMSettings
+    let projectID: String
+    let client: HTTP2Client
+    let tokens: FCMAccessTokenManager
+    let timeout: Duration
+
+    func send(_ delivery: ClaimedDelivery) async -> PushOutcome {
+        let body = FCMMessage.reply(
+            token: delivery.token, title: delivery.title, body: delivery.body, ticketID: delivery.ticketID, unreadCount: delivery.badge
+        )
+        let url = "\(settings.baseURL)/v1/projects/\(projectID)/messages:send"
+        var refreshed = false
+        while true {
+            let bearer: String
+            do {
+                bearer = try await tokens.token()
+            } catch let error as CurlError {
+                return .transportFailure(error)
+            } catch {
+                return .credential(reason: "cannot get an FCM access token: \(error)", refreshToken: false)
+            }
+            let response: HTTP2Response
+            do {
+                response = try await client.send(
+                    HTTP2Request(
+                        url: url, headers: [("authorization", "Bearer \(bearer)"), ("content-type", "application/json")], body: body,
+                        timeout: timeout
+                    )
+                )
+            } catch {
+                return .transportFailure(error)
+            }
+            let outcome = PushOutcome.fcm(status: response.status, body: response.body, retryAfter: response.header("retry-after"))
+            if case .credential(_, refreshToken: true) = outcome, !refreshed {
+                await tokens.rejected(bearer)
+                refreshed = true
+                continue
+            }
+            return outcome
+        }
+    }
+
+    /// The OAuth exchange over the same HTTP/2 client.
+    static func exchange(client: HTTP2Client, timeout: Duration) -> FCMAccessTokenManager.Exchange {
+        { url, form in
+            let response = try await client.send(
+                HTTP2Request(
+                    url: url, headers: [("content-type", "application/x-www-form-urlencoded")], body: Array(form.utf8), timeout: timeout
+                )
+            )
+            return (response.status, response.body)
+        }
+    }
+}
+
+extension PushOutcome {
+    /// A failure below HTTP: connection loss, GOAWAY, refused streams and timeouts are retried;
+    /// anything else (TLS verification, a bad certificate) is a configuration problem, which waits
+    /// without using up the delivery's attempts.
+    static func transportFailure(_ error: any Error) -> PushOutcome {
+        guard let error = error as? CurlError else { return .retry(reason: "transport: \(error)", retryAfter: nil) }
+        if error.isRetryable { return .retry(reason: "transport: curl \(error.code): \(error.message)", retryAfter: nil) }
+        return .credential(reason: "transport: curl \(error.code): \(error.message)", refreshToken: false)
+    }
+}
