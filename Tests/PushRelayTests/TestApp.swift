@@ -20,7 +20,7 @@ struct TestApp {
 
     let conninfo: String
     let client: PostgresClient
-    let apps: [AppConfiguration]
+    var apps: [AppConfiguration]
 
     static func make(signing: Bool = false, conninfo: String? = nil) async throws -> TestApp {
         let keyFile = (NSTemporaryDirectory() as NSString).appendingPathComponent("user-token-\(UUID().uuidString).key")
@@ -48,6 +48,8 @@ struct TestApp {
         var values: [AbsoluteConfigKey: ConfigValue] = [
             "database.url": .init(.string(conninfo), isSecret: true),
             "database.max_connections": .init(.int(6), isSecret: false),
+            // Intake tests look at deliveries as intake left them; delivery tests turn this on.
+            "delivery.enabled": .init(.bool(false), isSecret: false),
         ]
         values.merge(extra) { $1 }
         return try await buildApplication(

@@ -46,7 +46,7 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
         throw error
     }
     let dispatcher = Dispatcher(
-        client: database.client, providers: providers, settings: delivery, apps: configuredApps.map(\.id),
+        client: database.client, providers: providers, settings: delivery, apps: delivery.enabled ? configuredApps.map(\.id) : [],
         wakeUps: listener.events, logger: logger
     )
     let (router, _) = buildRouter(database: database, apps: directory, writer: writer, settings: settings)

@@ -3,6 +3,9 @@ import Foundation
 
 /// How the dispatcher works (`delivery.*`), with the defaults a production relay wants.
 public struct DeliverySettings: Sendable {
+    /// Whether this instance sends pushes. An intake-only instance (false) still accepts webhooks;
+    /// another instance delivers them.
+    public var enabled: Bool
     /// Most deliveries claimed by one query.
     public var batchSize: Int
     /// Most sends in flight per app: one app whose provider hangs or fails cannot take the others' turn.
@@ -31,6 +34,7 @@ public struct DeliverySettings: Sendable {
     public var caFile: String?
 
     public init(config: ConfigReader, tls: ConfigReader? = nil) {
+        enabled = config.bool(forKey: "enabled", default: true)
         batchSize = max(1, config.int(forKey: "batch_size", default: 500))
         maxInFlightPerApp = max(1, config.int(forKey: "max_in_flight_per_app", default: 1000))
         pollInterval = .milliseconds(max(10, config.int(forKey: "poll_interval_ms", default: 1000)))

@@ -1,0 +1,152 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Postgres
+import PushRelay
+import PushSandbox
+import TestSupport
+import Testing
+
+/// The `push-relay` executable, run as a separate process so it can be killed with SIGKILL.
+struct RelayProcess {
+    let process: Process
+    let port: Int
+    let log: String
+
+    /// The executable SwiftPM built beside the test bundle.
+    static var executable: String {
+        get throws {
+            var candidates = [((CommandLine.arguments.first ?? "") as NSString).deletingLastPathComponent + "/push-relay"]
+            let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            candidates.append(root.appendingPathComponent(".build/debug/push-relay").path)
+            guard let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+                throw ConfigurationError("push-relay is not built (looked at \(candidates)); run swift build --build-tests")
+            }
+            return found
+        }
+    }
+
+    static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        try withUnsafeMutablePointer(to: &address) { pointer in
+            try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
+                guard bind(fd, raw, length) == 0, getsockname(fd, raw, &length) == 0 else { throw ConfigurationError("cannot find a free port") }
+            }
+        }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    /// Starts `push-relay serve` with `configFile` and waits until `/health` answers.
+    static func start(configFile: String, port: Int, log: String) async throws -> RelayProcess {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try executable)
+        process.arguments = ["serve", "--config", configFile, "--port", String(port), "--log-level", "warning"]
+        FileManager.default.createFile(atPath: log, contents: nil)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
+        try handle.seekToEnd()
+        process.standardOutput = handle
+        process.standardError = handle
+        try process.run()
+        let relay = RelayProcess(process: process, port: port, log: log)
+        let healthy = await eventually(timeout: .seconds(30)) {
+            guard process.isRunning else { return false }
+            return (try? await relay.request("GET", "/health").status) == 200
+        }
+        guard healthy else {
+            let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+            process.terminate()
+            throw ConfigurationError("push-relay did not become healthy; its output:\n\(output)")
+        }
+        return relay
+    }
+
+    func request(_ method: String, _ path: String, body: String? = nil) async throws -> (status: Int, body: Data) {
+        var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
+        request.httpMethod = method
+        request.timeoutInterval = 10
+        if let body {
+            request.httpBody = Data(body.utf8)
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        }
+        let (data, response) = try await URLSession.shared.data(for: request)
+        return ((response as? HTTPURLResponse)?.statusCode ?? 0, data)
+    }
+
+    func kill() {
+        Foundation.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+
+    func stop() {
+        if process.isRunning {
+            process.interrupt()
+            process.waitUntilExit()
+        }
+    }
+}
+
+@Suite("Crash recovery of the relay process")
+struct CrashRecoveryTests {
+    @Test("kill -9 mid-batch, restart: every accepted delivery arrives at least once")
+    func killMidBatch() async throws {
+        let harness = try await DeliveryHarness.make()
+        let configFile = harness.directory + "/push-relay.yaml"
+        let app = harness.test.apps[0]
+        let apns = try #require(app.apns?.token)
+        try """
+        database:
+          url: "\(harness.test.conninfo)"
+          max_connections: 4
+        tls:
+          ca_file: \(harness.sandbox.certificates.caFile)
+        delivery:
+          poll_interval_ms: 100
+          lease_seconds: 2
+          retry_base_ms: 100
+        apps:
+          - id: support
+            webhook_secrets: ["\(TestApp.webhookSecret)"]
+            apns:
+              topic: com.example.support
+              url: \(harness.gateway)
+              token: { key_file: \(apns.keyFile), key_id: \(apns.keyID), team_id: \(apns.teamID) }
+        """.write(toFile: configFile, atomically: true, encoding: .utf8)
+
+        // Every token's first request is slow, so sends are in flight when the relay is killed.
+        let tokens = (0..<30).map { _ in apnsToken() }
+        for token in tokens { harness.state.setBehaviour(SandboxBehaviour(status: 200, delayMilliseconds: 1500, times: 1), for: token) }
+
+        let log = harness.directory + "/relay.log"
+        let first = try await RelayProcess.start(configFile: configFile, port: try RelayProcess.freePort(), log: log)
+        var accepted = 0
+        for chunk in stride(from: 0, to: tokens.count, by: 3) {
+            let devices = tokens[chunk..<(chunk + 3)].map { ($0, "ios") }
+            let response = try await first.request("POST", "/v1/webhooks/zendesk/support/\(TestApp.webhookSecret)", body: webhook(devices: devices, ticket: "\(chunk)"))
+            if response.status == 202 { accepted += 1 }
+        }
+        #expect(accepted == 10)
+        #expect(await eventually { harness.state.requests(service: "apns").count >= 10 })
+        first.kill()
+        // The killed relay left claimed rows behind.
+        let sending = try await harness.test.count("SELECT count(*) FROM deliveries WHERE status = 'sending'")
+        #expect(sending > 0)
+
+        let second = try await RelayProcess.start(configFile: configFile, port: try RelayProcess.freePort(), log: log)
+        let done = try await eventually(timeout: .seconds(30)) {
+            try await harness.test.count("SELECT count(*) FROM deliveries WHERE status = 'delivered'") == tokens.count
+        }
+        second.stop()
+        await harness.shutdown()
+        #expect(done, "log: \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
+        let answered = Set(harness.state.requests(service: "apns").filter { $0.status == 200 }.compactMap { $0.path.split(separator: "/").last.map(String.init) })
+        #expect(Set(tokens).subtracting(answered).isEmpty)
+        #expect(try await harness.test.count("SELECT count(*) FROM notifications") == 10)
+    }
+}

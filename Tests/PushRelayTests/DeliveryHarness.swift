@@ -1,0 +1,120 @@
+import Configuration
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import Postgres
+import PushRelay
+import PushSandbox
+import TestSupport
+
+/// A relay whose apps deliver to a sandbox running in the test process, over TLS and HTTP/2, with
+/// made-up APNs and FCM credentials that the sandbox checks.
+struct DeliveryHarness: Sendable {
+    let sandbox: SandboxServer
+    let test: TestApp
+    let directory: String
+
+    var state: SandboxState { sandbox.state }
+    var gateway: String { "https://localhost:\(sandbox.port)" }
+
+    /// Generating the RSA service-account key takes seconds in a debug build; one set serves every
+    /// test, made on a thread of its own so it never blocks the concurrency pool that the relay
+    /// under test runs on.
+    static func credentials() async throws -> SandboxCredentials { try await CredentialsCache.shared.get() }
+
+    private actor CredentialsCache {
+        static let shared = CredentialsCache()
+        private var task: Task<SandboxCredentials, any Error>?
+
+        func get() async throws -> SandboxCredentials {
+            if let task { return try await task.value }
+            let task = Task {
+                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<SandboxCredentials, any Error>) in
+                    let directory = (NSTemporaryDirectory() as NSString).appendingPathComponent(
+                        "push-relay-credentials-\(UUID().uuidString.prefix(8))"
+                    )
+                    Thread { continuation.resume(with: Result { try SandboxCredentials.generate(directory: directory) }) }.start()
+                }
+            }
+            self.task = task
+            return try await task.value
+        }
+    }
+
+    static let logger: Logger = {
+        var logger = Logger(label: "push-relay.delivery-tests")
+        logger.logLevel = .warning
+        return logger
+    }()
+
+    /// Delivery settings fast enough for tests: quick polls and retries, short leases.
+    static let fastDelivery: [AbsoluteConfigKey: ConfigValue] = [
+        "delivery.enabled": .init(.bool(true), isSecret: false),
+        "delivery.poll_interval_ms": .init(.int(50), isSecret: false),
+        "delivery.retry_base_ms": .init(.int(100), isSecret: false),
+        "delivery.lease_seconds": .init(.int(5), isSecret: false),
+        "delivery.request_timeout_seconds": .init(.int(10), isSecret: false),
+    ]
+
+    static func make(conninfo: String? = nil) async throws -> DeliveryHarness {
+        let directory = (NSTemporaryDirectory() as NSString).appendingPathComponent("push-relay-delivery-\(UUID().uuidString.prefix(8))")
+        let credentials = try await credentials()
+        let sandbox = try await SandboxServer.start(
+            configuration: .init(directory: directory, apnsKeys: credentials.apnsKeys), logger: logger
+        )
+        var test = try await TestApp.make(conninfo: conninfo)
+        let gateway = "https://localhost:\(sandbox.port)"
+        let serviceAccount = try credentials.writeServiceAccount(sandboxURL: gateway)
+        for index in test.apps.indices {
+            test.apps[index].apns = APNsSettings(
+                topic: "com.example.\(test.apps[index].id)", url: gateway,
+                token: .init(keyFile: credentials.apnsKeyFile, keyID: SandboxCredentials.apnsKeyID, teamID: SandboxCredentials.apnsTeamID)
+            )
+            test.apps[index].fcm = FCMSettings(serviceAccountFile: serviceAccount, url: gateway)
+        }
+        return DeliveryHarness(sandbox: sandbox, test: test, directory: directory)
+    }
+
+    /// The relay with delivery on, trusting the sandbox's CA.
+    func application(extra: [AbsoluteConfigKey: ConfigValue] = [:]) async throws -> some ApplicationProtocol {
+        var values = Self.fastDelivery
+        values["tls.ca_file"] = .init(.string(sandbox.certificates.caFile), isSecret: false)
+        values.merge(extra) { $1 }
+        return try await test.application(extra: values)
+    }
+
+    func shutdown() async { await sandbox.shutdown() }
+
+    /// The requests the sandbox received for one device token.
+    func requests(token: String) -> [SandboxRequest] {
+        state.requests().filter { $0.path.hasSuffix("/\(token)") || $0.body.contains("\"token\":\"\(token)\"") }
+    }
+
+    /// The delivery rows of a token: status, attempts.
+    func deliveries(token: String) async throws -> [(status: String, attempts: Int)] {
+        try await test.client.query(
+            "SELECT status, attempts FROM deliveries WHERE device_token = $1 ORDER BY id", [token]
+        ).rows.map { try $0.decode((String, Int).self) }
+    }
+}
+
+/// A random APNs-shaped token: 64 lower-case hex characters.
+func apnsToken() -> String {
+    (0..<4).map { _ in String(format: "%016llx", UInt64.random(in: 0...UInt64.max)) }.joined()
+}
+
+/// Waits until `condition` holds, checking every 20 ms; false after `timeout`.
+func eventually(timeout: Duration = .seconds(20), _ condition: () async throws -> Bool) async rethrows -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if try await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(20))
+    }
+    return try await condition()
+}
+
+func webhook(devices: [(String, String)], ticket: String = "5", title: String = "Agent replied", body: String = "Hello") -> String {
+    let list = devices.map { #"{"identifier":"\#($0.0)","type":"\#($0.1)"}"# }.joined(separator: ",")
+    return #"{"devices":[\#(list)],"notification":{"title":"\#(title)","body":"\#(body)","ticket_id":"\#(ticket)"}}"#
+}

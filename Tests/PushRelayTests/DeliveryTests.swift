@@ -1,0 +1,231 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Postgres
+import PushRelay
+import PushSandbox
+import TestSupport
+import Testing
+
+@Suite("Delivery to APNs and FCM through the sandbox", .serialized)
+struct DeliveryTests {
+    static let url = "/v1/webhooks/zendesk/support/\(TestApp.webhookSecret)"
+    static let otherURL = "/v1/webhooks/zendesk/other/\(TestApp.otherSecret)"
+    static let json: HTTPFields = [.contentType: "application/json"]
+
+    @Test("the fixture webhook becomes one correct APNs request and one correct FCM request, both delivered")
+    func fixtureDelivered() async throws {
+        let harness = try await DeliveryHarness.make()
+        defer { Task { await harness.shutdown() } }
+        // The fixture's shape, with an APNs-shaped iOS token (the guide's sample is not one).
+        let ios = apnsToken()
+        let body = fixtureWebhook.replacingOccurrences(of: "oiuytrdsdfghjk", with: ios)
+        let started = Date()
+        try await harness.application().test(.router) { client in
+            let response = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(body))
+            #expect(response.status == .accepted)
+            let done = try await eventually {
+                try await harness.test.count("SELECT count(*) FROM deliveries WHERE status = 'delivered'") == 2
+            }
+            #expect(done)
+        }
+        let apns = try #require(harness.state.requests(service: "apns").first)
+        #expect(harness.state.requests(service: "apns").count == 1)
+        #expect(apns.path == "/3/device/\(ios)")
+        #expect(apns.status == 200)
+        #expect(apns.headers["apns-push-type"] == "alert")
+        #expect(apns.headers["apns-topic"] == "com.example.support")
+        #expect(apns.headers["apns-priority"] == "10")
+        #expect(apns.headers["apns-collapse-id"] == "zendesk-ticket-5")
+        #expect(UUID(uuidString: apns.headers["apns-id"] ?? "") != nil)
+        let expiration = try #require(apns.headers["apns-expiration"].flatMap(Double.init))
+        #expect(expiration > started.timeIntervalSince1970 + 3600)
+        let payload = try #require(try JSONSerialization.jsonObject(with: Data(apns.body.utf8)) as? [String: Any])
+        #expect(payload["zendesk_sdk_request_id"] as? String == "5")
+        let aps = try #require(payload["aps"] as? [String: Any])
+        #expect(aps["sound"] as? String == "default")
+        #expect(aps["alert"] as? [String: String] == ["title": "Agent replied", "body": "Agent replied something something"])
+
+        let fcm = try #require(harness.state.requests(service: "fcm").first)
+        #expect(harness.state.requests(service: "fcm").count == 1)
+        #expect(fcm.path == "/v1/projects/\(SandboxCredentials.fcmProjectID)/messages:send")
+        #expect(fcm.status == 200)
+        let message = try #require((try JSONSerialization.jsonObject(with: Data(fcm.body.utf8)) as? [String: Any])?["message"] as? [String: Any])
+        #expect(message["token"] as? String == "iuytfrdcvbnmkl")
+        #expect(message["data"] as? [String: String] == ["zendesk_sdk_request_id": "5", "title": "Agent replied", "body": "Agent replied something something"])
+        let android = try #require(message["android"] as? [String: Any])
+        #expect(android["priority"] as? String == "HIGH")
+        #expect(android["collapse_key"] as? String == "zendesk-ticket-5")
+        // One OAuth exchange; the sandbox only accepts access tokens it issued.
+        #expect(harness.state.requests(service: "oauth").count == 1)
+        let ids = try await harness.test.client.query("SELECT provider_id FROM deliveries ORDER BY platform").rows.map { try $0.decode(String?.self, at: 0) }
+        #expect(ids[0]?.hasPrefix("projects/\(SandboxCredentials.fcmProjectID)/messages/") == true)
+        #expect(ids[1] == apns.headers["apns-id"])
+    }
+
+    @Test("410 Unregistered marks the device invalid, queues it for Zendesk, and later webhooks skip it")
+    func deadToken() async throws {
+        let harness = try await DeliveryHarness.make()
+        defer { Task { await harness.shutdown() } }
+        let dead = apnsToken()
+        let alive = apnsToken()
+        harness.state.setBehaviour(SandboxBehaviour(status: 410, reason: "Unregistered"), for: dead)
+        try await harness.application().test(.router) { client in
+            let first = try await client.execute(
+                uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(dead, "ios"), (alive, "ios")]))
+            )
+            #expect(first.status == .accepted)
+            #expect(try await eventually { try await harness.deliveries(token: dead).first?.status == "failed" })
+            #expect(try await eventually { try await harness.deliveries(token: alive).first?.status == "delivered" })
+            let device = try #require(try await harness.test.client.query(
+                "SELECT status, invalid_reason FROM devices WHERE app_id = 'support' AND token = $1", [dead]
+            ).first).decode((String, String?).self)
+            #expect(device.0 == "invalid")
+            #expect(device.1 == "Unregistered")
+            let queued = try await harness.test.client.query(
+                "SELECT token, platform, reason FROM zendesk_unregister_queue WHERE app_id = 'support'"
+            ).rows.map { try $0.decode((String, String, String).self) }
+            #expect(queued.count == 1)
+            #expect(queued.first?.0 == dead)
+            #expect(queued.first?.2 == "Unregistered")
+
+            let second = try await client.execute(
+                uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(dead, "ios"), (alive, "ios")], ticket: "6"))
+            )
+            #expect(second.json?["skipped"] as? Int == 1)
+            #expect(try await eventually {
+                let rows = try await harness.deliveries(token: alive)
+                return rows.count == 2 && rows.allSatisfy { $0.status == "delivered" }
+            })
+        }
+        // The dead token was sent to once only.
+        #expect(harness.requests(token: dead).count == 1)
+    }
+
+    @Test("the guide's sample iOS identifier gets BadDeviceToken from APNs and is treated as dead")
+    func badDeviceToken() async throws {
+        let harness = try await DeliveryHarness.make()
+        defer { Task { await harness.shutdown() } }
+        try await harness.application().test(.router) { client in
+            let response = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(fixtureWebhook))
+            #expect(response.status == .accepted)
+            #expect(try await eventually { try await harness.deliveries(token: "oiuytrdsdfghjk").first?.status == "failed" })
+        }
+        #expect(harness.state.requests(service: "apns").first?.reason == "BadDeviceToken")
+        #expect(try await harness.test.count("SELECT count(*) FROM zendesk_unregister_queue WHERE token = 'oiuytrdsdfghjk'") == 1)
+        #expect(try await harness.test.count("SELECT count(*) FROM devices WHERE token = 'oiuytrdsdfghjk' AND status = 'invalid'") == 1)
+    }
+
+    @Test("503 then 200: the delivery is retried and delivered on the second attempt")
+    func retryAfterUnavailable() async throws {
+        let harness = try await DeliveryHarness.make()
+        defer { Task { await harness.shutdown() } }
+        let ios = apnsToken()
+        harness.state.setBehaviour(SandboxBehaviour(status: 503, reason: "ServiceUnavailable", times: 1), for: ios)
+        harness.state.setBehaviour(SandboxBehaviour(status: 503, reason: "UNAVAILABLE", times: 1), for: "android-retry")
+        try await harness.application().test(.router) { client in
+            let response = try await client.execute(
+                uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios"), ("android-retry", "android")]))
+            )
+            #expect(response.status == .accepted)
+            #expect(try await eventually { try await harness.test.count("SELECT count(*) FROM deliveries WHERE status = 'delivered'") == 2 })
+        }
+        for token in [ios, "android-retry"] {
+            #expect(harness.requests(token: token).map(\.status) == [503, 200])
+            #expect(try await harness.deliveries(token: token).map(\.attempts) == [2])
+        }
+    }
+
+    @Test("429 with Retry-After: the next attempt waits at least that long")
+    func retryAfterHonoured() async throws {
+        let harness = try await DeliveryHarness.make()
+        defer { Task { await harness.shutdown() } }
+        let ios = apnsToken()
+        harness.state.setBehaviour(SandboxBehaviour(status: 429, reason: "TooManyRequests", retryAfter: 2, times: 1), for: ios)
+        try await harness.application().test(.router) { client in
+            _ = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios")])))
+            #expect(try await eventually { try await harness.deliveries(token: ios).first?.status == "delivered" })
+        }
+        let requests = harness.requests(token: ios)
+        #expect(requests.map(\.status) == [429, 200])
+        if requests.count == 2 {
+            // Without Retry-After the first retry would come after 50-100 ms (retry_base_ms 100).
+            #expect(requests[1].receivedAt.timeIntervalSince(requests[0].receivedAt) >= 1.9)
+        }
+    }
+
+    @Test("one app's endless slow 500s do not delay another app's deliveries")
+    func appsAreIsolated() async throws {
+        let harness = try await DeliveryHarness.make()
+        defer { Task { await harness.shutdown() } }
+        let failing = (0..<40).map { _ in apnsToken() }
+        for token in failing {
+            harness.state.setBehaviour(SandboxBehaviour(status: 500, reason: "InternalServerError", delayMilliseconds: 400), for: token)
+        }
+        let healthy = (0..<20).map { _ in apnsToken() }
+        try await harness.application(extra: ["delivery.max_in_flight_per_app": .init(.int(8), isSecret: false)]).test(.router) { client in
+            for chunk in stride(from: 0, to: failing.count, by: 10) {
+                let devices = failing[chunk..<(chunk + 10)].map { ($0, "ios") }
+                let response = try await client.execute(uri: Self.otherURL, method: .post, headers: Self.json, body: jsonBody(webhook(devices: devices)))
+                #expect(response.status == .accepted)
+            }
+            // Let the failing app fill its share of sends.
+            #expect(try await eventually { harness.state.requests(service: "apns").count >= 8 })
+            let start = ContinuousClock.now
+            _ = try await client.execute(
+                uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: healthy.map { ($0, "ios") }))
+            )
+            let delivered = try await eventually(timeout: .seconds(5)) {
+                try await harness.test.count("SELECT count(*) FROM deliveries WHERE app_id = 'support' AND status = 'delivered'") == healthy.count
+            }
+            let elapsed = ContinuousClock.now - start
+            #expect(delivered)
+            // The failing app's 40 sends at 400 ms each, 8 at a time, would take 2 s on their own.
+            #expect(elapsed < .milliseconds(1500), "support's deliveries took \(elapsed)")
+            // The failing app is still at it, and never had more than its share in flight.
+            #expect(try await harness.test.count("SELECT count(*) FROM deliveries WHERE app_id = 'other' AND status = 'delivered'") == 0)
+            #expect(try await harness.test.count("SELECT count(*) FROM deliveries WHERE app_id = 'other' AND attempts > 0") > 0)
+        }
+    }
+
+    @Test("credentials the provider rejects do not use up attempts")
+    func rejectedCredentials() async throws {
+        let harness = try await DeliveryHarness.make()
+        defer { Task { await harness.shutdown() } }
+        let ios = apnsToken()
+        harness.state.setBehaviour(SandboxBehaviour(status: 403, reason: "InvalidProviderToken"), for: ios)
+        try await harness.application(extra: ["delivery.credential_retry_seconds": .init(.int(60), isSecret: false)]).test(.router) { client in
+            _ = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios")])))
+            #expect(try await eventually {
+                let rows = try await harness.deliveries(token: ios)
+                return rows.first?.status == "pending" && harness.requests(token: ios).count == 1
+            })
+            try await Task.sleep(for: .milliseconds(300))
+        }
+        let row = try #require(try await harness.test.client.query(
+            "SELECT status, attempts, last_error, next_attempt_at > now() + interval '50 seconds' FROM deliveries WHERE device_token = $1", [ios]
+        ).first).decode((String, Int, String?, Bool).self)
+        #expect(row.0 == "pending")
+        #expect(row.1 == 0)
+        #expect(row.2 == "InvalidProviderToken")
+        #expect(row.3)
+        #expect(harness.requests(token: ios).count == 1)
+    }
+
+    @Test("a delivery that keeps failing expires after max_attempts")
+    func expiresAfterMaxAttempts() async throws {
+        let harness = try await DeliveryHarness.make()
+        defer { Task { await harness.shutdown() } }
+        let ios = apnsToken()
+        harness.state.setBehaviour(SandboxBehaviour(status: 500, reason: "InternalServerError"), for: ios)
+        try await harness.application(extra: [
+            "delivery.max_attempts": .init(.int(3), isSecret: false), "delivery.retry_base_ms": .init(.int(20), isSecret: false),
+        ]).test(.router) { client in
+            _ = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios")])))
+            #expect(try await eventually { try await harness.deliveries(token: ios).first?.status == "expired" })
+        }
+        #expect(try await harness.deliveries(token: ios).map(\.attempts) == [3])
+        #expect(harness.requests(token: ios).count == 3)
+    }
+}
