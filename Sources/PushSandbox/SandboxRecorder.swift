@@ -55,8 +55,16 @@ public final class SandboxState: Sendable {
     private let behaviours = Mutex<[String: SandboxBehaviour]>([:])
     /// Requests to `/sink` are only counted, so the sender benchmark measures the client.
     private let sinkCount = Atomic<Int>(0)
+    private let recording: Bool
+    private let observer: (@Sendable (SandboxRequest) -> Void)?
 
-    public init() {}
+    /// - Parameters:
+    ///   - recording: keep every request for ``requests(service:)``; a long benchmark turns this off.
+    ///   - observer: called with each request as it is answered (from the server's threads).
+    public init(recording: Bool = true, observer: (@Sendable (SandboxRequest) -> Void)? = nil) {
+        self.recording = recording
+        self.observer = observer
+    }
 
     /// Everything received so far (optionally of one service), oldest first.
     public func requests(service: String? = nil) -> [SandboxRequest] {
@@ -65,7 +73,10 @@ public final class SandboxState: Sendable {
 
     public func clear() { received.withLock { $0.removeAll() } }
 
-    func record(_ request: SandboxRequest) { received.withLock { $0.append(request) } }
+    func record(_ request: SandboxRequest) {
+        observer?(request)
+        if recording { received.withLock { $0.append(request) } }
+    }
 
     /// Sets how the sandbox answers requests for `token`.
     public func setBehaviour(_ behaviour: SandboxBehaviour?, for token: String) {

@@ -11,7 +11,7 @@ struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "push-relay-bench",
         abstract: "Benchmarks for a running PushRelay.",
-        subcommands: [Ingest.self, Sender.self]
+        subcommands: [Ingest.self, Sender.self, EndToEnd.self]
     )
 }
 
@@ -62,12 +62,48 @@ struct Ingest: AsyncParsableCommand {
         guard let components = URLComponents(string: url), let host = components.host else {
             throw ValidationError("--url must look like http://127.0.0.1:8080")
         }
-        let target = Target(host: host, port: components.port ?? 80, path: "/v1/webhooks/zendesk/\(app)/\(secret)")
+        let load = WebhookLoad(
+            target: .init(host: host, port: components.port ?? 80, path: "/v1/webhooks/zendesk/\(app)/\(secret)"),
+            concurrency: concurrency, body: webhook(number:)
+        )
         if warmup > 0 {
-            _ = try await drive(target, count: warmup, offset: 0, rate: nil)
+            _ = try await load.drive(count: warmup, offset: 0, rate: nil)
         }
-        report(try await drive(target, count: requests, offset: warmup, rate: rate))
+        report(try await load.drive(count: requests, offset: warmup, rate: rate))
     }
+
+    private func webhook(number: Int) -> String {
+        let targets = (0..<devices).map { device in
+            #"{"identifier":"bench-\#((number * devices + device) % tokenPool)","type":"\#(device % 2 == 0 ? "android" : "ios")"}"#
+        }
+        return #"{"devices":[\#(targets.joined(separator: ","))],"notification":{"title":"Agent replied","body":"Reply \#(number) on your ticket","ticket_id":"\#(number % 5000)"}}"#
+    }
+
+    private func report(_ result: WebhookLoad.Result) {
+        let histogram = result.histogram
+        func ms(_ percentile: Double) -> String { String(format: "%.2f ms", Double(histogram.valueAtPercentile(percentile)) / 1000) }
+        let total = result.accepted + result.failed.values.reduce(0, +)
+        print("ingest: \(total) webhooks (\(devices) device\(devices == 1 ? "" : "s") each), concurrency \(concurrency)" + (rate.map { ", target rate \(Int($0))/s" } ?? ", closed loop"))
+        print(String(format: "  elapsed     %.2f s", result.elapsed))
+        print(String(format: "  throughput  %.0f webhooks/s accepted (202)", Double(result.accepted) / result.elapsed))
+        print("  latency     p50 \(ms(50))  p90 \(ms(90))  p99 \(ms(99))  p99.9 \(ms(99.9))  max \(String(format: "%.2f ms", Double(histogram.max) / 1000))")
+        if result.failed.isEmpty {
+            print("  failures    none")
+        } else {
+            print("  failures    " + result.failed.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", "))
+        }
+    }
+}
+
+/// Keep-alive HTTP/1.1 connections posting webhooks: plain SwiftNIO, so the load generator spends
+/// little of the CPU it shares with the relay.
+struct WebhookLoad: Sendable {
+    var target: Target
+    var concurrency: Int
+    /// The JSON body of webhook number n.
+    var body: @Sendable (Int) -> String
+    /// Called with each webhook's number and the instant it counts as sent.
+    var onSend: @Sendable (Int, ContinuousClock.Instant) -> Void = { _, _ in }
 
     struct Target: Sendable {
         var host: String
@@ -85,13 +121,13 @@ struct Ingest: AsyncParsableCommand {
     /// Runs `concurrency` keep-alive HTTP/1.1 connections (plain SwiftNIO, so the load generator
     /// spends little of the CPU it shares with the relay), each sending its next webhook when the
     /// previous answer arrived (or at its scheduled time with --rate).
-    private func drive(_ target: Target, count: Int, offset: Int, rate: Double?) async throws -> Result {
+    func drive(count: Int, offset: Int, rate: Double?) async throws -> Result {
         let counter = Counter()
         let start = ContinuousClock.now
         var result = try await withThrowingTaskGroup(of: Result.self) { group in
             for _ in 0..<min(concurrency, count) {
                 group.addTask {
-                    try await connection(target, counter: counter, count: count, offset: offset, rate: rate, start: start)
+                    try await connection(counter: counter, count: count, offset: offset, rate: rate, start: start)
                 }
             }
             var merged = Result()
@@ -106,7 +142,7 @@ struct Ingest: AsyncParsableCommand {
         return result
     }
 
-    private func connection(_ target: Target, counter: Counter, count: Int, offset: Int, rate: Double?, start: ContinuousClock.Instant) async throws -> Result {
+    private func connection(counter: Counter, count: Int, offset: Int, rate: Double?, start: ContinuousClock.Instant) async throws -> Result {
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .connect(host: target.host, port: target.port) { channel in
@@ -122,7 +158,8 @@ struct Ingest: AsyncParsableCommand {
                 let scheduled = rate.map { start + .nanoseconds(Int64(Double(index) / $0 * 1e9)) } ?? ContinuousClock.now
                 if rate != nil, scheduled > ContinuousClock.now { try await Task.sleep(until: scheduled) }
                 let sent = rate == nil ? ContinuousClock.now : scheduled
-                let body = ByteBuffer(string: webhook(number: offset + index))
+                let body = ByteBuffer(string: self.body(offset + index))
+                onSend(offset + index, sent)
                 var head = HTTPRequestHead(version: .http1_1, method: .POST, uri: target.path)
                 head.headers = ["Host": target.host, "Content-Type": "application/json", "Content-Length": "\(body.readableBytes)"]
                 try await outbound.write(contentsOf: [.head(head), .body(.byteBuffer(body)), .end(nil)])
@@ -143,27 +180,6 @@ struct Ingest: AsyncParsableCommand {
         return local
     }
 
-    private func webhook(number: Int) -> String {
-        let targets = (0..<devices).map { device in
-            #"{"identifier":"bench-\#((number * devices + device) % tokenPool)","type":"\#(device % 2 == 0 ? "android" : "ios")"}"#
-        }
-        return #"{"devices":[\#(targets.joined(separator: ","))],"notification":{"title":"Agent replied","body":"Reply \#(number) on your ticket","ticket_id":"\#(number % 5000)"}}"#
-    }
-
-    private func report(_ result: Result) {
-        let histogram = result.histogram
-        func ms(_ percentile: Double) -> String { String(format: "%.2f ms", Double(histogram.valueAtPercentile(percentile)) / 1000) }
-        let total = result.accepted + result.failed.values.reduce(0, +)
-        print("ingest: \(total) webhooks (\(devices) device\(devices == 1 ? "" : "s") each), concurrency \(concurrency)" + (rate.map { ", target rate \(Int($0))/s" } ?? ", closed loop"))
-        print(String(format: "  elapsed     %.2f s", result.elapsed))
-        print(String(format: "  throughput  %.0f webhooks/s accepted (202)", Double(result.accepted) / result.elapsed))
-        print("  latency     p50 \(ms(50))  p90 \(ms(90))  p99 \(ms(99))  p99.9 \(ms(99.9))  max \(String(format: "%.2f ms", Double(histogram.max) / 1000))")
-        if result.failed.isEmpty {
-            print("  failures    none")
-        } else {
-            print("  failures    " + result.failed.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", "))
-        }
-    }
 }
 
 /// Hands out request numbers to the workers.

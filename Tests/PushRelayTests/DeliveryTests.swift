@@ -45,6 +45,7 @@ struct DeliveryTests {
         #expect(payload["zendesk_sdk_request_id"] as? String == "5")
         let aps = try #require(payload["aps"] as? [String: Any])
         #expect(aps["sound"] as? String == "default")
+        #expect(aps["badge"] as? Int == 1)
         #expect(aps["alert"] as? [String: String] == ["title": "Agent replied", "body": "Agent replied something something"])
 
         let fcm = try #require(harness.state.requests(service: "fcm").first)
@@ -53,7 +54,11 @@ struct DeliveryTests {
         #expect(fcm.status == 200)
         let message = try #require((try JSONSerialization.jsonObject(with: Data(fcm.body.utf8)) as? [String: Any])?["message"] as? [String: Any])
         #expect(message["token"] as? String == "iuytfrdcvbnmkl")
-        #expect(message["data"] as? [String: String] == ["zendesk_sdk_request_id": "5", "title": "Agent replied", "body": "Agent replied something something"])
+        // Each device has its own owner (no user linked): one unread reply each.
+        #expect(
+            message["data"] as? [String: String]
+                == ["zendesk_sdk_request_id": "5", "title": "Agent replied", "body": "Agent replied something something", "unread_count": "1"]
+        )
         let android = try #require(message["android"] as? [String: Any])
         #expect(android["priority"] as? String == "HIGH")
         #expect(android["collapse_key"] as? String == "zendesk-ticket-5")

@@ -32,9 +32,6 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
     }
 
     let settings = WebhookSettings(config: reader.scoped(to: "webhooks"))
-    let writer = IntakeWriter(
-        client: database.client, logger: logger, maxBatch: settings.batchSize, maxConcurrentWrites: settings.concurrentWrites
-    )
     let delivery = DeliverySettings(config: reader.scoped(to: "delivery"), tls: reader.scoped(to: "tls"))
     let providers: ProviderSet
     let listener: PostgresListener
@@ -48,6 +45,10 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
     let dispatcher = Dispatcher(
         client: database.client, providers: providers, settings: delivery, apps: delivery.enabled ? configuredApps.map(\.id) : [],
         wakeUps: listener.events, logger: logger
+    )
+    let writer = IntakeWriter(
+        client: database.client, logger: logger, maxBatch: settings.batchSize, maxConcurrentWrites: settings.concurrentWrites,
+        dispatcher: delivery.enabled ? dispatcher : nil
     )
     let (router, _) = buildRouter(database: database, apps: directory, writer: writer, settings: settings)
     var app = Application(

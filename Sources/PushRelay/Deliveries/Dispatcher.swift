@@ -13,6 +13,11 @@ import Synchronization
 /// come due that way). Each app has at most `maxInFlightPerApp` sends in flight, so an app whose
 /// provider hangs or fails keeps its own rows waiting and no one else's.
 ///
+/// Fast path: intake reserves room here (``reserve(app:count:)``), stores those deliveries already
+/// claimed for this instance in the same transaction as the webhook, and hands them over
+/// (``handOff(_:)``) after the commit, so a fresh push costs no claim query. The lease covers them
+/// as it covers claimed rows: if this instance dies, they come due again.
+///
 /// On graceful shutdown it stops claiming, lets in-flight sends finish, writes their outcomes, then
 /// closes the provider connections.
 final class Dispatcher: Service, Sendable {
@@ -31,6 +36,9 @@ final class Dispatcher: Service, Sendable {
     private struct State {
         var inFlight: [String: Int] = [:]
         var results: [Result] = []
+        /// Deliveries intake stored already claimed for this instance, waiting to be started.
+        var handedOff: [ClaimedDelivery] = []
+        var stopping = false
     }
 
     private let client: PostgresClient
@@ -41,6 +49,8 @@ final class Dispatcher: Service, Sendable {
     private let logger: Logger
     /// This instance's name in `lease_owner`.
     let owner: String
+    /// The lease of a claim, in seconds.
+    var leaseSeconds: Double { settings.lease.timeInterval }
     private let state = Mutex(State())
     private let doorbell: AsyncStream<Void>
     private let ring: AsyncStream<Void>.Continuation
@@ -89,11 +99,15 @@ final class Dispatcher: Service, Sendable {
             await withDiscardingTaskGroup { sends in
                 await withGracefulShutdownHandler {
                     for await _ in doorbell {
+                        startHandedOff(into: &sends)
                         await claimAndSend(into: &sends)
                     }
                 } onGracefulShutdown: {
+                    self.state.withLock { $0.stopping = true }
                     self.ring.finish()
                 }
+                // Intake stops before the dispatcher, so nothing is handed over after this.
+                startHandedOff(into: &sends)
                 // Leaving the group waits for the sends in flight.
             }
             // The writer stores what is left, then the wake-up tasks are stopped.
@@ -128,6 +142,46 @@ final class Dispatcher: Service, Sendable {
                 sends.addTask { await self.deliver(delivery) }
             }
             if claimed.count < limits.reduce(0, +) { return }
+        }
+    }
+
+    /// Reserves room for up to `count` sends of `app`; returns how many were granted. Each granted
+    /// slot must be handed over or given back with ``release(app:count:)``.
+    func reserve(app: String, count: Int) -> Int {
+        guard apps.contains(app) else { return 0 }
+        return state.withLock { state in
+            guard !state.stopping else { return 0 }
+            let granted = max(0, min(count, settings.maxInFlightPerApp - state.inFlight[app, default: 0]))
+            state.inFlight[app, default: 0] += granted
+            return granted
+        }
+    }
+
+    /// Gives back reserved slots that were not used.
+    func release(app: String, count: Int) {
+        guard count > 0 else { return }
+        let wasFull = state.withLock { state in
+            let wasFull = state.inFlight[app, default: 0] >= settings.maxInFlightPerApp
+            state.inFlight[app, default: 0] -= count
+            return wasFull
+        }
+        if wasFull { ring.yield() }
+    }
+
+    /// Starts deliveries intake stored claimed for this instance (their slots are reserved).
+    func handOff(_ deliveries: [ClaimedDelivery]) {
+        guard !deliveries.isEmpty else { return }
+        state.withLock { $0.handedOff.append(contentsOf: deliveries) }
+        ring.yield()
+    }
+
+    private func startHandedOff(into sends: inout DiscardingTaskGroup) {
+        let deliveries = state.withLock { state in
+            defer { state.handedOff = [] }
+            return state.handedOff
+        }
+        for delivery in deliveries {
+            sends.addTask { await self.deliver(delivery) }
         }
     }
 

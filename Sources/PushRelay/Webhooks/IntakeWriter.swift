@@ -1,3 +1,4 @@
+import Foundation
 import HTTPTypes
 import Logging
 import Postgres
@@ -44,8 +45,12 @@ final class IntakeWriter: Service, Sendable {
     private let state = Mutex(State())
     private let doorbell: AsyncStream<Void>
     private let ring: AsyncStream<Void>.Continuation
+    /// This instance's dispatcher, which takes fresh deliveries straight from intake; `nil` when
+    /// this instance does not deliver.
+    private let dispatcher: Dispatcher?
 
-    init(client: PostgresClient, logger: Logger, maxBatch: Int = 500, maxConcurrentWrites: Int = 2) {
+    init(client: PostgresClient, logger: Logger, maxBatch: Int = 500, maxConcurrentWrites: Int = 2, dispatcher: Dispatcher? = nil) {
+        self.dispatcher = dispatcher
         self.client = client
         self.logger = logger
         self.maxBatch = max(1, maxBatch)
@@ -107,16 +112,44 @@ final class IntakeWriter: Service, Sendable {
     }
 
     private func write(_ batch: [(item: IntakeItem, waiter: Waiter)]) async {
+        let items = batch.map(\.item)
+        // Room in this instance's dispatcher: those deliveries are stored claimed and started at once.
+        var reserved: [String: Int] = [:]
+        var claims: [Bool] = []
+        if let dispatcher {
+            var wanted: [String: Int] = [:]
+            for item in items { wanted[item.appID, default: 0] += item.webhook.devices.count }
+            for (app, count) in wanted { reserved[app] = dispatcher.reserve(app: app, count: count) }
+            var left = reserved
+            for item in items {
+                for _ in item.webhook.devices {
+                    let claim = left[item.appID, default: 0] > 0
+                    if claim { left[item.appID]! -= 1 }
+                    claims.append(claim)
+                }
+            }
+        }
+        let stored: (receipts: [IntakeReceipt], claimed: [ClaimedDelivery])
         do {
-            let receipts = try await store(batch.map(\.item))
-            for (entry, receipt) in zip(batch, receipts) { entry.waiter.resume(returning: receipt) }
+            stored = try await store(items, claims: dispatcher == nil ? nil : claims)
         } catch {
+            for (app, count) in reserved { dispatcher?.release(app: app, count: count) }
             logger.warning("storing a webhook batch failed", metadata: ["error": "\(error)", "push.batch_size": "\(batch.count)"])
             let failure: any Error = (error as? PostgresError)?.isUnavailable == true ? APIError.databaseUnavailable() : error
             for entry in batch { entry.waiter.resume(throwing: failure) }
             return
         }
-        // Wake dispatchers; a lost NOTIFY only delays delivery until their next poll.
+        for (entry, receipt) in zip(batch, stored.receipts) { entry.waiter.resume(returning: receipt) }
+        if let dispatcher {
+            var used: [String: Int] = [:]
+            for delivery in stored.claimed { used[delivery.appID, default: 0] += 1 }
+            for (app, count) in reserved { dispatcher.release(app: app, count: count - used[app, default: 0]) }
+            dispatcher.handOff(stored.claimed)
+        }
+        // Deliveries left unclaimed wait for a dispatcher: wake them. A lost NOTIFY only delays
+        // delivery until their next poll.
+        let total = stored.receipts.reduce(0) { $0 + $1.deliveries }
+        guard total > stored.claimed.count else { return }
         do {
             try await client.notify(channel: Self.channel)
         } catch {
@@ -124,9 +157,13 @@ final class IntakeWriter: Service, Sendable {
         }
     }
 
-    /// One statement: the notifications, implicit registration of unknown devices, and one delivery
-    /// per device that is not marked invalid. Returns a receipt per item, in order.
-    func store(_ items: [IntakeItem]) async throws -> [IntakeReceipt] {
+    /// One statement: the notifications, implicit registration of unknown devices, one delivery per
+    /// device that is not marked invalid, and one more unread reply for each distinct owner of those
+    /// devices on the ticket (the owner is the device's user, or the token when no user is linked).
+    /// Deliveries flagged in `claims` are stored already claimed for this instance's dispatcher.
+    /// A NOTIFY on ``UnreadChannel/name`` names the owners whose counts changed; it is delivered at
+    /// commit. Returns a receipt per item, in order, and the deliveries stored claimed.
+    func store(_ items: [IntakeItem], claims: [Bool]? = nil) async throws -> (receipts: [IntakeReceipt], claimed: [ClaimedDelivery]) {
         var apps: [String] = [], tickets: [String] = [], titles: [String] = [], bodies: [String] = []
         var requestIDs: [String?] = []
         var ordinals: [Int] = [], tokens: [String] = [], platforms: [String] = []
@@ -142,6 +179,7 @@ final class IntakeWriter: Service, Sendable {
                 platforms.append(device.platform.rawValue)
             }
         }
+        let claimFlags = claims ?? Array(repeating: false, count: tokens.count)
         let result = try await client.query(
             """
             WITH input AS MATERIALIZED (
@@ -154,36 +192,94 @@ final class IntakeWriter: Service, Sendable {
                 SELECT id, app_id, ticket_id, title, body, request_id FROM input
             ),
             targets AS MATERIALIZED (
-                SELECT i.id AS notification_id, i.app_id, d.token, d.platform
-                FROM unnest($6::bigint[], $7::text[], $8::text[]) AS d(ord, token, platform)
+                SELECT i.id AS notification_id, i.ord, i.app_id, i.ticket_id, d.token, d.platform, d.claim,
+                       dv.status AS device_status, coalesce(dv.user_id, d.token) AS owner, dv.environment
+                FROM unnest($6::bigint[], $7::text[], $8::text[], $9::bool[]) AS d(ord, token, platform, claim)
                 JOIN input i ON i.ord = d.ord
+                LEFT JOIN devices dv ON dv.app_id = i.app_id AND dv.token = d.token
             ),
             registered AS (
                 INSERT INTO devices (app_id, token, platform)
-                SELECT DISTINCT ON (app_id, token) app_id, token, platform FROM targets
+                SELECT DISTINCT ON (app_id, token) app_id, token, platform FROM targets WHERE device_status IS NULL
                 ON CONFLICT (app_id, token) DO NOTHING
             ),
+            live AS MATERIALIZED (
+                SELECT * FROM targets WHERE device_status IS DISTINCT FROM 'invalid'
+            ),
+            increments AS MATERIALIZED (
+                SELECT app_id, owner, ticket_id, count(DISTINCT notification_id)::int AS added
+                FROM live GROUP BY app_id, owner, ticket_id
+            ),
+            counted AS (
+                INSERT INTO unread_counters AS u (app_id, owner, ticket_id, unread)
+                SELECT app_id, owner, ticket_id, added FROM increments ORDER BY app_id, owner, ticket_id
+                ON CONFLICT (app_id, owner, ticket_id) DO UPDATE SET unread = u.unread + excluded.unread, updated_at = now()
+            ),
+            totals AS MATERIALIZED (
+                SELECT o.app_id, o.owner,
+                       o.added + coalesce((SELECT sum(u.unread) FROM unread_counters u WHERE u.app_id = o.app_id AND u.owner = o.owner), 0)::int
+                           AS total
+                FROM (SELECT app_id, owner, sum(added)::int AS added FROM increments GROUP BY app_id, owner) o
+            ),
             queued AS (
-                INSERT INTO deliveries (notification_id, app_id, device_token, platform)
-                SELECT t.notification_id, t.app_id, t.token, t.platform FROM targets t
-                WHERE NOT EXISTS (
-                    SELECT 1 FROM devices dv WHERE dv.app_id = t.app_id AND dv.token = t.token AND dv.status = 'invalid'
-                )
-                RETURNING notification_id
+                INSERT INTO deliveries (notification_id, app_id, device_token, platform, status, attempts, lease_owner, lease_expires_at, next_attempt_at)
+                SELECT notification_id, app_id, token, platform,
+                       CASE WHEN claim THEN 'sending' ELSE 'pending' END, CASE WHEN claim THEN 1 ELSE 0 END,
+                       CASE WHEN claim THEN $10 END, CASE WHEN claim THEN now() + make_interval(secs => $11) END,
+                       CASE WHEN claim THEN now() + make_interval(secs => $11) ELSE now() END
+                FROM live
+                RETURNING id, notification_id, device_token, status
+            ),
+            notified AS (
+                SELECT pg_notify('\(UnreadChannel.name)', CASE WHEN length(owners) > 7900 THEN '*' ELSE owners END)
+                FROM (SELECT string_agg(DISTINCT app_id || ' ' || owner, E'\\n') AS owners FROM increments) changed
+                WHERE owners IS NOT NULL
             )
-            SELECT i.ord, i.id, count(q.notification_id)
-            FROM input i LEFT JOIN queued q ON q.notification_id = i.id
-            GROUP BY i.ord, i.id ORDER BY i.ord
+            SELECT i.ord, i.id, q.id, q.device_token, q.status = 'sending', l.platform, l.environment, t.total,
+                   (SELECT count(*) FROM notified)
+            FROM input i
+            LEFT JOIN queued q ON q.notification_id = i.id
+            LEFT JOIN live l ON l.notification_id = q.notification_id AND l.token = q.device_token
+            LEFT JOIN totals t ON t.app_id = l.app_id AND t.owner = l.owner
+            ORDER BY i.ord
             """,
-            [apps, tickets, titles, bodies, requestIDs, ordinals, tokens, platforms],
+            [apps, tickets, titles, bodies, requestIDs, ordinals, tokens, platforms, claimFlags, dispatcher?.owner ?? "", dispatcher?.leaseSeconds ?? 60],
             prepare: true
         )
-        guard result.rows.count == items.count else {
-            throw PostgresError(code: .decoding, message: "intake returned \(result.rows.count) rows for \(items.count) webhooks")
+        var queued = Array(repeating: 0, count: items.count)
+        var ids = Array(repeating: Int64(0), count: items.count)
+        var claimed: [ClaimedDelivery] = []
+        let now = Date()
+        for row in result.rows {
+            let (ord, id, deliveryID) = try row.decode((Int, Int64, Int64?).self)
+            guard ord >= 1, ord <= items.count else { continue }
+            ids[ord - 1] = id
+            guard let deliveryID else { continue }
+            queued[ord - 1] += 1
+            guard try row.decode(Bool.self, at: 4) else { continue }
+            let item = items[ord - 1]
+            claimed.append(
+                ClaimedDelivery(
+                    id: deliveryID, appID: item.appID, token: try row.decode(String.self, at: 3),
+                    platform: Platform(rawValue: try row.decode(String.self, at: 5)) ?? .ios, kind: "alert", attempts: 1, createdAt: now,
+                    ticketID: item.webhook.ticketID, title: item.webhook.title, body: item.webhook.body,
+                    environment: try row.decode(String?.self, at: 6), deviceActive: true, badge: try row.decode(Int?.self, at: 7)
+                )
+            )
         }
-        return try zip(items, result.rows).map { item, row in
-            let (_, id, queued) = try row.decode((Int, Int64, Int).self)
-            return IntakeReceipt(notificationID: id, deliveries: queued, skipped: item.webhook.devices.count - queued)
+        guard !ids.contains(0) else {
+            throw PostgresError(code: .decoding, message: "intake returned no row for some of \(items.count) webhooks")
         }
+        let receipts = items.indices.map { index in
+            IntakeReceipt(notificationID: ids[index], deliveries: queued[index], skipped: items[index].webhook.devices.count - queued[index])
+        }
+        return (receipts, claimed)
     }
+}
+
+/// The channel on which changes of unread counts are announced. The payload lists the changed
+/// owners, one `app owner` per line, or is `*` when the list would not fit (then every listener
+/// re-reads).
+enum UnreadChannel {
+    static let name = "push_relay_unread"
 }

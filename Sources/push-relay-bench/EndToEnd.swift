@@ -1,0 +1,233 @@
+import ArgumentParser
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Histogram
+import Logging
+import PushSandbox
+import Synchronization
+
+/// Webhook in, push out: starts a sandbox gateway in this process and a relay process configured
+/// to deliver to it (embedded, durable PostgreSQL), then measures
+/// 1. throughput: N webhooks as fast as the relay takes them, until the sandbox has every push;
+/// 2. latency: webhooks at a fixed rate, each timed from its scheduled send to its push arriving;
+/// and prints the relay's peak RSS (VmHWM).
+struct EndToEnd: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "e2e",
+        abstract: "Webhooks into a relay process, pushes out to an in-process sandbox: notifications/s, webhook-to-push latency, peak RSS.",
+        discussion: "Each webhook names one device (iOS and Android alternately) and its own ticket, which is how each push is matched to its webhook."
+    )
+
+    @Option(help: ArgumentHelp("The push-relay executable (default: beside this one).", valueName: "path"))
+    var relay: String?
+
+    @Option(help: "Port for the relay's HTTP server.")
+    var port = 18490
+
+    @Option(name: [.customShort("n"), .customLong("requests")], help: "Webhooks in the throughput run.")
+    var requests = 50_000
+
+    @Option(name: [.customShort("c"), .customLong("concurrency")], help: "Connections in the throughput run.")
+    var concurrency = 64
+
+    @Option(help: "Webhooks per second in the latency run.")
+    var rate = 500.0
+
+    @Option(help: "Seconds the latency run lasts.")
+    var seconds = 20
+
+    @Option(help: ArgumentHelp("Directory for the relay's data and configuration (default: a new temporary one).", valueName: "dir"))
+    var workDirectory: String?
+
+    func run() async throws {
+        let relayPath = relay ?? ((CommandLine.arguments[0] as NSString).deletingLastPathComponent as NSString).appendingPathComponent("push-relay")
+        guard FileManager.default.isExecutableFile(atPath: relayPath) else { throw ValidationError("no push-relay executable at \(relayPath)") }
+        let work = workDirectory ?? (NSTemporaryDirectory() as NSString).appendingPathComponent("push-relay-e2e-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+
+        let tracker = PushTracker(capacity: 2_000 + requests + Int(rate * Double(seconds)) + 10)
+        var logger = Logger(label: "push-relay-bench.sandbox")
+        logger.logLevel = .error
+        let credentials = try SandboxCredentials.generate(directory: work + "/credentials")
+        let sandbox = try await SandboxServer.start(
+            configuration: .init(directory: work + "/sandbox", apnsKeys: credentials.apnsKeys),
+            state: SandboxState(recording: false) { tracker.received($0) },
+            logger: logger
+        )
+        let gateway = "https://localhost:\(sandbox.port)"
+        let secret = "bench-secret-" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        try """
+        http:
+          port: \(port)
+        log:
+          level: warning
+        tls:
+          ca_file: \(sandbox.certificates.caFile)
+        apps:
+          - id: bench
+            webhook_secrets: ["\(secret)"]
+            apns:
+              topic: com.example.bench
+              url: \(gateway)
+              token: { key_file: \(credentials.apnsKeyFile), key_id: \(SandboxCredentials.apnsKeyID), team_id: \(SandboxCredentials.apnsTeamID) }
+            fcm:
+              service_account_file: \(try credentials.writeServiceAccount(sandboxURL: gateway))
+              url: \(gateway)
+        """.write(toFile: work + "/config.yaml", atomically: true, encoding: .utf8)
+
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: relayPath)
+        process.arguments = ["serve", "--config", work + "/config.yaml", "--data-dir", work + "/data"]
+        FileManager.default.createFile(atPath: work + "/relay.log", contents: nil)
+        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: work + "/relay.log"))
+        process.standardOutput = log
+        process.standardError = log
+        try process.run()
+        defer {
+            if process.isRunning {
+                process.interrupt()
+                process.waitUntilExit()
+            }
+        }
+        try await waitUntilReady()
+
+        let load = WebhookLoad(
+            target: .init(host: "127.0.0.1", port: port, path: "/v1/webhooks/zendesk/bench/\(secret)"),
+            concurrency: concurrency,
+            body: Self.webhook(number:),
+            onSend: { number, instant in tracker.sent(number, at: instant) }
+        )
+        // Warm-up: connections, OAuth token, provider JWT, prepared statements.
+        let warmup = 2_000
+        _ = try await load.drive(count: warmup, offset: 0, rate: nil)
+        guard await tracker.waitForPushes(warmup, timeout: .seconds(60)) else { throw ValidationError("warm-up pushes did not all arrive") }
+
+        // 1. Throughput.
+        tracker.reset()
+        let start = ContinuousClock.now
+        let ingest = try await load.drive(count: requests, offset: warmup, rate: nil)
+        let arrived = await tracker.waitForPushes(ingest.accepted, timeout: .seconds(300))
+        let elapsed = (tracker.lastArrival ?? ContinuousClock.now) - start
+        print("end-to-end: relay \(relayPath), embedded PostgreSQL (fsync, synchronous_commit on), sandbox over TLS HTTP/2 in the load generator")
+        print("throughput run: \(requests) webhooks of one device each, \(concurrency) connections, closed loop")
+        print(String(format: "  webhooks accepted  %d in %.2f s (%.0f/s)", ingest.accepted, ingest.elapsed, Double(ingest.accepted) / ingest.elapsed))
+        print(String(format: "  pushes received    %d in %.2f s from the first webhook: %.0f notifications/s end to end%@",
+                     tracker.count, elapsed.seconds, Double(tracker.count) / elapsed.seconds, arrived ? "" : " (INCOMPLETE)"))
+        print("  webhook→push       \(tracker.summary())")
+
+        // 2. Latency at a fixed rate.
+        tracker.reset()
+        let offset = warmup + requests
+        let count = Int(rate * Double(seconds))
+        let paced = try await load.drive(count: count, offset: offset, rate: rate)
+        let complete = await tracker.waitForPushes(paced.accepted, timeout: .seconds(60))
+        print(String(format: "latency run: %d webhooks at %.0f/s (open loop)%@", count, rate, complete ? "" : " (INCOMPLETE)"))
+        print("  webhook→push       \(tracker.summary())")
+        print("  accept latency     p50 \(Self.ms(paced.histogram, 50))  p99 \(Self.ms(paced.histogram, 99))")
+        print("  relay peak RSS     \(Self.peakRSS(pid: process.processIdentifier))")
+        process.interrupt()
+        process.waitUntilExit()
+        await sandbox.shutdown()
+        if workDirectory == nil { try? FileManager.default.removeItem(atPath: work) }
+    }
+
+    private func waitUntilReady() async throws {
+        for _ in 0..<240 {
+            if let (_, response) = try? await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)/ready")!),
+                (response as? HTTPURLResponse)?.statusCode == 200
+            {
+                return
+            }
+            try await Task.sleep(for: .milliseconds(250))
+        }
+        throw ValidationError("the relay did not become ready on port \(port)")
+    }
+
+    /// Webhook n: one device, alternately iOS (an APNs-shaped hex token) and Android, on ticket n.
+    static func webhook(number: Int) -> String {
+        let device = number % 2 == 0
+            ? #"{"identifier":"\#(String(format: "%064x", number))","type":"ios"}"#
+            : #"{"identifier":"bench-android-\#(number)","type":"android"}"#
+        return #"{"devices":[\#(device)],"notification":{"title":"Agent replied","body":"Reply \#(number) on your ticket","ticket_id":"\#(number)"}}"#
+    }
+
+    static func ms(_ histogram: Histogram<UInt64>, _ percentile: Double) -> String {
+        String(format: "%.2f ms", Double(histogram.valueAtPercentile(percentile)) / 1000)
+    }
+
+    /// VmHWM of the relay: its peak resident set, read from /proc before it exits.
+    static func peakRSS(pid: Int32) -> String {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") })
+        else { return "unknown" }
+        let kilobytes = Double(line.split(separator: " ").dropFirst().first ?? "0") ?? 0
+        return String(format: "%.1f MB", kilobytes / 1024)
+    }
+}
+
+/// Send instants by webhook number, and the latency of each push that arrives for one.
+final class PushTracker: Sendable {
+    private struct State {
+        var sent: [ContinuousClock.Instant?]
+        var histogram = Histogram<UInt64>(highestTrackableValue: 600_000_000, numberOfSignificantValueDigits: .three)
+        var count = 0
+        var last: ContinuousClock.Instant?
+    }
+
+    private let state: Mutex<State>
+
+    init(capacity: Int) { state = Mutex(State(sent: Array(repeating: nil, count: capacity))) }
+
+    func sent(_ number: Int, at instant: ContinuousClock.Instant) {
+        state.withLock { if number < $0.sent.count { $0.sent[number] = instant } }
+    }
+
+    /// A push arrived at the sandbox: its ticket id is the webhook number.
+    func received(_ request: SandboxRequest) {
+        guard request.service == "apns" || request.service == "fcm", request.status == 200, let number = Self.ticket(in: request.body) else { return }
+        let now = ContinuousClock.now
+        state.withLock { state in
+            guard number < state.sent.count, let sent = state.sent[number] else { return }
+            _ = state.histogram.record(UInt64(max(1, (now - sent).microseconds)))
+            state.count += 1
+            state.last = now
+        }
+    }
+
+    func reset() {
+        state.withLock { state in
+            state.histogram.reset()
+            state.count = 0
+            state.last = nil
+        }
+    }
+
+    var count: Int { state.withLock { $0.count } }
+    var lastArrival: ContinuousClock.Instant? { state.withLock { $0.last } }
+
+    func waitForPushes(_ expected: Int, timeout: Duration) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while count < expected {
+            if ContinuousClock.now > deadline { return false }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return true
+    }
+
+    func summary() -> String {
+        state.withLock { state in
+            let h = state.histogram
+            func ms(_ p: Double) -> String { String(format: "%.2f ms", Double(h.valueAtPercentile(p)) / 1000) }
+            return "p50 \(ms(50))  p90 \(ms(90))  p99 \(ms(99))  max \(String(format: "%.2f ms", Double(h.max) / 1000))  (\(state.count) pushes)"
+        }
+    }
+
+    /// The value of `"zendesk_sdk_request_id":"…"` in a push body.
+    static func ticket(in body: String) -> Int? {
+        guard let range = body.range(of: #""zendesk_sdk_request_id":""#) else { return nil }
+        let digits = body[range.upperBound...].prefix { $0.isNumber }
+        return Int(digits)
+    }
+}
