@@ -29,7 +29,11 @@ final class LibPQConnection: @unchecked Sendable {
         let pairs: [(String, String)] = [
             ("connect_timeout", "5"),
             ("application_name", applicationName),
-            ("options", "-c TimeZone=UTC -c DateStyle=ISO"),
+            // force_custom_plan: prepared statements skip parsing but are planned at each execution
+            // with the tables' current sizes. A generic plan cached while a fresh database's tables
+            // were empty keeps sequential scans (on devices, say) until autoanalyze runs, which on a
+            // busy new install costs more each second.
+            ("options", "-c TimeZone=UTC -c DateStyle=ISO -c plan_cache_mode=force_custom_plan"),
             ("dbname", conninfo),
             ("client_encoding", "UTF8"),
         ]

@@ -35,7 +35,8 @@ public struct SandboxCredentials: Sendable {
     /// The sandbox's APNs keys, keyed by key id.
     public var apnsKeys: [String: SandboxConfiguration.APNsKey] { [Self.apnsKeyID: apnsKey] }
 
-    /// Writes a service account JSON whose OAuth exchange goes to `sandboxURL/token`; returns its path.
+    /// Writes a service account JSON whose OAuth exchange goes to `sandboxURL/token`; returns its
+    /// path, which is new for each call (several sandboxes may share one set of credentials).
     public func writeServiceAccount(sandboxURL: String) throws -> String {
         let account: [String: String] = [
             "type": "service_account",
@@ -44,7 +45,7 @@ public struct SandboxCredentials: Sendable {
             "private_key": serviceAccountKeyPEM,
             "token_uri": "\(sandboxURL)/token",
         ]
-        let path = (directory as NSString).appendingPathComponent("service-account.json")
+        let path = (directory as NSString).appendingPathComponent("service-account-\(UUID().uuidString.prefix(8).lowercased()).json")
         let data = try JSONSerialization.data(withJSONObject: account, options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes])
         try write(String(decoding: data, as: UTF8.self), to: path)
         return path

@@ -28,7 +28,9 @@ struct DeliveryTests {
             let done = try await eventually {
                 try await harness.test.count("SELECT count(*) FROM deliveries WHERE status = 'delivered'") == 2
             }
-            #expect(done)
+            let rows = try await harness.test.client.query("SELECT platform, status, attempts, last_error FROM deliveries ORDER BY platform").rows
+                .map { try $0.decode((String, String, Int, String?).self) }
+            #expect(done, "deliveries: \(rows); sandbox: \(harness.state.requests().map { "\($0.service) \($0.status)" })")
         }
         let apns = try #require(harness.state.requests(service: "apns").first)
         #expect(harness.state.requests(service: "apns").count == 1)

@@ -1,5 +1,6 @@
 import Configuration
 import Foundation
+import Postgres
 import HummingbirdTesting
 @testable import PushRelay
 import TestSupport
@@ -19,7 +20,9 @@ struct OpenAPITests {
         let apps = try await AppDirectory(apps: [])
         let settings = WebhookSettings(config: ConfigReader(provider: InMemoryProvider(values: [:])))
         let writer = IntakeWriter(client: database.client, logger: TestDatabase.logger)
-        let (_, routes) = buildRouter(database: database, apps: apps, writer: writer, settings: settings)
+        let listener = try PostgresListener(conninfo: conninfo, channels: [UnreadChannel.name], logger: TestDatabase.logger)
+        let hub = UnreadHub(listener: listener, heartbeat: .seconds(15))
+        let (_, routes) = buildRouter(database: database, apps: apps, writer: writer, settings: settings, hub: hub)
 
         let document = try #require(try Yams.load(yaml: OpenAPIDocument.yaml) as? [String: Any])
         #expect(document["openapi"] as? String == "3.0.3")

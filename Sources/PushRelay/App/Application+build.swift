@@ -35,9 +35,11 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
     let delivery = DeliverySettings(config: reader.scoped(to: "delivery"), tls: reader.scoped(to: "tls"))
     let providers: ProviderSet
     let listener: PostgresListener
+    let unreadListener: PostgresListener
     do {
         providers = try await ProviderSet(apps: configuredApps, settings: delivery)
         listener = try PostgresListener(conninfo: database.client.configuration.conninfo, channels: [IntakeWriter.channel], logger: logger)
+        unreadListener = try PostgresListener(conninfo: database.client.configuration.conninfo, channels: [UnreadChannel.name], logger: logger)
     } catch {
         try? await database.shutdown()
         throw error
@@ -50,7 +52,8 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
         client: database.client, logger: logger, maxBatch: settings.batchSize, maxConcurrentWrites: settings.concurrentWrites,
         dispatcher: delivery.enabled ? dispatcher : nil
     )
-    let (router, _) = buildRouter(database: database, apps: directory, writer: writer, settings: settings)
+    let hub = UnreadHub(listener: unreadListener, heartbeat: .seconds(max(1, reader.int(forKey: "unread.heartbeat_seconds", default: 15))))
+    let (router, _) = buildRouter(database: database, apps: directory, writer: writer, settings: settings, hub: hub)
     var app = Application(
         router: router,
         configuration: .init(address: .hostname(http.host, port: http.port), serverName: "PushRelay"),
@@ -61,12 +64,16 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
     app.addServices(database.services)
     app.addServices(listener)
     app.addServices(dispatcher)
+    app.addServices(unreadListener)
+    app.addServices(hub)
     app.addServices(writer)
     return app
 }
 
 /// The routes and middleware, and the list of served routes (checked against the OpenAPI document).
-func buildRouter(database: Database, apps: AppDirectory, writer: IntakeWriter, settings: WebhookSettings) -> (Router<AppRequestContext>, [Route]) {
+func buildRouter(
+    database: Database, apps: AppDirectory, writer: IntakeWriter, settings: WebhookSettings, hub: UnreadHub
+) -> (Router<AppRequestContext>, [Route]) {
     let router = Router(context: AppRequestContext.self)
     router.addMiddleware {
         RequestIDMiddleware()
@@ -81,5 +88,6 @@ func buildRouter(database: Database, apps: AppDirectory, writer: IntakeWriter, s
     routes.addRoutes(
         DeviceController(repository: PostgresDeviceRepository(client: database.client), authenticator: authenticator, apps: apps).endpoints
     )
+    routes.addRoutes(UnreadController(store: UnreadStore(client: database.client), hub: hub, authenticator: authenticator, apps: apps).endpoints)
     return (router, routes.recorded.all)
 }

@@ -286,7 +286,7 @@ final class Dispatcher: Service, Sendable {
                    (SELECT sum(u.unread)::int FROM unread_counters u
                     WHERE u.app_id = c.app_id AND u.owner = coalesce(dv.user_id, c.device_token))
             FROM claimed c
-            JOIN notifications n ON n.id = c.notification_id
+            LEFT JOIN notifications n ON n.id = c.notification_id
             LEFT JOIN devices dv ON dv.app_id = c.app_id AND dv.token = c.device_token
             """,
             [apps, limits, owner, settings.lease.timeInterval],
@@ -294,10 +294,11 @@ final class Dispatcher: Service, Sendable {
         )
         return try result.rows.map { row in
             let (id, app, token, platform, kind, attempts, created) = try row.decode((Int64, String, String, String, String, Int, Date).self)
-            let (ticket, title, body) = try (row.decode(String.self, at: 7), row.decode(String.self, at: 8), row.decode(String.self, at: 9))
+            // Badge syncs belong to no notification.
+            let (ticket, title, body) = try (row.decode(String?.self, at: 7), row.decode(String?.self, at: 8), row.decode(String?.self, at: 9))
             return ClaimedDelivery(
                 id: id, appID: app, token: token, platform: Platform(rawValue: platform) ?? .ios, kind: kind, attempts: attempts,
-                createdAt: created, ticketID: ticket, title: title, body: body,
+                createdAt: created, ticketID: ticket ?? "", title: title ?? "", body: body ?? "",
                 environment: try row.decode(String?.self, at: 10), deviceActive: try row.decode(Bool.self, at: 11),
                 badge: try row.decode(Int?.self, at: 12)
             )

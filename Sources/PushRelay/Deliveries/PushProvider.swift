@@ -7,6 +7,7 @@ struct ClaimedDelivery: Sendable {
     var appID: String
     var token: String
     var platform: Platform
+    /// `alert` (a reply) or `badge_sync` (a silent badge update after a read elsewhere).
     var kind: String
     /// Attempts including this one.
     var attempts: Int
@@ -42,7 +43,11 @@ struct APNsProvider: PushProvider {
         } else {
             base = delivery.environment.flatMap(APNsSettings.Environment.init(rawValue:))?.url ?? settings.environment.url
         }
-        let body = APNsPayload.alert(title: delivery.title, body: delivery.body, badge: delivery.badge, ticketID: delivery.ticketID)
+        let isSync = delivery.kind == "badge_sync"
+        let body =
+            isSync
+            ? APNsPayload.badgeSync(badge: delivery.badge ?? 0)
+            : APNsPayload.alert(title: delivery.title, body: delivery.body, badge: delivery.badge, ticketID: delivery.ticketID)
         var refreshed = false
         while true {
             var bearer: String?
@@ -54,7 +59,7 @@ struct APNsProvider: PushProvider {
                 }
             }
             let headers = APNsHeaders.make(
-                type: .alert, topic: settings.topic, bearer: bearer, ticketID: delivery.ticketID,
+                type: isSync ? .background : .alert, topic: settings.topic, bearer: bearer, ticketID: isSync ? nil : delivery.ticketID,
                 expiration: Date().addingTimeInterval(pushTTL.timeInterval), apnsID: UUID()
             )
             let response: HTTP2Response
@@ -89,9 +94,12 @@ struct FCMProvider: PushProvider {
     let timeout: Duration
 
     func send(_ delivery: ClaimedDelivery) async -> PushOutcome {
-        let body = FCMMessage.reply(
-            token: delivery.token, title: delivery.title, body: delivery.body, ticketID: delivery.ticketID, unreadCount: delivery.badge
-        )
+        let body =
+            delivery.kind == "badge_sync"
+            ? FCMMessage.badgeSync(token: delivery.token, unreadCount: delivery.badge ?? 0)
+            : FCMMessage.reply(
+                token: delivery.token, title: delivery.title, body: delivery.body, ticketID: delivery.ticketID, unreadCount: delivery.badge
+            )
         let url = "\(settings.baseURL)/v1/projects/\(projectID)/messages:send"
         var refreshed = false
         while true {

@@ -39,6 +39,29 @@ enum OpenAPIDocument {
               required: true
               schema: {type: string}
           schemas:
+            Unread:
+              type: object
+              required: [total, tickets]
+              properties:
+                total: {type: integer, description: "Unread replies over all tickets: the app badge."}
+                tickets:
+                  type: array
+                  items:
+                    type: object
+                    required: [ticket_id, unread]
+                    properties:
+                      ticket_id: {type: string}
+                      unread: {type: integer}
+            ReadRequest:
+              type: object
+              properties:
+                device: {type: string, description: "The device the ticket was read on; it gets no badge update."}
+            ReadResult:
+              type: object
+              required: [total, synced_devices]
+              properties:
+                total: {type: integer}
+                synced_devices: {type: integer}
             Error:
               type: object
               required: [error]
@@ -250,6 +273,93 @@ enum OpenAPIDocument {
                           devices:
                             type: array
                             items: {$ref: "#/components/schemas/Device"}
+                "401": {$ref: "#/components/responses/Error"}
+                "403": {$ref: "#/components/responses/Error"}
+                "404": {$ref: "#/components/responses/Error"}
+          /v1/apps/{app}/users/{user}/unread:
+            parameters:
+              - $ref: "#/components/parameters/app"
+              - $ref: "#/components/parameters/user"
+            get:
+              operationId: getUnread
+              summary: The user's unread replies, total (the badge) and per ticket. The user is a user id, or a device token for devices linked to no user.
+              description: Answers with a strong ETag; send it back in If-None-Match and an unchanged count answers 304 with no body, so polling is cheap.
+              security: [{bearer: []}]
+              parameters:
+                - {name: If-None-Match, in: header, required: false, schema: {type: string}}
+              responses:
+                "200":
+                  description: The counts.
+                  headers:
+                    ETag: {schema: {type: string}}
+                  content:
+                    application/json:
+                      schema: {$ref: "#/components/schemas/Unread"}
+                "304": {description: Unchanged since the ETag given.}
+                "401": {$ref: "#/components/responses/Error"}
+                "403": {$ref: "#/components/responses/Error"}
+                "404": {$ref: "#/components/responses/Error"}
+          /v1/apps/{app}/users/{user}/unread/stream:
+            parameters:
+              - $ref: "#/components/parameters/app"
+              - $ref: "#/components/parameters/user"
+            get:
+              operationId: streamUnread
+              summary: "Live counts as Server-Sent Events: an `unread` event (data = the Unread object) on connect and after each change, `: heartbeat` comments in between."
+              security: [{bearer: []}]
+              responses:
+                "200":
+                  description: The event stream.
+                  content:
+                    text/event-stream:
+                      schema: {type: string}
+                "401": {$ref: "#/components/responses/Error"}
+                "403": {$ref: "#/components/responses/Error"}
+                "404": {$ref: "#/components/responses/Error"}
+          /v1/apps/{app}/users/{user}/tickets/{ticket}/read:
+            parameters:
+              - $ref: "#/components/parameters/app"
+              - $ref: "#/components/parameters/user"
+              - {name: ticket, in: path, required: true, schema: {type: string}}
+            post:
+              operationId: readTicket
+              summary: Clears one ticket's unread count and sends a silent badge update to the user's other active devices.
+              security: [{bearer: []}]
+              requestBody:
+                required: false
+                content:
+                  application/json:
+                    schema: {$ref: "#/components/schemas/ReadRequest"}
+              responses:
+                "200":
+                  description: The new total and how many devices get a badge update.
+                  content:
+                    application/json:
+                      schema: {$ref: "#/components/schemas/ReadResult"}
+                "400": {$ref: "#/components/responses/Error"}
+                "401": {$ref: "#/components/responses/Error"}
+                "403": {$ref: "#/components/responses/Error"}
+                "404": {$ref: "#/components/responses/Error"}
+          /v1/apps/{app}/users/{user}/read-all:
+            parameters:
+              - $ref: "#/components/parameters/app"
+              - $ref: "#/components/parameters/user"
+            post:
+              operationId: readAll
+              summary: Clears every ticket's unread count and sends a silent badge update to the user's other active devices.
+              security: [{bearer: []}]
+              requestBody:
+                required: false
+                content:
+                  application/json:
+                    schema: {$ref: "#/components/schemas/ReadRequest"}
+              responses:
+                "200":
+                  description: The new total (0) and how many devices get a badge update.
+                  content:
+                    application/json:
+                      schema: {$ref: "#/components/schemas/ReadResult"}
+                "400": {$ref: "#/components/responses/Error"}
                 "401": {$ref: "#/components/responses/Error"}
                 "403": {$ref: "#/components/responses/Error"}
                 "404": {$ref: "#/components/responses/Error"}

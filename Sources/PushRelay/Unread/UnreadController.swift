@@ -1,0 +1,154 @@
+import Crypto
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+import ServiceLifecycle
+
+/// Unread counts for the mobile SDK's badge: polling with ETags, read (one ticket or all) with
+/// read sync across the user's devices, and a live Server-Sent Events stream.
+///
+/// The `{user}` is the owner of the counts: the user id devices are registered with, or a device
+/// token for devices linked to no user. Callers are app keys (`unread:read` / `unread:write`) or
+/// a user JWT whose `sub` is that user.
+struct UnreadController<Context: RequestContext>: Sendable {
+    let store: UnreadStore
+    let hub: UnreadHub
+    let authenticator: Authenticator
+    let apps: AppDirectory
+
+    var endpoints: RouteCollection<Context> {
+        RouteCollection(context: Context.self)
+            .get("/v1/apps/{app}/users/{user}/unread", use: unread)
+            .get("/v1/apps/{app}/users/{user}/unread/stream", use: stream)
+            .post("/v1/apps/{app}/users/{user}/tickets/{ticket}/read", use: readTicket)
+            .post("/v1/apps/{app}/users/{user}/read-all", use: readAll)
+    }
+
+    struct Total: ResponseEncodable {
+        var total: Int
+        var synced: Int
+        enum CodingKeys: String, CodingKey {
+            case total
+            case synced = "synced_devices"
+        }
+    }
+
+    /// `GET …/unread`: the counts with a strong ETag; `If-None-Match` with it answers 304.
+    @Sendable func unread(_ request: Request, context: Context) async throws -> Response {
+        let (app, owner) = try await authorize(request, context: context, scope: .unreadRead)
+        let summary = try await store.summary(app: app, owner: owner)
+        let body = try Self.encoder.encode(summary)
+        let etag = "\"" + SHA256.hash(data: body).prefix(12).map { String(format: "%02x", $0) }.joined() + "\""
+        var headers: HTTPFields = [.eTag: etag, .cacheControl: "no-cache"]
+        if let match = request.headers[.ifNoneMatch], Self.matches(match, etag) {
+            return Response(status: .notModified, headers: headers)
+        }
+        headers[.contentType] = "application/json"
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
+    }
+
+    /// `POST …/tickets/{ticket}/read`, optional body `{"device": "<token read on>"}`.
+    @Sendable func readTicket(_ request: Request, context: Context) async throws -> Total {
+        let (app, owner) = try await authorize(request, context: context, scope: .unreadWrite)
+        let ticket = try context.parameters.require("ticket")
+        guard !ticket.isEmpty, ticket.utf8.count <= 256 else { throw JSONBody.invalidField("ticket", "must be 1-256 characters") }
+        let device = try await readDevice(request, context: context)
+        let result = try await store.markRead(app: app, owner: owner, ticket: ticket, readOn: device)
+        return Total(total: result.total, synced: result.synced)
+    }
+
+    /// `POST …/read-all`, optional body `{"device": "<token read on>"}`.
+    @Sendable func readAll(_ request: Request, context: Context) async throws -> Total {
+        let (app, owner) = try await authorize(request, context: context, scope: .unreadWrite)
+        let device = try await readDevice(request, context: context)
+        let result = try await store.markRead(app: app, owner: owner, ticket: nil, readOn: device)
+        return Total(total: result.total, synced: result.synced)
+    }
+
+    /// `GET …/unread/stream`: Server-Sent Events. An `unread` event with the counts on connect and
+    /// after every change (from any instance), a `: heartbeat` comment when nothing changed for a
+    /// while; the stream ends when the client goes or the relay shuts down.
+    @Sendable func stream(_ request: Request, context: Context) async throws -> Response {
+        let (app, owner) = try await authorize(request, context: context, scope: .unreadRead)
+        let first = try await store.summary(app: app, owner: owner)
+        let store = self.store
+        let hub = self.hub
+        let logger = context.logger
+        let headers: HTTPFields = [.contentType: "text/event-stream", .cacheControl: "no-cache", HTTPField.Name("X-Accel-Buffering")!: "no"]
+        return Response(
+            status: .ok, headers: headers,
+            body: ResponseBody { writer in
+                let (id, signals) = hub.subscribe(app: app, owner: owner)
+                defer { hub.unsubscribe(id) }
+                try await writer.write(try Self.event(first))
+                var last = first
+                try await withGracefulShutdownHandler {
+                    for await signal in signals {
+                        let current: UnreadSummary
+                        do {
+                            current = try await store.summary(app: app, owner: owner)
+                        } catch {
+                            logger.warning("reading unread counts for a stream failed", metadata: ["error": "\(error)"])
+                            continue
+                        }
+                        if current != last {
+                            try await writer.write(try Self.event(current))
+                            last = current
+                        } else if case .heartbeat = signal {
+                            try await writer.write(ByteBuffer(string: ": heartbeat\n\n"))
+                        }
+                    }
+                } onGracefulShutdown: {
+                    hub.unsubscribe(id)
+                }
+                try await writer.finish(nil)
+            }
+        )
+    }
+
+    // MARK: Helpers
+
+    static var encoder: JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return encoder
+    }
+
+    static func event(_ summary: UnreadSummary) throws -> ByteBuffer {
+        ByteBuffer(string: "event: unread\ndata: " + String(decoding: try encoder.encode(summary), as: UTF8.self) + "\n\n")
+    }
+
+    /// `If-None-Match` holds `*` or a list of (possibly weak) tags.
+    static func matches(_ header: String, _ etag: String) -> Bool {
+        header.split(separator: ",").contains { candidate in
+            let tag = candidate.trimmingCharacters(in: .whitespaces)
+            return tag == "*" || tag == etag || tag == "W/" + etag
+        }
+    }
+
+    private func authorize(_ request: Request, context: Context, scope: APIKeyScope) async throws -> (app: String, owner: String) {
+        let app = try context.parameters.require("app")
+        guard apps.app(app) != nil else { throw APIError(.notFound, code: "app_not_found", message: "no such app") }
+        var owner = try context.parameters.require("user")
+        if owner.contains("%") { owner = owner.removingPercentEncoding ?? owner }
+        guard !owner.isEmpty, owner.utf8.count <= 4096, !owner.contains(where: \.isNewline) else {
+            throw JSONBody.invalidField("user", "must be a user id or a device token")
+        }
+        let principal = try await authenticator.authenticate(request, app: app)
+        try principal.require(app, scope: scope, user: owner)
+        return (app, owner)
+    }
+
+    /// The optional `device` of a read request: the device it happened on, which needs no sync.
+    private func readDevice(_ request: Request, context: Context) async throws -> String? {
+        var request = request
+        let bytes = try await request.collectJSONBytes(context: context)
+        guard bytes.readableBytes > 0 else { return nil }
+        let body = try JSONBody(buffer: bytes)
+        guard let device = try body.optionalString("device") else { return nil }
+        guard DeviceToken.isPrintable(device) else { throw JSONBody.invalidField("device", "must be a device token") }
+        return device.utf8.allSatisfy(DeviceToken.isHex) ? device.lowercased() : device
+    }
+}

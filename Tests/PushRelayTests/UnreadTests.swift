@@ -1,0 +1,271 @@
+import Configuration
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Postgres
+import PushRelay
+import PushSandbox
+import Synchronization
+import TestSupport
+import Testing
+
+@Suite("Unread counts, badges, read sync and the live stream", .serialized)
+struct UnreadTests {
+    static let webhookURL = "/v1/webhooks/zendesk/support/\(TestApp.webhookSecret)"
+    static let json: HTTPFields = [.contentType: "application/json"]
+
+    /// Registers a device for `user` with an app key.
+    static func register(_ client: some TestClientProtocol, key: String, token: String, platform: String, user: String) async throws {
+        let response = try await client.execute(
+            uri: "/v1/apps/support/devices/\(token)", method: .put, headers: bearer(key),
+            body: jsonBody(#"{"platform":"\#(platform)","user_id":"\#(user)"}"#)
+        )
+        #expect(response.status == .created)
+    }
+
+    static func pushBadge(_ request: SandboxRequest) -> Int? {
+        let object = try? JSONSerialization.jsonObject(with: Data(request.body.utf8)) as? [String: Any]
+        if request.service == "apns" { return (object?["aps"] as? [String: Any])?["badge"] as? Int }
+        let data = (object?["message"] as? [String: Any])?["data"] as? [String: String]
+        return data?["unread_count"].flatMap(Int.init)
+    }
+
+    @Test("three webhooks on two tickets: total 3, per ticket 2 and 1, pushes carry badges 1, 2, 3; reading one ticket syncs the other devices")
+    func countsBadgesAndReadSync() async throws {
+        let harness = try await DeliveryHarness.make()
+        defer { Task { await harness.shutdown() } }
+        let phone = apnsToken()
+        let tablet = apnsToken()
+        let android = "android-alice-1"
+        try await harness.application().test(.router) { client in
+            let key = try await harness.test.key(app: "support")
+            try await Self.register(client, key: key, token: phone, platform: "ios", user: "alice")
+            try await Self.register(client, key: key, token: tablet, platform: "ios", user: "alice")
+            try await Self.register(client, key: key, token: android, platform: "android", user: "alice")
+
+            // Each webhook names the phone only; each push is awaited so its badge is the count at that moment.
+            for (index, ticket) in ["7", "7", "8"].enumerated() {
+                let response = try await client.execute(
+                    uri: Self.webhookURL, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(phone, "ios")], ticket: ticket))
+                )
+                #expect(response.status == .accepted)
+                #expect(try await eventually { harness.requests(token: phone).count == index + 1 })
+            }
+            #expect(harness.requests(token: phone).map(Self.pushBadge) == [1, 2, 3])
+
+            let unread = try await client.execute(uri: "/v1/apps/support/users/alice/unread", method: .get, headers: bearer(key))
+            #expect(unread.status == .ok)
+            let summary = try JSONDecoder().decode(Summary.self, from: Data(buffer: unread.body))
+            #expect(summary.total == 3)
+            #expect(summary.tickets == [.init(ticket_id: "7", unread: 2), .init(ticket_id: "8", unread: 1)])
+
+            // Read ticket 7 on the phone: total 1, and a silent badge update to the two other devices only.
+            let read = try await client.execute(
+                uri: "/v1/apps/support/users/alice/tickets/7/read", method: .post, headers: bearer(key), body: jsonBody(#"{"device":"\#(phone)"}"#)
+            )
+            #expect(read.status == .ok)
+            #expect(read.json?["total"] as? Int == 1)
+            #expect(read.json?["synced_devices"] as? Int == 2)
+            #expect(try await eventually { harness.requests(token: tablet).count == 1 && harness.requests(token: android).count == 1 })
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(harness.requests(token: phone).count == 3, "the device the ticket was read on gets no update")
+        }
+        let apns = try #require(harness.requests(token: tablet).first)
+        #expect(apns.headers["apns-push-type"] == "background")
+        #expect(apns.headers["apns-priority"] == "5")
+        #expect(apns.headers["apns-collapse-id"] == nil)
+        let payload = try #require(try JSONSerialization.jsonObject(with: Data(apns.body.utf8)) as? [String: Any])
+        #expect(payload["aps"] as? [String: Int] == ["content-available": 1, "badge": 1])
+        let fcm = try #require(harness.requests(token: android).first)
+        let message = try #require((try JSONSerialization.jsonObject(with: Data(fcm.body.utf8)) as? [String: Any])?["message"] as? [String: Any])
+        #expect(message["notification"] == nil)
+        #expect((message["data"] as? [String: String])?["unread_count"] == "1")
+        #expect(try await harness.test.count("SELECT count(*) FROM deliveries WHERE kind = 'badge_sync' AND status = 'delivered'") == 2)
+    }
+
+    struct Summary: Decodable, Equatable {
+        struct Ticket: Decodable, Equatable {
+            var ticket_id: String
+            var unread: Int
+        }
+        var total: Int
+        var tickets: [Ticket]
+    }
+
+    @Test("polling: the ETag answers 304 while nothing changed and 200 after a webhook; read-all clears everything")
+    func pollingWithETag() async throws {
+        let test = try await TestApp.make()
+        try await test.application().test(.router) { client in
+            let key = try await test.key(app: "support")
+            try await Self.register(client, key: key, token: "android-bob-1", platform: "android", user: "bob")
+            _ = try await client.execute(uri: Self.webhookURL, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [("android-bob-1", "android")])))
+            let user = try await TestApp.userToken("bob")
+            let first = try await client.execute(uri: "/v1/apps/support/users/bob/unread", method: .get, headers: bearer(user))
+            #expect(first.status == .ok)
+            let etag = try #require(first.headers[.eTag])
+            var conditional = bearer(user)
+            conditional[.ifNoneMatch] = etag
+            let unchanged = try await client.execute(uri: "/v1/apps/support/users/bob/unread", method: .get, headers: conditional)
+            #expect(unchanged.status == .notModified)
+            #expect(unchanged.body.readableBytes == 0)
+
+            _ = try await client.execute(uri: Self.webhookURL, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [("android-bob-1", "android")], ticket: "6")))
+            let changed = try await client.execute(uri: "/v1/apps/support/users/bob/unread", method: .get, headers: conditional)
+            #expect(changed.status == .ok)
+            #expect(changed.json?["total"] as? Int == 2)
+            #expect(changed.headers[.eTag] != etag)
+
+            let cleared = try await client.execute(uri: "/v1/apps/support/users/bob/read-all", method: .post, headers: bearer(user))
+            #expect(cleared.status == .ok)
+            #expect(cleared.json?["total"] as? Int == 0)
+            let after = try await client.execute(uri: "/v1/apps/support/users/bob/unread", method: .get, headers: bearer(user))
+            #expect(after.json?["total"] as? Int == 0)
+            #expect((after.json?["tickets"] as? [Any])?.isEmpty == true)
+
+            // Another user's token, and no credential at all.
+            let other = try await TestApp.userToken("mallory")
+            #expect(try await client.execute(uri: "/v1/apps/support/users/bob/unread", method: .get, headers: bearer(other)).status == .forbidden)
+            #expect(try await client.execute(uri: "/v1/apps/support/users/bob/unread", method: .get).status == .unauthorized)
+            let readOnly = try await test.key(app: "support", scopes: [.unreadRead])
+            #expect(
+                try await client.execute(uri: "/v1/apps/support/users/bob/read-all", method: .post, headers: bearer(readOnly)).status == .forbidden
+            )
+        }
+    }
+
+    @Test("devices without a user are counted under their token")
+    func tokenOwner() async throws {
+        let test = try await TestApp.make()
+        try await test.application().test(.router) { client in
+            let key = try await test.key(app: "support")
+            _ = try await client.execute(uri: Self.webhookURL, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [("lonely-device", "android")])))
+            let unread = try await client.execute(uri: "/v1/apps/support/users/lonely-device/unread", method: .get, headers: bearer(key))
+            #expect(unread.json?["total"] as? Int == 1)
+        }
+    }
+
+    @Test("concurrent webhooks for one user never lose an increment")
+    func concurrentIncrements() async throws {
+        let test = try await TestApp.make()
+        try await test.application().test(.router) { client in
+            let key = try await test.key(app: "support")
+            try await Self.register(client, key: key, token: "android-carol-1", platform: "android", user: "carol")
+            try await Self.register(client, key: key, token: "android-carol-2", platform: "android", user: "carol")
+            let statuses = try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
+                for index in 0..<120 {
+                    group.addTask {
+                        // Both devices of one user: one increment per webhook, not two.
+                        let devices = [("android-carol-1", "android"), ("android-carol-2", "android")]
+                        return try await client.execute(
+                            uri: Self.webhookURL, method: .post, headers: Self.json, body: jsonBody(webhook(devices: devices, ticket: "\(index % 3)"))
+                        ).status
+                    }
+                }
+                return try await group.reduce(into: [HTTPResponse.Status]()) { $0.append($1) }
+            }
+            #expect(statuses.allSatisfy { $0 == .accepted })
+            let unread = try await client.execute(uri: "/v1/apps/support/users/carol/unread", method: .get, headers: bearer(key))
+            #expect(unread.json?["total"] as? Int == 120)
+            #expect((unread.json?["tickets"] as? [[String: Any]])?.map { $0["unread"] as? Int } == [40, 40, 40])
+        }
+    }
+
+    @Test("the live stream sends the count on connect and on every change, and ends when the relay shuts down", .timeLimit(.minutes(1)))
+    func liveStream() async throws {
+        let test = try await TestApp.make()
+        let reader = Mutex<SSEReader?>(nil)
+        try await test.application(extra: ["http.port": .init(.int(0), isSecret: false), "unread.heartbeat_seconds": .init(.int(1), isSecret: false)])
+            .test(.live) { client in
+                let key = try await test.key(app: "support")
+                try await Self.register(client, key: key, token: "android-dave-1", platform: "android", user: "dave")
+                _ = try await client.execute(
+                    uri: Self.webhookURL, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [("android-dave-1", "android")]))
+                )
+                let stream = try SSEReader(port: try #require(client.port), path: "/v1/apps/support/users/dave/unread/stream", bearer: key)
+                reader.withLock { $0 = stream }
+                #expect(try await stream.nextEvent()?["total"] as? Int == 1)
+                _ = try await client.execute(
+                    uri: Self.webhookURL, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [("android-dave-1", "android")], ticket: "9"))
+                )
+                #expect(try await stream.nextEvent()?["total"] as? Int == 2)
+                _ = try await client.execute(uri: "/v1/apps/support/users/dave/tickets/9/read", method: .post, headers: bearer(key))
+                #expect(try await stream.nextEvent()?["total"] as? Int == 1)
+                // Heartbeats keep an idle stream alive (every second here).
+                #expect(await eventually(timeout: .seconds(5)) { stream.heartbeats > 0 })
+            }
+        // The relay has shut down: the stream ended instead of holding shutdown up.
+        let stream = try #require(reader.withLock { $0 })
+        #expect(await eventually(timeout: .seconds(5)) { stream.ended })
+    }
+}
+
+/// A minimal Server-Sent Events client on a plain socket, reading on a thread of its own.
+final class SSEReader: Sendable {
+    private struct State {
+        var text = ""
+        var events: [[String: Any]] = []
+        var heartbeats = 0
+        var ended = false
+    }
+
+    private let state = Mutex(State())
+    private let fd: Int32
+
+    init(port: Int, path: String, bearer: String) throws {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        let connected = withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { throw ConfigurationError("cannot connect to the relay") }
+        let request = "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(bearer)\r\nAccept: text/event-stream\r\n\r\n"
+        _ = request.withCString { send(fd, $0, strlen($0), 0) }
+        let socketFD = fd
+        Thread { [self] in
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let count = recv(socketFD, &buffer, buffer.count, 0)
+                if count <= 0 { break }
+                self.consume(String(decoding: buffer[..<count], as: UTF8.self))
+            }
+            self.state.withLock { $0.ended = true }
+            close(socketFD)
+        }.start()
+    }
+
+    private func consume(_ chunk: String) {
+        state.withLock { state in
+            state.text += chunk
+            // Chunked framing puts "\r\n" (one Character in Swift) around the event lines.
+            for line in state.text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).dropLast() {
+                let line = line.trimmingCharacters(in: .whitespacesAndNewlines)
+                if line.hasPrefix("data: "), let object = try? JSONSerialization.jsonObject(with: Data(line.dropFirst(6).utf8)) as? [String: Any] {
+                    state.events.append(object)
+                } else if line == ": heartbeat" {
+                    state.heartbeats += 1
+                }
+            }
+            if let last = state.text.lastIndex(where: \.isNewline) { state.text = String(state.text[state.text.index(after: last)...]) }
+        }
+    }
+
+    var heartbeats: Int { state.withLock { $0.heartbeats } }
+    var ended: Bool { state.withLock { $0.ended } }
+
+    /// The next `unread` event's data, waiting up to 10 s.
+    func nextEvent() async throws -> [String: Any]? {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
+            let event: [String: Any]?? = state.withLock { state in
+                state.events.isEmpty ? nil : .some(state.events.removeFirst())
+            }
+            if let event { return event }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return nil
+    }
+}
