@@ -66,12 +66,15 @@ struct DeliveryHarness: Sendable {
         var test = try await TestApp.make(conninfo: conninfo)
         let gateway = "https://localhost:\(sandbox.port)"
         let serviceAccount = try credentials.writeServiceAccount(sandboxURL: gateway)
+        let zendeskToken = directory + "/zendesk-api-token"
+        try "zendesk-api-token-0123456789".write(toFile: zendeskToken, atomically: true, encoding: .utf8)
         for index in test.apps.indices {
             test.apps[index].apns = APNsSettings(
                 topic: "com.example.\(test.apps[index].id)", url: gateway,
                 token: .init(keyFile: credentials.apnsKeyFile, keyID: SandboxCredentials.apnsKeyID, teamID: SandboxCredentials.apnsTeamID)
             )
             test.apps[index].fcm = FCMSettings(serviceAccountFile: serviceAccount, url: gateway)
+            test.apps[index].zendesk = ZendeskSettings(url: gateway, email: "admin@example.com", apiTokenFile: zendeskToken)
         }
         return DeliveryHarness(sandbox: sandbox, test: test, directory: directory)
     }

@@ -101,6 +101,11 @@ struct DeliveryTests {
                 uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(dead, "ios"), (alive, "ios")], ticket: "6"))
             )
             #expect(second.json?["skipped"] as? Int == 1)
+            // The forwarder hands the dead token to the app's Zendesk (destroy_many), once.
+            #expect(try await eventually {
+                harness.state.requests(service: "zendesk").contains { $0.status == 200 && $0.body.contains(dead) }
+            })
+            #expect(try await harness.test.count("SELECT count(*) FROM zendesk_unregister_queue WHERE forwarded_at IS NOT NULL") == 1)
             #expect(try await eventually {
                 let rows = try await harness.deliveries(token: alive)
                 return rows.count == 2 && rows.allSatisfy { $0.status == "delivered" }

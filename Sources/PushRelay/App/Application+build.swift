@@ -36,10 +36,20 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
     let providers: ProviderSet
     let listener: PostgresListener
     let unreadListener: PostgresListener
+    let jobListener: PostgresListener
+    let forwarder: ZendeskForwarder
     do {
         providers = try await ProviderSet(apps: configuredApps, settings: delivery)
         listener = try PostgresListener(conninfo: database.client.configuration.conninfo, channels: [IntakeWriter.channel], logger: logger)
         unreadListener = try PostgresListener(conninfo: database.client.configuration.conninfo, channels: [UnreadChannel.name], logger: logger)
+        jobListener = try PostgresListener(conninfo: database.client.configuration.conninfo, channels: [JobStore.channel], logger: logger)
+        forwarder = try ZendeskForwarder(
+            client: database.client, apps: configuredApps, caFile: delivery.caFile,
+            batchSize: reader.int(forKey: "zendesk.batch_size", default: 100),
+            pollInterval: .milliseconds(max(10, reader.int(forKey: "zendesk.poll_interval_ms", default: 1000))),
+            retryBase: .milliseconds(max(1, reader.int(forKey: "zendesk.retry_base_ms", default: 1000))),
+            logger: logger
+        )
     } catch {
         try? await database.shutdown()
         throw error
@@ -53,6 +63,12 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
         dispatcher: delivery.enabled ? dispatcher : nil
     )
     let hub = UnreadHub(listener: unreadListener, heartbeat: .seconds(max(1, reader.int(forKey: "unread.heartbeat_seconds", default: 15))))
+    let jobs = JobRunner(
+        store: JobStore(client: database.client), wakeUps: jobListener.events,
+        batchSize: reader.int(forKey: "jobs.batch_size", default: 50_000),
+        pollInterval: .milliseconds(max(10, reader.int(forKey: "jobs.poll_interval_ms", default: 1000))),
+        lease: Double(max(1, reader.int(forKey: "jobs.lease_seconds", default: 30))), logger: logger
+    )
     let (router, _) = buildRouter(database: database, apps: directory, writer: writer, settings: settings, hub: hub)
     var app = Application(
         router: router,
@@ -66,6 +82,9 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
     app.addServices(dispatcher)
     app.addServices(unreadListener)
     app.addServices(hub)
+    app.addServices(jobListener)
+    app.addServices(jobs)
+    app.addServices(forwarder)
     app.addServices(writer)
     return app
 }
@@ -88,6 +107,7 @@ func buildRouter(
     routes.addRoutes(
         DeviceController(repository: PostgresDeviceRepository(client: database.client), authenticator: authenticator, apps: apps).endpoints
     )
+    routes.addRoutes(AdminController(store: JobStore(client: database.client), authenticator: authenticator, apps: apps, maxJSONBytes: 64 << 20).endpoints)
     routes.addRoutes(UnreadController(store: UnreadStore(client: database.client), hub: hub, authenticator: authenticator, apps: apps).endpoints)
     return (router, routes.recorded.all)
 }

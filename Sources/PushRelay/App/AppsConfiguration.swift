@@ -28,6 +28,8 @@ public struct AppConfiguration: Sendable, Decodable, Hashable {
     public var apns: APNsSettings?
     /// How to reach FCM for this app's Android devices.
     public var fcm: FCMSettings?
+    /// Where dead and bulk-unregistered tokens are forwarded (Zendesk's Bulk Unregister API).
+    public var zendesk: ZendeskSettings?
 
     /// User JWT settings.
     public struct UserTokens: Sendable, Decodable, Hashable {
@@ -43,8 +45,9 @@ public struct AppConfiguration: Sendable, Decodable, Hashable {
 
     public init(
         id: String, webhookSecrets: [String], webhookSigningSecret: String? = nil, userTokens: UserTokens? = nil,
-        apns: APNsSettings? = nil, fcm: FCMSettings? = nil
+        apns: APNsSettings? = nil, fcm: FCMSettings? = nil, zendesk: ZendeskSettings? = nil
     ) {
+        self.zendesk = zendesk
         self.id = id
         self.webhookSecrets = webhookSecrets
         self.webhookSigningSecret = webhookSigningSecret
@@ -54,7 +57,7 @@ public struct AppConfiguration: Sendable, Decodable, Hashable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case id, apns, fcm
+        case id, apns, fcm, zendesk
         case webhookSecrets = "webhook_secrets"
         case webhookSigningSecret = "webhook_signing_secret"
         case userTokens = "user_tokens"
@@ -134,6 +137,7 @@ extension AppConfiguration {
             }
             try app.apns?.validate(app: app.id)
             try app.fcm?.validate(app: app.id)
+            try app.zendesk?.validate(app: app.id)
         }
     }
 

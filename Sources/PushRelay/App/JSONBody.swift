@@ -46,6 +46,22 @@ struct JSONBody {
         return string
     }
 
+    /// A required list of strings.
+    func stringArray(_ key: String) throws -> [String] {
+        let list = try array(key)
+        return try list.enumerated().map { index, value in
+            guard let string = value as? String else { throw Self.invalidField("\(name(key))[\(index)]", "must be a string") }
+            return string
+        }
+    }
+
+    /// An optional boolean (absent or null → nil).
+    func optionalBool(_ key: String) throws -> Bool? {
+        guard let value = object[key], !(value is NSNull) else { return nil }
+        guard let bool = value as? Bool else { throw Self.invalidField(name(key), "must be true or false") }
+        return bool
+    }
+
     /// A required object.
     func object(_ key: String) throws -> JSONBody {
         guard let value = object[key], !(value is NSNull) else { throw Self.invalidField(name(key), "is required") }

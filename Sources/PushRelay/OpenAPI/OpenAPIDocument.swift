@@ -39,6 +39,24 @@ enum OpenAPIDocument {
               required: true
               schema: {type: string}
           schemas:
+            Job:
+              type: object
+              properties:
+                id: {type: string, format: uuid}
+                app_id: {type: string}
+                kind: {type: string, enum: [bulk_unregister]}
+                status: {type: string, enum: [queued, running, succeeded, failed, cancelled]}
+                propagate_to_zendesk: {type: boolean}
+                total: {type: integer}
+                processed: {type: integer}
+                removed: {type: integer}
+                not_found: {type: integer}
+                failed: {type: integer}
+                forwarded: {type: integer, description: Tokens of this job Zendesk has accepted.}
+                error: {type: string, nullable: true}
+                created_at: {type: string, format: date-time}
+                started_at: {type: string, format: date-time, nullable: true}
+                finished_at: {type: string, format: date-time, nullable: true}
             Unread:
               type: object
               required: [total, tickets]
@@ -360,6 +378,95 @@ enum OpenAPIDocument {
                     application/json:
                       schema: {$ref: "#/components/schemas/ReadResult"}
                 "400": {$ref: "#/components/responses/Error"}
+                "401": {$ref: "#/components/responses/Error"}
+                "403": {$ref: "#/components/responses/Error"}
+                "404": {$ref: "#/components/responses/Error"}
+          /v1/admin/apps/{app}/devices/bulk-unregister:
+            parameters:
+              - $ref: "#/components/parameters/app"
+              - {name: propagate_to_zendesk, in: query, required: false, schema: {type: boolean}, description: For text uploads.}
+            post:
+              operationId: bulkUnregister
+              summary: "Starts a background job removing tokens from the registry (admin key). JSON {tokens, propagate_to_zendesk}, or text/plain / text/csv with one token per line, streamed (millions of lines)."
+              security: [{bearer: []}]
+              requestBody:
+                required: true
+                content:
+                  application/json:
+                    schema:
+                      type: object
+                      required: [tokens]
+                      properties:
+                        tokens: {type: array, items: {type: string}}
+                        propagate_to_zendesk: {type: boolean}
+                  text/plain:
+                    schema: {type: string}
+                  text/csv:
+                    schema: {type: string}
+              responses:
+                "202":
+                  description: The job is queued.
+                  content:
+                    application/json:
+                      schema:
+                        type: object
+                        properties:
+                          job_id: {type: string, format: uuid}
+                          total: {type: integer}
+                "400": {$ref: "#/components/responses/Error"}
+                "401": {$ref: "#/components/responses/Error"}
+                "403": {$ref: "#/components/responses/Error"}
+                "404": {$ref: "#/components/responses/Error"}
+                "413": {$ref: "#/components/responses/Error"}
+                "415": {$ref: "#/components/responses/Error"}
+          /v1/admin/jobs:
+            get:
+              operationId: listJobs
+              summary: Recent jobs, newest first (admin key).
+              security: [{bearer: []}]
+              parameters:
+                - {name: limit, in: query, required: false, schema: {type: integer, default: 50, maximum: 500}}
+                - {name: app, in: query, required: false, schema: {type: string}}
+              responses:
+                "200":
+                  description: The jobs.
+                  content:
+                    application/json:
+                      schema:
+                        type: object
+                        properties:
+                          jobs: {type: array, items: {$ref: "#/components/schemas/Job"}}
+                "401": {$ref: "#/components/responses/Error"}
+                "403": {$ref: "#/components/responses/Error"}
+          /v1/admin/jobs/{id}:
+            parameters:
+              - {name: id, in: path, required: true, schema: {type: string, format: uuid}}
+            get:
+              operationId: getJob
+              summary: One job's status and counts (admin key).
+              security: [{bearer: []}]
+              responses:
+                "200":
+                  description: The job.
+                  content:
+                    application/json:
+                      schema: {$ref: "#/components/schemas/Job"}
+                "401": {$ref: "#/components/responses/Error"}
+                "403": {$ref: "#/components/responses/Error"}
+                "404": {$ref: "#/components/responses/Error"}
+          /v1/admin/jobs/{id}/cancel:
+            parameters:
+              - {name: id, in: path, required: true, schema: {type: string, format: uuid}}
+            post:
+              operationId: cancelJob
+              summary: Cancels a queued or running job; a finished job is returned unchanged (admin key).
+              security: [{bearer: []}]
+              responses:
+                "200":
+                  description: The job after the request.
+                  content:
+                    application/json:
+                      schema: {$ref: "#/components/schemas/Job"}
                 "401": {$ref: "#/components/responses/Error"}
                 "403": {$ref: "#/components/responses/Error"}
                 "404": {$ref: "#/components/responses/Error"}

@@ -1,0 +1,189 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+
+/// The admin API (admin API keys only): bulk-unregister jobs.
+struct AdminController<Context: RequestContext>: Sendable {
+    let store: JobStore
+    let authenticator: Authenticator
+    let apps: AppDirectory
+    /// Most bytes of a JSON upload (a text upload streams and has no limit).
+    let maxJSONBytes: Int
+
+    var endpoints: RouteCollection<Context> {
+        RouteCollection(context: Context.self)
+            .post("/v1/admin/apps/{app}/devices/bulk-unregister", use: bulkUnregister)
+            .get("/v1/admin/jobs", use: list)
+            .get("/v1/admin/jobs/{id}", use: show)
+            .post("/v1/admin/jobs/{id}/cancel", use: cancel)
+    }
+
+    struct Created: ResponseEncodable {
+        var jobID: UUID
+        var total: Int
+        enum CodingKeys: String, CodingKey {
+            case jobID = "job_id"
+            case total
+        }
+    }
+
+    struct JobList: ResponseEncodable {
+        var jobs: [Job]
+    }
+
+    /// `POST /v1/admin/apps/{app}/devices/bulk-unregister`: either JSON
+    /// `{"tokens":[…],"propagate_to_zendesk":bool}` or a `text/plain` / `text/csv` body of one token
+    /// per line (first column; `?propagate_to_zendesk=true`), streamed into the job as it arrives.
+    @Sendable func bulkUnregister(_ request: Request, context: Context) async throws -> EditedResponse<Created> {
+        let app = try context.parameters.require("app")
+        try await requireAdmin(request, app: app)
+        guard apps.app(app) != nil else { throw APIError(.notFound, code: "app_not_found", message: "no such app") }
+        let type = (request.headers[.contentType] ?? "").lowercased()
+        let created: (id: UUID, total: Int)
+        do {
+            if type.hasPrefix("application/json") {
+                var request = request
+                let buffer: ByteBuffer
+                do {
+                    buffer = try await request.body.collect(upTo: maxJSONBytes)
+                } catch {
+                    throw APIError(
+                        .contentTooLarge, code: "payload_too_large",
+                        message: "a JSON upload may be at most \(maxJSONBytes) bytes; send text/plain with one token per line for more"
+                    )
+                }
+                let body = try JSONBody(buffer: buffer)
+                let tokens = try body.stringArray("tokens")
+                let propagate = try body.optionalBool("propagate_to_zendesk") ?? false
+                for (index, token) in tokens.enumerated() where !DeviceToken.isPrintable(token) {
+                    throw JSONBody.invalidField("tokens[\(index)]", "must be a device token (1-4096 printable characters without spaces)")
+                }
+                created = try await store.create(app: app, propagate: propagate) { add in
+                    for token in tokens { try await add(Self.normalised(token)) }
+                }
+            } else if type.hasPrefix("text/plain") || type.hasPrefix("text/csv") {
+                let propagate = try Self.flag(request.uri.queryParameters["propagate_to_zendesk"].map(String.init))
+                let csv = type.hasPrefix("text/csv")
+                created = try await store.create(app: app, propagate: propagate) { add in
+                    var lines = LineSplitter()
+                    var number = 0
+                    for try await chunk in request.body {
+                        for line in lines.feed(chunk) {
+                            number += 1
+                            if let token = try Self.token(line: line, number: number, csv: csv) { try await add(token) }
+                        }
+                    }
+                    if let line = lines.finish() {
+                        number += 1
+                        if let token = try Self.token(line: line, number: number, csv: csv) { try await add(token) }
+                    }
+                }
+            } else {
+                throw APIError(
+                    .unsupportedMediaType, code: "unsupported_media_type",
+                    message: "Content-Type must be application/json, text/plain or text/csv"
+                )
+            }
+        } catch JobStore.JobUploadError.empty {
+            throw JSONBody.invalidField("tokens", "must list at least one token")
+        }
+        context.logger.info("bulk-unregister job queued", metadata: ["push.app": "\(app)", "push.job": "\(created.id)", "push.tokens": "\(created.total)"])
+        return EditedResponse(status: .accepted, response: Created(jobID: created.id, total: created.total))
+    }
+
+    @Sendable func list(_ request: Request, context: Context) async throws -> JobList {
+        try await requireAdmin(request, app: nil)
+        let limit = min(max(Int(request.uri.queryParameters["limit"].map(String.init) ?? "") ?? 50, 1), 500)
+        let app = request.uri.queryParameters["app"].map(String.init)
+        return JobList(jobs: try await store.list(limit: limit, app: app))
+    }
+
+    @Sendable func show(_ request: Request, context: Context) async throws -> Job {
+        try await requireAdmin(request, app: nil)
+        guard let job = try await store.get(try jobID(context)) else { throw Self.jobNotFound }
+        return job
+    }
+
+    @Sendable func cancel(_ request: Request, context: Context) async throws -> Job {
+        try await requireAdmin(request, app: nil)
+        guard let job = try await store.cancel(try jobID(context)) else { throw Self.jobNotFound }
+        return job
+    }
+
+    // MARK: Helpers
+
+    static var jobNotFound: APIError { APIError(.notFound, code: "job_not_found", message: "no such job") }
+
+    private func jobID(_ context: Context) throws -> UUID {
+        guard let id = UUID(uuidString: try context.parameters.require("id")) else { throw Self.jobNotFound }
+        return id
+    }
+
+    private func requireAdmin(_ request: Request, app: String?) async throws {
+        let principal = try await authenticator.authenticate(request, app: app)
+        guard case .admin = principal else { throw Authenticator.forbidden("this operation needs an admin API key") }
+    }
+
+    private static func flag(_ value: String?) throws -> Bool {
+        switch value?.lowercased() {
+        case nil, "", "false", "0": return false
+        case "true", "1": return true
+        default: throw JSONBody.invalidField("propagate_to_zendesk", "must be true or false")
+        }
+    }
+
+    /// Hex tokens are stored lower-case, so they are matched lower-case.
+    static func normalised(_ token: String) -> String {
+        token.utf8.allSatisfy(DeviceToken.isHex) ? token.lowercased() : token
+    }
+
+    /// The token on one line: blank lines are skipped; in CSV the first field, without quotes, and a
+    /// `token` header is skipped. Anything unprintable is a 400 naming the line.
+    static func token(line: Substring, number: Int, csv: Bool) throws -> String? {
+        var text = line.trimmingCharacters(in: .whitespaces)
+        if csv {
+            text = String(text.split(separator: ",", maxSplits: 1, omittingEmptySubsequences: false).first ?? "")
+                .trimmingCharacters(in: CharacterSet(charactersIn: "\" "))
+            if number == 1 && text.lowercased() == "token" { return nil }
+        }
+        if text.isEmpty { return nil }
+        guard DeviceToken.isPrintable(text) else {
+            throw JSONBody.invalidField("line \(number)", "is not a device token (1-4096 printable characters without spaces)")
+        }
+        return normalised(text)
+    }
+}
+
+/// Splits a byte stream into lines (`\n` or `\r\n`) across chunk boundaries.
+struct LineSplitter {
+    private var pending: [UInt8] = []
+
+    mutating func feed(_ chunk: ByteBuffer) -> [Substring] {
+        var lines: [Substring] = []
+        chunk.withUnsafeReadableBytes { bytes in
+            var start = 0
+            for index in 0..<bytes.count where bytes[index] == UInt8(ascii: "\n") {
+                pending.append(contentsOf: bytes[start..<index])
+                lines.append(Self.line(pending))
+                pending.removeAll(keepingCapacity: true)
+                start = index + 1
+            }
+            pending.append(contentsOf: bytes[start..<bytes.count])
+        }
+        return lines
+    }
+
+    mutating func finish() -> Substring? {
+        guard !pending.isEmpty else { return nil }
+        defer { pending = [] }
+        return Self.line(pending)
+    }
+
+    private static func line(_ bytes: [UInt8]) -> Substring {
+        var slice = bytes[...]
+        if slice.last == UInt8(ascii: "\r") { slice = slice.dropLast() }
+        return Substring(decoding: slice, as: UTF8.self)
+    }
+}

@@ -1,0 +1,169 @@
+import Foundation
+import Hummingbird
+import Postgres
+
+/// A bulk-unregister job as the admin API shows it.
+struct Job: Sendable, Codable, Hashable, ResponseEncodable {
+    var id: UUID
+    var appID: String
+    var kind: String
+    var status: String
+    var propagateToZendesk: Bool
+    var total: Int
+    var processed: Int
+    var removed: Int
+    var notFound: Int
+    var failed: Int
+    /// Tokens of this job that Zendesk has accepted.
+    var forwarded: Int
+    var error: String?
+    var createdAt: Date
+    var startedAt: Date?
+    var finishedAt: Date?
+
+    enum CodingKeys: String, CodingKey {
+        case id, kind, status, total, processed, removed, failed, forwarded, error
+        case appID = "app_id"
+        case propagateToZendesk = "propagate_to_zendesk"
+        case notFound = "not_found"
+        case createdAt = "created_at"
+        case startedAt = "started_at"
+        case finishedAt = "finished_at"
+    }
+
+    var isFinished: Bool { ["succeeded", "failed", "cancelled"].contains(status) }
+}
+
+/// Jobs in PostgreSQL: the upload, progress, cancellation, and the batches that do the work.
+struct JobStore: Sendable {
+    static let channel = "push_relay_jobs"
+    static let kind = "bulk_unregister"
+
+    let client: PostgresClient
+
+    /// Creates a job from tokens streamed by `tokens` (COPY into `job_tokens`), in one transaction:
+    /// if `tokens` throws, nothing is stored. Returns the job's id and its token count.
+    func create(
+        app: String, propagate: Bool, tokens: (_ add: (String) async throws -> Void) async throws -> Void
+    ) async throws -> (id: UUID, total: Int) {
+        let id = UUID()
+        return try await client.withTransaction { session in
+            _ = try await session.query(
+                "INSERT INTO jobs (id, app_id, kind, status, propagate_to_zendesk, parameters) VALUES ($1, $2, $3, 'queued', $4, jsonb_build_object('propagate_to_zendesk', $4::boolean))",
+                [id, app, Self.kind, propagate]
+            )
+            var line = 0
+            let idText = id.uuidString.lowercased()
+            try await session.copyIn("COPY job_tokens (job_id, line, token) FROM STDIN") { writer in
+                try await tokens { token in
+                    line += 1
+                    try await writer.write([idText, line, token])
+                }
+            }
+            guard line > 0 else { throw JobUploadError.empty }
+            _ = try await session.query("UPDATE jobs SET total = $2 WHERE id = $1", [id, line])
+            _ = try await session.query("SELECT pg_notify('\(Self.channel)', $1)", [idText])
+            return (id, line)
+        }
+    }
+
+    enum JobUploadError: Error {
+        case empty
+    }
+
+    private static let columns = """
+        j.id, j.app_id, j.kind, j.status, j.propagate_to_zendesk, j.total, j.processed, j.removed, j.not_found, j.failed,
+        (SELECT count(*) FROM zendesk_unregister_queue z WHERE z.job_id = j.id AND z.forwarded_at IS NOT NULL)::bigint,
+        j.error, j.created_at, j.started_at, j.finished_at
+        """
+
+    private static func decode(_ row: PostgresRow) throws -> Job {
+        let (id, app, kind, status, propagate, total, processed, removed) = try row.decode((UUID, String, String, String, Bool, Int, Int, Int).self)
+        return Job(
+            id: id, appID: app, kind: kind, status: status, propagateToZendesk: propagate, total: total, processed: processed,
+            removed: removed, notFound: try row.decode(Int.self, at: 8), failed: try row.decode(Int.self, at: 9),
+            forwarded: try row.decode(Int.self, at: 10), error: try row.decode(String?.self, at: 11),
+            createdAt: try row.decode(Date.self, at: 12), startedAt: try row.decode(Date?.self, at: 13),
+            finishedAt: try row.decode(Date?.self, at: 14)
+        )
+    }
+
+    func get(_ id: UUID) async throws -> Job? {
+        try await client.query("SELECT \(Self.columns) FROM jobs j WHERE j.id = $1", [id]).first.map(Self.decode)
+    }
+
+    func list(limit: Int, app: String?) async throws -> [Job] {
+        try await client.query(
+            "SELECT \(Self.columns) FROM jobs j WHERE $2::text IS NULL OR j.app_id = $2 ORDER BY j.created_at DESC LIMIT $1", [limit, app]
+        ).rows.map(Self.decode)
+    }
+
+    /// Cancels a queued or running job; a finished job stays as it is. Returns the job after.
+    func cancel(_ id: UUID) async throws -> Job? {
+        _ = try await client.query(
+            "UPDATE jobs SET status = 'cancelled', finished_at = now(), lease_owner = NULL WHERE id = $1 AND status IN ('queued', 'running')", [id]
+        )
+        return try await get(id)
+    }
+
+    /// Takes the oldest runnable job whose lease is free (queued, or running on an instance whose
+    /// lease ran out), for `owner`.
+    func claim(owner: String, lease: Double) async throws -> (id: UUID, app: String, propagate: Bool, processed: Int)? {
+        try await client.query(
+            """
+            UPDATE jobs j SET status = 'running', lease_owner = $1, lease_expires_at = now() + make_interval(secs => $2),
+                started_at = coalesce(j.started_at, now())
+            WHERE j.id = (
+                SELECT id FROM jobs WHERE status IN ('queued', 'running') AND (lease_expires_at IS NULL OR lease_expires_at < now())
+                ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED
+            )
+            RETURNING j.id, j.app_id, j.propagate_to_zendesk, j.processed
+            """,
+            [owner, lease]
+        ).first.map { try $0.decode((UUID, String, Bool, Int).self) }
+    }
+
+    /// One batch, in one transaction: the next `size` lines after `processed` are deleted from the
+    /// registry with one set-based DELETE, counted, and (when asked) queued for Zendesk. Returns the
+    /// new `processed`, or nil when the job is no longer this owner's to run (cancelled, taken over).
+    func runBatch(job: UUID, app: String, propagate: Bool, after processed: Int, size: Int, owner: String, lease: Double) async throws -> Int? {
+        try await client.query(
+            """
+            WITH batch AS MATERIALIZED (
+                SELECT line, token FROM job_tokens WHERE job_id = $1 AND line > $3 ORDER BY line LIMIT $4
+            ),
+            deleted AS (
+                DELETE FROM devices d USING (SELECT DISTINCT token FROM batch) b
+                WHERE d.app_id = $2 AND d.token = b.token
+                RETURNING d.token, d.platform
+            ),
+            queued AS (
+                INSERT INTO zendesk_unregister_queue (app_id, token, platform, reason, job_id)
+                SELECT $2, token, platform, 'bulk_unregister', $1 FROM deleted WHERE $5
+                ON CONFLICT (app_id, token) DO NOTHING
+            ),
+            counts AS (
+                SELECT (SELECT count(*) FROM batch) AS lines, (SELECT coalesce(max(line), $3) FROM batch) AS last,
+                       (SELECT count(*) FROM deleted) AS removed
+            )
+            UPDATE jobs j SET processed = counts.last, removed = j.removed + counts.removed,
+                not_found = j.not_found + counts.lines - counts.removed, lease_expires_at = now() + make_interval(secs => $7)
+            FROM counts
+            WHERE j.id = $1 AND j.lease_owner = $6 AND j.status = 'running'
+            RETURNING j.processed
+            """,
+            [job, app, processed, size, propagate, owner, lease]
+        ).first.map { try $0.decode(Int.self, at: 0) }
+    }
+
+    /// Marks the job done and drops its uploaded tokens.
+    func finish(_ id: UUID, owner: String, status: String, error: String? = nil) async throws {
+        try await client.withTransaction { session in
+            _ = try await session.query(
+                "UPDATE jobs SET status = $3, error = $4, finished_at = now(), lease_owner = NULL, lease_expires_at = NULL WHERE id = $1 AND lease_owner = $2",
+                [id, owner, status, error]
+            )
+        }
+        _ = try await client.query("DELETE FROM job_tokens WHERE job_id = $1", [id])
+    }
+}

@@ -1,0 +1,138 @@
+import CurlHTTP2
+import Foundation
+import Logging
+import Postgres
+import ServiceLifecycle
+import Synchronization
+
+/// Forwards queued dead and bulk-unregistered tokens to each app's Zendesk
+/// (`POST /api/v2/push_notification_devices/destroy_many`, `{"push_notification_devices":[…]}`).
+///
+/// Rows of `zendesk_unregister_queue` are taken in batches of at most `batchSize` per app, leased
+/// by pushing their `next_attempt_at` ahead (so instances share the queue), and marked
+/// `forwarded_at` when Zendesk accepts them: each token is forwarded once. 429 and 5xx answers and
+/// transport errors are retried with exponential backoff, or after `Retry-After` when Zendesk says;
+/// Zendesk rate-limits per account, so a failure pauses that app's forwarding for the same time.
+final class ZendeskForwarder: Service, Sendable {
+    private struct Target: Sendable {
+        var app: String
+        var url: String
+        var authorization: String
+    }
+
+    private let client: PostgresClient
+    private let http: HTTP2Client?
+    private let targets: [Target]
+    private let batchSize: Int
+    private let pollInterval: Duration
+    private let retryBase: Duration
+    private let logger: Logger
+    private let pausedUntil = Mutex<[String: ContinuousClock.Instant]>([:])
+
+    init(client: PostgresClient, apps: [AppConfiguration], caFile: String?, batchSize: Int, pollInterval: Duration, retryBase: Duration, logger: Logger) throws {
+        self.client = client
+        targets = try apps.compactMap { app in
+            guard let zendesk = app.zendesk else { return nil }
+            return Target(
+                app: app.id, url: zendesk.baseURL + "/api/v2/push_notification_devices/destroy_many",
+                authorization: try zendesk.authorization(app: app.id)
+            )
+        }
+        http = targets.isEmpty ? nil : try HTTP2Client(configuration: .init(maxConnectionsPerHost: 1, maxConcurrentStreams: 10, caFile: caFile))
+        self.batchSize = max(1, batchSize)
+        self.pollInterval = pollInterval
+        self.retryBase = retryBase
+        self.logger = logger
+    }
+
+    func run() async throws {
+        guard let http, !targets.isEmpty else {
+            try? await gracefulShutdown()
+            return
+        }
+        await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                var busy = false
+                for target in self.targets {
+                    busy = await self.forwardBatch(target, http: http) || busy
+                }
+                if !busy { try? await Task.sleep(for: self.pollInterval) }
+            }
+        }
+        await http.shutdown()
+    }
+
+    /// Sends one batch of the app's due tokens; true when there was one.
+    private func forwardBatch(_ target: Target, http: HTTP2Client) async -> Bool {
+        if let until = pausedUntil.withLock({ $0[target.app] }), until > .now { return false }
+        let batch: [String]
+        do {
+            batch = try await client.query(
+                """
+                UPDATE zendesk_unregister_queue q SET next_attempt_at = now() + interval '60 seconds', attempts = q.attempts + 1
+                WHERE (q.app_id, q.token) IN (
+                    SELECT app_id, token FROM zendesk_unregister_queue
+                    WHERE app_id = $1 AND forwarded_at IS NULL AND next_attempt_at <= now()
+                    ORDER BY next_attempt_at LIMIT $2 FOR UPDATE SKIP LOCKED
+                )
+                RETURNING q.token
+                """,
+                [target.app, batchSize]
+            ).rows.map { try $0.decode(String.self, at: 0) }
+        } catch {
+            logger.warning("reading the Zendesk unregister queue failed", metadata: ["error": "\(error)"])
+            return false
+        }
+        guard !batch.isEmpty else { return false }
+        let body = (try? JSONSerialization.data(withJSONObject: ["push_notification_devices": batch])) ?? Data()
+        var retryAfter: Int?
+        var problem: String?
+        do {
+            let response = try await http.send(
+                HTTP2Request(
+                    url: target.url, headers: [("authorization", target.authorization), ("content-type", "application/json")], body: Array(body),
+                    timeout: .seconds(30)
+                )
+            )
+            switch response.status {
+            case 200..<300: break
+            case 429, 500...599:
+                retryAfter = response.header("retry-after").flatMap { Int($0) }
+                problem = "HTTP \(response.status)"
+            default:
+                // 401/403/404 are configuration problems; keep the tokens and retry slowly.
+                problem = "HTTP \(response.status)"
+                retryAfter = 300
+            }
+        } catch {
+            problem = "transport: \(error)"
+        }
+        do {
+            if let problem {
+                let attempts = try await client.query(
+                    "SELECT max(attempts) FROM zendesk_unregister_queue WHERE app_id = $1 AND token = ANY($2)", [target.app, batch]
+                ).first?.decode(Int?.self, at: 0) ?? 1
+                let exponential = retryBase.timeInterval * pow(2, Double(min(attempts - 1, 12)))
+                let delay = max(Double(retryAfter ?? 0), exponential / 2 + Double.random(in: 0...(exponential / 2)))
+                _ = try await client.query(
+                    "UPDATE zendesk_unregister_queue SET next_attempt_at = now() + make_interval(secs => $3), last_error = $4 WHERE app_id = $1 AND token = ANY($2)",
+                    [target.app, batch, delay, problem]
+                )
+                pausedUntil.withLock { $0[target.app] = .now + .milliseconds(Int64(delay * 1000)) }
+                logger.warning(
+                    "Zendesk bulk unregister failed; will retry",
+                    metadata: ["push.app": "\(target.app)", "push.tokens": "\(batch.count)", "push.reason": "\(problem)", "push.retry_in_s": "\(delay)"]
+                )
+                return false
+            }
+            _ = try await client.query(
+                "UPDATE zendesk_unregister_queue SET forwarded_at = now(), last_error = NULL WHERE app_id = $1 AND token = ANY($2)",
+                [target.app, batch]
+            )
+            logger.debug("tokens forwarded to Zendesk", metadata: ["push.app": "\(target.app)", "push.tokens": "\(batch.count)"])
+        } catch {
+            logger.warning("recording a Zendesk forward failed", metadata: ["error": "\(error)"])
+        }
+        return true
+    }
+}

@@ -1,0 +1,181 @@
+import Configuration
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Postgres
+import PushRelay
+import PushSandbox
+import TestSupport
+import Testing
+
+@Suite("Admin: bulk-unregister jobs and Zendesk forwarding", .serialized)
+struct AdminTests {
+    static let url = "/v1/admin/apps/support/devices/bulk-unregister"
+
+    static func text(_ key: String) -> HTTPFields { [.authorization: "Bearer \(key)", .contentType: "text/plain"] }
+
+    /// Registers `count` devices `bulk-<offset+i>` directly (fast set-up for large counts).
+    static func register(_ test: TestApp, count: Int, offset: Int = 0) async throws {
+        try await test.client.query(
+            "INSERT INTO devices (app_id, token, platform) SELECT 'support', 'bulk-' || i, 'android' FROM generate_series($1::int, $2::int) i",
+            [offset, offset + count - 1]
+        )
+    }
+
+    static func waitForJob(_ client: some TestClientProtocol, _ id: String, key: String, status: String = "succeeded") async throws -> [String: Any]? {
+        var last: [String: Any]?
+        _ = try await eventually(timeout: .seconds(30)) {
+            last = try await client.execute(uri: "/v1/admin/jobs/\(id)", method: .get, headers: bearer(key)).json
+            return last?["status"] as? String == status
+        }
+        return last
+    }
+
+    @Test("10,000 tokens, half of them unknown: exact removed and not_found counts")
+    func exactCounts() async throws {
+        let test = try await TestApp.make()
+        try await test.application(extra: ["jobs.batch_size": .init(.int(3000), isSecret: false)]).test(.router) { client in
+            try await Self.register(test, count: 5000)
+            let admin = try await test.key(app: nil)
+            // Registered bulk-0…4999 and unknown bulk-5000…9999, interleaved, CRLF line ends, a blank line.
+            let lines = (0..<5000).flatMap { ["bulk-\($0)", "bulk-\($0 + 5000)"] }.joined(separator: "\r\n") + "\r\n\r\n"
+            let response = try await client.execute(uri: Self.url, method: .post, headers: Self.text(admin), body: ByteBuffer(string: lines))
+            #expect(response.status == .accepted)
+            #expect(response.json?["total"] as? Int == 10_000)
+            let id = try #require(response.json?["job_id"] as? String)
+            let job = try #require(try await Self.waitForJob(client, id, key: admin))
+            #expect(job["status"] as? String == "succeeded")
+            #expect(job["total"] as? Int == 10_000)
+            #expect(job["processed"] as? Int == 10_000)
+            #expect(job["removed"] as? Int == 5000)
+            #expect(job["not_found"] as? Int == 5000)
+            #expect(job["failed"] as? Int == 0)
+            #expect(try await test.count("SELECT count(*) FROM devices WHERE app_id = 'support'") == 0)
+            #expect(try await test.count("SELECT count(*) FROM job_tokens") == 0)
+            // Without propagate_to_zendesk nothing is queued for Zendesk.
+            #expect(try await test.count("SELECT count(*) FROM zendesk_unregister_queue") == 0)
+            let list = try await client.execute(uri: "/v1/admin/jobs", method: .get, headers: bearer(admin))
+            #expect((list.json?["jobs"] as? [[String: Any]])?.first?["id"] as? String == id)
+        }
+    }
+
+    @Test("a job interrupted by a restart resumes and ends with the same counts")
+    func resumesAfterRestart() async throws {
+        let test = try await TestApp.make()
+        let first = try await test.application(extra: [
+            "jobs.batch_size": .init(.int(100), isSecret: false), "jobs.lease_seconds": .init(.int(1), isSecret: false),
+        ])
+        try await Self.register(test, count: 4000)
+        let admin = try await test.key(app: nil)
+        let id: String = try await first.test(.router) { client in
+            let lines = (0..<8000).map { "bulk-\($0)" }.joined(separator: "\n")
+            let response = try await client.execute(uri: Self.url, method: .post, headers: Self.text(admin), body: ByteBuffer(string: lines))
+            let id = try #require(response.json?["job_id"] as? String)
+            // Stop the relay part-way through.
+            #expect(try await eventually { try await test.count("SELECT processed FROM jobs") >= 500 })
+            return id
+        }
+        let stopped = try await test.client.query("SELECT status, processed FROM jobs").first!.decode((String, Int).self)
+        #expect(stopped.0 == "running")
+        #expect(stopped.1 > 0 && stopped.1 < 8000, "processed \(stopped.1) when the relay stopped")
+        try await test.application(extra: ["jobs.lease_seconds": .init(.int(1), isSecret: false)]).test(.router) { client in
+            let job = try #require(try await Self.waitForJob(client, id, key: admin))
+            #expect(job["processed"] as? Int == 8000)
+            #expect(job["removed"] as? Int == 4000)
+            #expect(job["not_found"] as? Int == 4000)
+        }
+    }
+
+    @Test("propagated tokens reach Zendesk once each, in batches of at most 100, with a 429 retried")
+    func zendeskForwarding() async throws {
+        let harness = try await DeliveryHarness.make()
+        defer { Task { await harness.shutdown() } }
+        harness.state.setBehaviour(SandboxBehaviour(status: 429, reason: "Too Many Requests", retryAfter: 1, times: 1), for: "zendesk")
+        try await harness.application(extra: [
+            "zendesk.poll_interval_ms": .init(.int(50), isSecret: false), "zendesk.retry_base_ms": .init(.int(100), isSecret: false),
+        ]).test(.router) { client in
+            try await Self.register(harness.test, count: 250)
+            let admin = try await harness.test.key(app: nil)
+            let tokens = (0..<250).map { "\"bulk-\($0)\"" }.joined(separator: ",") + ",\"never-registered\""
+            let response = try await client.execute(
+                uri: Self.url, method: .post, headers: bearer(admin), body: jsonBody(#"{"tokens":[\#(tokens)],"propagate_to_zendesk":true}"#)
+            )
+            #expect(response.status == .accepted)
+            let id = try #require(response.json?["job_id"] as? String)
+            _ = try await Self.waitForJob(client, id, key: admin)
+            #expect(try await eventually {
+                try await client.execute(uri: "/v1/admin/jobs/\(id)", method: .get, headers: bearer(admin)).json?["forwarded"] as? Int == 250
+            })
+        }
+        let calls = harness.state.requests(service: "zendesk")
+        #expect(calls.first?.status == 429)
+        var forwarded: [String] = []
+        for call in calls where call.status == 200 {
+            let list = try #require((try JSONSerialization.jsonObject(with: Data(call.body.utf8)) as? [String: Any])?["push_notification_devices"] as? [String])
+            #expect(list.count <= 100)
+            forwarded += list
+        }
+        #expect(forwarded.count == 250)
+        #expect(Set(forwarded) == Set((0..<250).map { "bulk-\($0)" }))
+        if calls.count >= 2 {
+            #expect(calls[1].receivedAt.timeIntervalSince(calls[0].receivedAt) >= 0.9, "Retry-After: 1 was honoured")
+        }
+    }
+
+    @Test("bad uploads get 400 (or 415) and create nothing; only admin keys may start jobs")
+    func badUploadsAndAuth() async throws {
+        let test = try await TestApp.make()
+        try await test.application().test(.router) { client in
+            let admin = try await test.key(app: nil)
+            let json = bearer(admin)
+            let cases: [(HTTPFields, String, HTTPResponse.Status)] = [
+                (json, "not json", .badRequest),
+                (json, "[]", .badRequest),
+                (json, #"{"propagate_to_zendesk":true}"#, .badRequest),
+                (json, #"{"tokens":"abc"}"#, .badRequest),
+                (json, #"{"tokens":[1,2]}"#, .badRequest),
+                (json, #"{"tokens":[]}"#, .badRequest),
+                (json, #"{"tokens":["has space"]}"#, .badRequest),
+                (json, #"{"tokens":["a"],"propagate_to_zendesk":"yes"}"#, .badRequest),
+                (Self.text(admin), "ok-token\nbad token\n", .badRequest),
+                (Self.text(admin), "\n\n", .badRequest),
+                ([.authorization: "Bearer \(admin)", .contentType: "application/xml"], "<tokens/>", .unsupportedMediaType),
+            ]
+            for (headers, body, status) in cases {
+                let response = try await client.execute(uri: Self.url, method: .post, headers: headers, body: ByteBuffer(string: body))
+                #expect(response.status == status, "\(body)")
+                #expect(response.errorBody != nil)
+            }
+            #expect(try await test.count("SELECT count(*) FROM jobs") == 0)
+            #expect(try await test.count("SELECT count(*) FROM job_tokens") == 0)
+
+            let appKey = try await test.key(app: "support")
+            let forbidden = try await client.execute(uri: Self.url, method: .post, headers: bearer(appKey), body: jsonBody(#"{"tokens":["a"]}"#))
+            #expect(forbidden.status == .forbidden)
+            #expect(try await client.execute(uri: "/v1/admin/jobs", method: .get, headers: bearer(appKey)).status == .forbidden)
+            #expect(try await client.execute(uri: Self.url, method: .post, body: jsonBody(#"{"tokens":["a"]}"#)).status == .unauthorized)
+            #expect(try await client.execute(uri: "/v1/admin/jobs/\(UUID())", method: .get, headers: bearer(admin)).status == .notFound)
+        }
+    }
+
+    @Test("a cancelled job stops and says so")
+    func cancel() async throws {
+        let test = try await TestApp.make()
+        // No job runner picks it up quickly: a long poll and no NOTIFY reaction matters not; cancel at once.
+        try await test.application(extra: ["jobs.batch_size": .init(.int(10), isSecret: false)]).test(.router) { client in
+            try await Self.register(test, count: 3000)
+            let admin = try await test.key(app: nil)
+            let lines = (0..<3000).map { "bulk-\($0)" }.joined(separator: "\n")
+            let response = try await client.execute(uri: Self.url, method: .post, headers: Self.text(admin), body: ByteBuffer(string: lines))
+            let id = try #require(response.json?["job_id"] as? String)
+            let cancelled = try await client.execute(uri: "/v1/admin/jobs/\(id)/cancel", method: .post, headers: bearer(admin))
+            #expect(cancelled.status == .ok)
+            #expect(cancelled.json?["status"] as? String == "cancelled")
+            try await Task.sleep(for: .milliseconds(500))
+            let after = try await client.execute(uri: "/v1/admin/jobs/\(id)", method: .get, headers: bearer(admin)).json
+            #expect(after?["status"] as? String == "cancelled")
+            #expect((after?["processed"] as? Int ?? 0) < 3000)
+        }
+    }
+}
