@@ -109,6 +109,7 @@ let package = Package(
             dependencies: [
                 "PushRelay",
                 "PushSandbox",
+                "CurlHTTP2",
                 "Postgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

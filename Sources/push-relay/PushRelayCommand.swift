@@ -11,7 +11,7 @@ struct PushRelayCommand: AsyncParsableCommand {
 
             Configuration comes from command-line options, then environment variables (HTTP_PORT for http.port, DATABASE_URL for database.url, ...), then the YAML file given by --config or CONFIG_FILE. README.md lists every key.
             """,
-        subcommands: [Serve.self, Migrate.self, Keys.self, Sandbox.self, Version.self],
+        subcommands: [Serve.self, Migrate.self, Keys.self, Devices.self, Jobs.self, Sandbox.self, Version.self],
         defaultSubcommand: nil
     )
 }
