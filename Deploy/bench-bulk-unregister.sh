@@ -48,7 +48,8 @@ admin_key="$($relay_bin keys create --admin --label bench --config "$work/config
 pg_port="$(grep -o 'port = [0-9]*' "$work/data/postgres/pgdata/push-relay.conf" | awk '{print $3}')"
 export PGPASSWORD="$(cat "$work/data/postgres/password")"
 psql -q -h 127.0.0.1 -p "$pg_port" -U pushrelay pushrelay -c \
-    "INSERT INTO devices (app_id, token, platform) SELECT 'bench', lpad(to_hex(i), 64, '0'), 'ios' FROM generate_series(1, $count) i; VACUUM ANALYZE devices;"
+    "INSERT INTO devices (app_id, token, platform) SELECT 'bench', lpad(to_hex(i), 64, '0'), 'ios' FROM generate_series(1, $count) i" \
+    -c "VACUUM ANALYZE devices"
 python3 -c "
 import sys
 with open(sys.argv[1], 'w') as f:
@@ -58,5 +59,5 @@ with open(sys.argv[1], 'w') as f:
 
 echo "machine: $(nproc) cores; $count registered devices; tokens file $(du -h "$work/tokens.txt" | cut -f1)"
 PUSH_RELAY_ADMIN_KEY="$admin_key" $relay_bin devices bulk-unregister --app bench --file "$work/tokens.txt" \
-    --server "http://127.0.0.1:$port" | tail -n 3
+    --server "http://127.0.0.1:$port"
 echo "devices left: $(psql -qtA -h 127.0.0.1 -p "$pg_port" -U pushrelay pushrelay -c "SELECT count(*) FROM devices WHERE app_id = 'bench'")"

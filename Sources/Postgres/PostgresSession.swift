@@ -83,6 +83,19 @@ public final class PostgresCopyWriter: @unchecked Sendable {
         if buffer.count >= chunkSize { try await flush() }
     }
 
+    /// Appends bytes the caller has already formatted as complete rows in COPY's text format
+    /// (fields separated by tabs, rows ended by newlines, special characters escaped). For bulk
+    /// loads where building a value array per row would cost more than the row itself; call
+    /// ``flushIfFull()`` between batches of rows.
+    public func appendFormatted(_ body: (inout [UInt8]) -> Void) {
+        body(&buffer)
+    }
+
+    /// Sends the buffer when it has reached the chunk size.
+    public func flushIfFull() async throws {
+        if buffer.count >= chunkSize { try await flush() }
+    }
+
     /// Sends what is buffered.
     public func flush() async throws {
         guard !buffer.isEmpty else { return }

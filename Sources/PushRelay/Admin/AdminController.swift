@@ -44,7 +44,6 @@ struct AdminController<Context: RequestContext>: Sendable {
         let created: (id: UUID, total: Int)
         do {
             if type.hasPrefix("application/json") {
-                var request = request
                 let buffer: ByteBuffer
                 do {
                     buffer = try await request.body.collect(upTo: maxJSONBytes)
@@ -57,27 +56,30 @@ struct AdminController<Context: RequestContext>: Sendable {
                 let body = try JSONBody(buffer: buffer)
                 let tokens = try body.stringArray("tokens")
                 let propagate = try body.optionalBool("propagate_to_zendesk") ?? false
-                for (index, token) in tokens.enumerated() where !DeviceToken.isPrintable(token) {
-                    throw JSONBody.invalidField("tokens[\(index)]", "must be a device token (1-4096 printable characters without spaces)")
-                }
-                created = try await store.create(app: app, propagate: propagate) { add in
-                    for token in tokens { try await add(Self.normalised(token)) }
+                created = try await store.create(app: app, propagate: propagate) { sink in
+                    for (index, token) in tokens.enumerated() {
+                        guard sink.add(token.utf8) else {
+                            throw JSONBody.invalidField("tokens[\(index)]", "must be a device token (1-4096 printable characters without spaces)")
+                        }
+                        if index % 4096 == 0 { try await sink.flushIfFull() }
+                    }
                 }
             } else if type.hasPrefix("text/plain") || type.hasPrefix("text/csv") {
                 let propagate = try Self.flag(request.uri.queryParameters["propagate_to_zendesk"].map(String.init))
                 let csv = type.hasPrefix("text/csv")
-                created = try await store.create(app: app, propagate: propagate) { add in
+                created = try await store.create(app: app, propagate: propagate) { sink in
                     var lines = LineSplitter()
                     var number = 0
                     for try await chunk in request.body {
-                        for line in lines.feed(chunk) {
+                        try lines.feed(chunk) { line in
                             number += 1
-                            if let token = try Self.token(line: line, number: number, csv: csv) { try await add(token) }
+                            try Self.add(line: line, number: number, csv: csv, to: sink)
                         }
+                        try await sink.flushIfFull()
                     }
                     if let line = lines.finish() {
                         number += 1
-                        if let token = try Self.token(line: line, number: number, csv: csv) { try await add(token) }
+                        try Self.add(line: line, number: number, csv: csv, to: sink)
                     }
                 }
             } else {
@@ -134,25 +136,20 @@ struct AdminController<Context: RequestContext>: Sendable {
         }
     }
 
-    /// Hex tokens are stored lower-case, so they are matched lower-case.
-    static func normalised(_ token: String) -> String {
-        token.utf8.allSatisfy(DeviceToken.isHex) ? token.lowercased() : token
-    }
-
-    /// The token on one line: blank lines are skipped; in CSV the first field, without quotes, and a
-    /// `token` header is skipped. Anything unprintable is a 400 naming the line.
-    static func token(line: Substring, number: Int, csv: Bool) throws -> String? {
-        var text = line.trimmingCharacters(in: .whitespaces)
-        if csv {
-            text = String(text.split(separator: ",", maxSplits: 1, omittingEmptySubsequences: false).first ?? "")
-                .trimmingCharacters(in: CharacterSet(charactersIn: "\" "))
-            if number == 1 && text.lowercased() == "token" { return nil }
-        }
-        if text.isEmpty { return nil }
-        guard DeviceToken.isPrintable(text) else {
+    /// Adds the token on one line: surrounding blanks are ignored and blank lines skipped; in CSV
+    /// the first field, without quotes, and a `token` header on line 1 is skipped. Anything that is
+    /// not a token is a 400 naming the line (the whole upload is then discarded).
+    static func add(line: ArraySlice<UInt8>, number: Int, csv: Bool, to sink: JobTokenSink) throws {
+        var field = line
+        if csv, let comma = field.firstIndex(of: UInt8(ascii: ",")) { field = field[..<comma] }
+        let blank: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 || (csv && $0 == UInt8(ascii: "\"")) }
+        while let first = field.first, blank(first) { field = field.dropFirst() }
+        while let last = field.last, blank(last) { field = field.dropLast() }
+        if field.isEmpty { return }
+        if csv && number == 1 && field.elementsEqual("token".utf8) { return }
+        guard sink.add(field) else {
             throw JSONBody.invalidField("line \(number)", "is not a device token (1-4096 printable characters without spaces)")
         }
-        return normalised(text)
     }
 }
 
@@ -160,30 +157,31 @@ struct AdminController<Context: RequestContext>: Sendable {
 struct LineSplitter {
     private var pending: [UInt8] = []
 
-    mutating func feed(_ chunk: ByteBuffer) -> [Substring] {
-        var lines: [Substring] = []
-        chunk.withUnsafeReadableBytes { bytes in
-            var start = 0
-            for index in 0..<bytes.count where bytes[index] == UInt8(ascii: "\n") {
-                pending.append(contentsOf: bytes[start..<index])
-                lines.append(Self.line(pending))
+    /// Calls `line` with each complete line of `chunk` (and of what earlier chunks left over).
+    mutating func feed(_ chunk: ByteBuffer, _ line: (ArraySlice<UInt8>) throws -> Void) rethrows {
+        let bytes = Array(chunk.readableBytesView)
+        var start = 0
+        while let newline = bytes[start...].firstIndex(of: UInt8(ascii: "\n")) {
+            if pending.isEmpty {
+                try line(Self.trimCR(bytes[start..<newline]))
+            } else {
+                pending.append(contentsOf: bytes[start..<newline])
+                try line(Self.trimCR(pending[...]))
                 pending.removeAll(keepingCapacity: true)
-                start = index + 1
             }
-            pending.append(contentsOf: bytes[start..<bytes.count])
+            start = newline + 1
         }
-        return lines
+        pending.append(contentsOf: bytes[start...])
     }
 
-    mutating func finish() -> Substring? {
+    /// The last line, when the stream did not end with a newline.
+    mutating func finish() -> ArraySlice<UInt8>? {
         guard !pending.isEmpty else { return nil }
         defer { pending = [] }
-        return Self.line(pending)
+        return Self.trimCR(pending[...])
     }
 
-    private static func line(_ bytes: [UInt8]) -> Substring {
-        var slice = bytes[...]
-        if slice.last == UInt8(ascii: "\r") { slice = slice.dropLast() }
-        return Substring(decoding: slice, as: UTF8.self)
+    private static func trimCR(_ line: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
+        line.last == UInt8(ascii: "\r") ? line.dropLast() : line
     }
 }

@@ -2,21 +2,28 @@ import Foundation
 import Logging
 import Postgres
 import ServiceLifecycle
+import Synchronization
 
 /// Runs bulk-unregister jobs: any instance may take a runnable job (`FOR UPDATE SKIP LOCKED`, with
 /// a lease renewed by every batch), so a job whose instance died is resumed by another (or the same,
-/// restarted) from the last committed batch. Woken by NOTIFY on ``JobStore/channel`` and a poll.
+/// restarted), skipping the batches already committed. `parallel` batches of a job run at once, on
+/// as many connections. Woken by NOTIFY on ``JobStore/channel`` and a poll.
 final class JobRunner: Service, Sendable {
     private let store: JobStore
     private let wakeUps: AsyncStream<PostgresListenerEvent>?
     private let batchSize: Int
+    private let parallel: Int
     private let pollInterval: Duration
     private let lease: Double
     private let logger: Logger
     let owner: String
 
-    init(store: JobStore, wakeUps: AsyncStream<PostgresListenerEvent>?, batchSize: Int, pollInterval: Duration, lease: Double, logger: Logger) {
+    init(
+        store: JobStore, wakeUps: AsyncStream<PostgresListenerEvent>?, batchSize: Int, parallel: Int, pollInterval: Duration, lease: Double,
+        logger: Logger
+    ) {
         self.store = store
+        self.parallel = max(1, parallel)
         self.wakeUps = wakeUps
         self.batchSize = max(1, batchSize)
         self.pollInterval = pollInterval
@@ -53,38 +60,65 @@ final class JobRunner: Service, Sendable {
 
     /// Runs one job to its end (or until shutdown); false when there was none.
     private func runOne() async -> Bool {
-        let claimed: (id: UUID, app: String, propagate: Bool, processed: Int)?
+        let claimed: JobStore.Claimed?
         do {
-            claimed = try await store.claim(owner: owner, lease: lease)
+            claimed = try await store.claim(owner: owner, lease: lease, batchSize: batchSize)
         } catch {
             logger.warning("claiming a job failed", metadata: ["error": "\(error)"])
             return false
         }
         guard let job = claimed else { return false }
-        var processed = job.processed
-        logger.info("bulk-unregister job running", metadata: ["push.job": "\(job.id)", "push.app": "\(job.app)", "push.from_line": "\(processed)"])
-        while !Task.isCancelled {
-            do {
-                guard
-                    let next = try await store.runBatch(
-                        job: job.id, app: job.app, propagate: job.propagate, after: processed, size: batchSize, owner: owner, lease: lease
-                    )
-                else {
-                    logger.info("bulk-unregister job stopped (cancelled or taken over)", metadata: ["push.job": "\(job.id)"])
-                    return true
+        let starts = stride(from: 1, through: max(job.total, 1), by: job.batchSize).filter { !job.done.contains($0) }
+        logger.info(
+            "bulk-unregister job running",
+            metadata: ["push.job": "\(job.id)", "push.app": "\(job.app)", "push.batches_left": "\(starts.count)", "push.batches_done": "\(job.done.count)"]
+        )
+        let queue = BatchQueue()
+        await withTaskGroup(of: Void.self) { workers in
+            for _ in 0..<min(parallel, starts.count) {
+                workers.addTask {
+                    while !Task.isCancelled {
+                        let index = queue.state.withLock { state -> Int? in
+                            guard !state.stopped, state.next < starts.count else { return nil }
+                            defer { state.next += 1 }
+                            return state.next
+                        }
+                        guard let index else { return }
+                        while !Task.isCancelled {
+                            do {
+                                let ran = try await self.store.runBatch(
+                                    job: job.id, app: job.app, propagate: job.propagate, first: starts[index], size: job.batchSize,
+                                    owner: self.owner, lease: self.lease
+                                )
+                                if !ran { queue.state.withLock { $0.stopped = true } }
+                                break
+                            } catch {
+                                if Task.isCancelled { return }
+                                self.logger.warning("a bulk-unregister batch failed; retrying", metadata: ["push.job": "\(job.id)", "error": "\(error)"])
+                                try? await Task.sleep(for: .seconds(1))
+                            }
+                        }
+                    }
                 }
-                if next == processed {
-                    try await store.finish(job.id, owner: owner, status: "succeeded")
-                    logger.info("bulk-unregister job succeeded", metadata: ["push.job": "\(job.id)", "push.lines": "\(processed)"])
-                    return true
-                }
-                processed = next
-            } catch {
-                if Task.isCancelled { break }
-                logger.warning("a bulk-unregister batch failed; retrying", metadata: ["push.job": "\(job.id)", "error": "\(error)"])
-                try? await Task.sleep(for: .seconds(1))
             }
         }
-        return false
+        let (next, stopped) = queue.state.withLock { ($0.next, $0.stopped) }
+        if stopped {
+            logger.info("bulk-unregister job stopped (cancelled or taken over)", metadata: ["push.job": "\(job.id)"])
+            return true
+        }
+        guard !Task.isCancelled, next >= starts.count else { return false }
+        do {
+            try await store.finish(job.id, owner: owner, status: "succeeded")
+            logger.info("bulk-unregister job succeeded", metadata: ["push.job": "\(job.id)", "push.lines": "\(job.total)"])
+        } catch {
+            logger.warning("marking a job finished failed", metadata: ["push.job": "\(job.id)", "error": "\(error)"])
+        }
+        return true
     }
+}
+
+/// The batches of one run, handed out to the workers in order.
+private final class BatchQueue: Sendable {
+    let state = Mutex((next: 0, stopped: false))
 }

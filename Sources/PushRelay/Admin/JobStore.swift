@@ -41,10 +41,11 @@ struct JobStore: Sendable {
 
     let client: PostgresClient
 
-    /// Creates a job from tokens streamed by `tokens` (COPY into `job_tokens`), in one transaction:
-    /// if `tokens` throws, nothing is stored. Returns the job's id and its token count.
+    /// Creates a job from tokens streamed by `tokens` into a ``JobTokenSink`` (COPY into
+    /// `job_tokens`), in one transaction: if `tokens` throws, nothing is stored. Returns the job's
+    /// id and its token count.
     func create(
-        app: String, propagate: Bool, tokens: (_ add: (String) async throws -> Void) async throws -> Void
+        app: String, propagate: Bool, tokens: (_ sink: JobTokenSink) async throws -> Void
     ) async throws -> (id: UUID, total: Int) {
         let id = UUID()
         return try await client.withTransaction { session in
@@ -52,13 +53,12 @@ struct JobStore: Sendable {
                 "INSERT INTO jobs (id, app_id, kind, status, propagate_to_zendesk, parameters) VALUES ($1, $2, $3, 'queued', $4, jsonb_build_object('propagate_to_zendesk', $4::boolean))",
                 [id, app, Self.kind, propagate]
             )
-            var line = 0
             let idText = id.uuidString.lowercased()
+            var line = 0
             try await session.copyIn("COPY job_tokens (job_id, line, token) FROM STDIN") { writer in
-                try await tokens { token in
-                    line += 1
-                    try await writer.write([idText, line, token])
-                }
+                let sink = JobTokenSink(writer: writer, jobID: idText)
+                try await tokens(sink)
+                line = sink.count
             }
             guard line > 0 else { throw JobUploadError.empty }
             _ = try await session.query("UPDATE jobs SET total = $2 WHERE id = $1", [id, line])
@@ -70,6 +70,63 @@ struct JobStore: Sendable {
     enum JobUploadError: Error {
         case empty
     }
+}
+
+/// Receives a job's tokens during the upload and formats each straight into the COPY stream: a
+/// million-line upload must not cost a million value arrays.
+final class JobTokenSink {
+    private let writer: PostgresCopyWriter
+    private let prefix: [UInt8]
+    /// Tokens added so far; also the line number of the last one.
+    private(set) var count = 0
+
+    init(writer: PostgresCopyWriter, jobID: String) {
+        self.writer = writer
+        prefix = Array(jobID.utf8) + [UInt8(ascii: "\t")]
+    }
+
+    /// Adds one token if it is 1-4096 printable ASCII characters without spaces; hex tokens are
+    /// lower-cased, as the registry stores them. Returns false (adding nothing) otherwise.
+    func add(_ token: some Collection<UInt8>) -> Bool {
+        var length = 0
+        var allHex = true
+        for byte in token {
+            guard byte > 0x20, byte < 0x7f else { return false }
+            length += 1
+            if allHex && !DeviceToken.isHex(byte) { allHex = false }
+        }
+        guard length > 0, length <= 4096 else { return false }
+        count += 1
+        let line = count
+        writer.appendFormatted { buffer in
+            buffer.append(contentsOf: prefix)
+            var digits: [UInt8] = []
+            var value = line
+            repeat {
+                digits.append(UInt8(ascii: "0") + UInt8(value % 10))
+                value /= 10
+            } while value > 0
+            buffer.append(contentsOf: digits.reversed())
+            buffer.append(UInt8(ascii: "\t"))
+            for byte in token {
+                if byte == UInt8(ascii: "\\") {
+                    buffer.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
+                } else if allHex && byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "F") {
+                    buffer.append(byte + 32)
+                } else {
+                    buffer.append(byte)
+                }
+            }
+            buffer.append(UInt8(ascii: "\n"))
+        }
+        return true
+    }
+
+    /// Sends the COPY buffer once it is full (call between chunks of the upload).
+    func flushIfFull() async throws { try await writer.flushIfFull() }
+}
+
+extension JobStore {
 
     private static let columns = """
         j.id, j.app_id, j.kind, j.status, j.propagate_to_zendesk, j.total, j.processed, j.removed, j.not_found, j.failed,
@@ -106,34 +163,54 @@ struct JobStore: Sendable {
         return try await get(id)
     }
 
-    /// Takes the oldest runnable job whose lease is free (queued, or running on an instance whose
-    /// lease ran out), for `owner`.
-    func claim(owner: String, lease: Double) async throws -> (id: UUID, app: String, propagate: Bool, processed: Int)? {
-        try await client.query(
-            """
-            UPDATE jobs j SET status = 'running', lease_owner = $1, lease_expires_at = now() + make_interval(secs => $2),
-                started_at = coalesce(j.started_at, now())
-            WHERE j.id = (
-                SELECT id FROM jobs WHERE status IN ('queued', 'running') AND (lease_expires_at IS NULL OR lease_expires_at < now())
-                ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED
-            )
-            RETURNING j.id, j.app_id, j.propagate_to_zendesk, j.processed
-            """,
-            [owner, lease]
-        ).first.map { try $0.decode((UUID, String, Bool, Int).self) }
+    /// A job claimed to run: its size, its batch size and the batches already done.
+    struct Claimed: Sendable {
+        var id: UUID
+        var app: String
+        var propagate: Bool
+        var total: Int
+        var batchSize: Int
+        var done: Set<Int>
     }
 
-    /// One batch, in one transaction: the next `size` lines after `processed` are deleted from the
-    /// registry with one set-based DELETE, counted, and (when asked) queued for Zendesk. Returns the
-    /// new `processed`, or nil when the job is no longer this owner's to run (cancelled, taken over).
-    func runBatch(job: UUID, app: String, propagate: Bool, after processed: Int, size: Int, owner: String, lease: Double) async throws -> Int? {
+    /// Takes the oldest runnable job whose lease is free (queued, or running on an instance whose
+    /// lease ran out), for `owner`. The batch size is fixed at the first run.
+    func claim(owner: String, lease: Double, batchSize: Int) async throws -> Claimed? {
+        guard
+            let row = try await client.query(
+                """
+                UPDATE jobs j SET status = 'running', lease_owner = $1, lease_expires_at = now() + make_interval(secs => $2),
+                    started_at = coalesce(j.started_at, now()), batch_size = coalesce(j.batch_size, $3)
+                WHERE j.id = (
+                    SELECT id FROM jobs WHERE status IN ('queued', 'running') AND (lease_expires_at IS NULL OR lease_expires_at < now())
+                    ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED
+                )
+                RETURNING j.id, j.app_id, j.propagate_to_zendesk, j.total, j.batch_size
+                """,
+                [owner, lease, batchSize]
+            ).first
+        else { return nil }
+        let (id, app, propagate, total, size) = try row.decode((UUID, String, Bool, Int, Int).self)
+        let done = try await client.query("SELECT first_line FROM job_batches WHERE job_id = $1", [id]).rows.map { try $0.decode(Int.self, at: 0) }
+        return Claimed(id: id, app: app, propagate: propagate, total: total, batchSize: size, done: Set(done))
+    }
+
+    /// One batch, in one transaction: lines `first ..< first + size` are deleted from the registry
+    /// with one set-based DELETE, counted, recorded in `job_batches`, and (when asked) queued for
+    /// Zendesk. Several batches of one job may run at once. Returns false, doing nothing, when the
+    /// job is no longer this owner's to run (cancelled, or taken over after a lost lease).
+    func runBatch(job: UUID, app: String, propagate: Bool, first: Int, size: Int, owner: String, lease: Double) async throws -> Bool {
         try await client.query(
             """
-            WITH batch AS MATERIALIZED (
-                SELECT line, token FROM job_tokens WHERE job_id = $1 AND line > $3 ORDER BY line LIMIT $4
+            WITH allowed AS MATERIALIZED (
+                SELECT 1 FROM jobs WHERE id = $1 AND status = 'running' AND lease_owner = $6
+            ),
+            batch AS MATERIALIZED (
+                SELECT line, token FROM job_tokens
+                WHERE job_id = $1 AND line >= $3 AND line < $3 + $4 AND EXISTS (SELECT 1 FROM allowed)
             ),
             deleted AS (
-                DELETE FROM devices d USING (SELECT DISTINCT token FROM batch) b
+                DELETE FROM devices d USING batch b
                 WHERE d.app_id = $2 AND d.token = b.token
                 RETURNING d.token, d.platform
             ),
@@ -143,17 +220,21 @@ struct JobStore: Sendable {
                 ON CONFLICT (app_id, token) DO NOTHING
             ),
             counts AS (
-                SELECT (SELECT count(*) FROM batch) AS lines, (SELECT coalesce(max(line), $3) FROM batch) AS last,
-                       (SELECT count(*) FROM deleted) AS removed
+                SELECT (SELECT count(*) FROM batch) AS lines, (SELECT count(*) FROM deleted) AS removed
+            ),
+            recorded AS (
+                INSERT INTO job_batches (job_id, first_line, last_line, removed, not_found)
+                SELECT $1, $3, $3 + $4 - 1, removed, lines - removed FROM counts WHERE EXISTS (SELECT 1 FROM allowed)
+                RETURNING 1
             )
-            UPDATE jobs j SET processed = counts.last, removed = j.removed + counts.removed,
+            UPDATE jobs j SET processed = j.processed + counts.lines, removed = j.removed + counts.removed,
                 not_found = j.not_found + counts.lines - counts.removed, lease_expires_at = now() + make_interval(secs => $7)
             FROM counts
-            WHERE j.id = $1 AND j.lease_owner = $6 AND j.status = 'running'
+            WHERE j.id = $1 AND EXISTS (SELECT 1 FROM recorded)
             RETURNING j.processed
             """,
-            [job, app, processed, size, propagate, owner, lease]
-        ).first.map { try $0.decode(Int.self, at: 0) }
+            [job, app, first, size, propagate, owner, lease]
+        ).first != nil
     }
 
     /// Marks the job done and drops its uploaded tokens.
@@ -165,5 +246,6 @@ struct JobStore: Sendable {
             )
         }
         _ = try await client.query("DELETE FROM job_tokens WHERE job_id = $1", [id])
+        _ = try await client.query("DELETE FROM job_batches WHERE job_id = $1", [id])
     }
 }

@@ -66,6 +66,7 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
     let jobs = JobRunner(
         store: JobStore(client: database.client), wakeUps: jobListener.events,
         batchSize: reader.int(forKey: "jobs.batch_size", default: 50_000),
+        parallel: reader.int(forKey: "jobs.parallel_batches", default: 2),
         pollInterval: .milliseconds(max(10, reader.int(forKey: "jobs.poll_interval_ms", default: 1000))),
         lease: Double(max(1, reader.int(forKey: "jobs.lease_seconds", default: 30))), logger: logger
     )
