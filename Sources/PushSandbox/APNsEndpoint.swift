@@ -1,11 +1,29 @@
 import Foundation
 import JWTKit
+import Synchronization
 
 /// `POST /3/device/{token}`, checked as APNs checks it.
 struct APNsEndpoint: Sendable {
     let state: SandboxState
     let keys: JWTKeyCollection?
     let teams: [String: String]
+    /// Provider tokens whose signature was already checked: a client reuses one token for up to an
+    /// hour, and checking an ES256 signature per push would make the sandbox, not the client, the
+    /// bottleneck of a benchmark. Age is still checked on every request.
+    let verified = VerifiedTokens()
+
+    final class VerifiedTokens: Sendable {
+        private let table = Mutex<[String: ProviderClaims]>([:])
+
+        func get(_ jwt: String) -> ProviderClaims? { table.withLock { $0[jwt] } }
+
+        func put(_ jwt: String, _ claims: ProviderClaims) {
+            table.withLock { table in
+                if table.count >= 1000 { table.removeAll() }
+                table[jwt] = claims
+            }
+        }
+    }
 
     struct ProviderClaims: JWTPayload {
         var iss: IssuerClaim
@@ -67,10 +85,15 @@ struct APNsEndpoint: Sendable {
         if let keys {
             let jwt = String(authorization.dropFirst(7))
             let claims: ProviderClaims
-            do {
-                claims = try await keys.verify(jwt, as: ProviderClaims.self)
-            } catch {
-                throw Failure(status: 403, reason: "InvalidProviderToken")
+            if let known = verified.get(jwt) {
+                claims = known
+            } else {
+                do {
+                    claims = try await keys.verify(jwt, as: ProviderClaims.self)
+                } catch {
+                    throw Failure(status: 403, reason: "InvalidProviderToken")
+                }
+                verified.put(jwt, claims)
             }
             guard teams.values.contains(claims.iss.value) else { throw Failure(status: 403, reason: "InvalidProviderToken") }
             if Date().timeIntervalSince(claims.iat.value) > 3600 { throw Failure(status: 403, reason: "ExpiredProviderToken") }

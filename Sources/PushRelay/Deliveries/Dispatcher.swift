@@ -39,6 +39,9 @@ final class Dispatcher: Service, Sendable {
         /// Deliveries intake stored already claimed for this instance, waiting to be started.
         var handedOff: [ClaimedDelivery] = []
         var stopping = false
+        /// Set by the wake-ups that may find due rows (NOTIFY, the poll, room freed); a hand-over
+        /// from intake alone needs no claim query.
+        var claimWanted = true
     }
 
     private let client: PostgresClient
@@ -82,15 +85,15 @@ final class Dispatcher: Service, Sendable {
         await withTaskGroup(of: Void.self) { helpers in
             // Wake-ups: NOTIFY from intake (and a re-read whenever the listener reconnects) ...
             if let wakeUps {
-                helpers.addTask { [ring] in
-                    for await _ in wakeUps { ring.yield() }
+                helpers.addTask {
+                    for await _ in wakeUps { self.wantClaim() }
                 }
             }
             // ... and the poll, which is what brings retries back.
-            helpers.addTask { [ring, settings] in
+            helpers.addTask { [settings] in
                 while !Task.isCancelled {
                     try? await Task.sleep(for: settings.pollInterval)
-                    ring.yield()
+                    self.wantClaim()
                 }
             }
             async let writer: Void = writeResults()
@@ -100,7 +103,9 @@ final class Dispatcher: Service, Sendable {
                 await withGracefulShutdownHandler {
                     for await _ in doorbell {
                         startHandedOff(into: &sends)
-                        await claimAndSend(into: &sends)
+                        if state.withLock({ state in defer { state.claimWanted = false }; return state.claimWanted }) {
+                            await claimAndSend(into: &sends)
+                        }
                     }
                 } onGracefulShutdown: {
                     self.state.withLock { $0.stopping = true }
@@ -165,7 +170,13 @@ final class Dispatcher: Service, Sendable {
             state.inFlight[app, default: 0] -= count
             return wasFull
         }
-        if wasFull { ring.yield() }
+        if wasFull { wantClaim() }
+    }
+
+    /// Rings for a claim query.
+    private func wantClaim() {
+        state.withLock { $0.claimWanted = true }
+        ring.yield()
     }
 
     /// Starts deliveries intake stored claimed for this instance (their slots are reserved).
@@ -206,7 +217,7 @@ final class Dispatcher: Service, Sendable {
             return wasFull
         }
         writerRing.yield()
-        if freed { ring.yield() }
+        if freed { wantClaim() }
     }
 
     /// Applies the outcome rules to one answer.
@@ -356,37 +367,37 @@ final class Dispatcher: Service, Sendable {
                 deadReasons.append(result.error ?? "dead token")
             }
         }
-        try await client.withTransaction { session in
-            _ = try await session.query(
-                """
+        // One statement (so one round trip and one commit): the deliveries' new state, and the
+        // devices of dead tokens marked invalid and queued for Zendesk.
+        _ = try await client.query(
+            """
+            WITH updated AS (
                 UPDATE deliveries d
                 SET status = u.status, next_attempt_at = coalesce(u.next_at, d.next_attempt_at), provider_id = u.provider_id,
                     last_error = u.error, attempts = d.attempts + u.adjustment, lease_owner = NULL, lease_expires_at = NULL,
                     delivered_at = CASE WHEN u.status = 'delivered' THEN now() END, updated_at = now()
                 FROM unnest($1::bigint[], $2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::int[])
                     AS u(id, status, next_at, provider_id, error, adjustment)
-                WHERE d.id = u.id AND d.lease_owner = $7 AND d.status = 'sending'
-                """,
-                [ids, statuses, next, providerIDs, errors, adjustments, owner],
-                prepare: true
-            )
-            guard !deadTokens.isEmpty else { return }
-            _ = try await session.query(
-                """
-                WITH dead AS (
-                    SELECT DISTINCT ON (app_id, token) * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])
-                        AS t(app_id, token, platform, reason)
-                ),
-                invalidated AS (
-                    UPDATE devices dv SET status = 'invalid', invalid_reason = dead.reason, invalidated_at = now(), updated_at = now()
-                    FROM dead WHERE dv.app_id = dead.app_id AND dv.token = dead.token AND dv.status = 'active'
-                )
+                WHERE d.id = u.id AND d.lease_owner = $7
+                RETURNING 1
+            ),
+            dead AS (
+                SELECT DISTINCT ON (app_id, token) * FROM unnest($8::text[], $9::text[], $10::text[], $11::text[])
+                    AS t(app_id, token, platform, reason)
+            ),
+            invalidated AS (
+                UPDATE devices dv SET status = 'invalid', invalid_reason = dead.reason, invalidated_at = now(), updated_at = now()
+                FROM dead WHERE dv.app_id = dead.app_id AND dv.token = dead.token AND dv.status = 'active'
+            ),
+            queued AS (
                 INSERT INTO zendesk_unregister_queue (app_id, token, platform, reason)
                 SELECT app_id, token, platform, reason FROM dead
                 ON CONFLICT (app_id, token) DO NOTHING
-                """,
-                [deadApps, deadTokens, deadPlatforms, deadReasons]
             )
-        }
+            SELECT count(*) FROM updated
+            """,
+            [ids, statuses, next, providerIDs, errors, adjustments, owner, deadApps, deadTokens, deadPlatforms, deadReasons],
+            prepare: true
+        )
     }
 }
