@@ -268,9 +268,22 @@ final class Dispatcher: Service, Sendable {
 
     // MARK: - Database
 
+    /// Runs one statement of the dispatcher's own bookkeeping (claims, outcomes) with
+    /// `synchronous_commit` off for its transaction: it does not wait for its WAL flush, so it does
+    /// not queue in front of webhook commits, which do wait. Losing the last of these commits in a
+    /// crash loses nothing a webhook was acknowledged for: a lost claim leaves the row due, a lost
+    /// outcome leaves it leased until the lease ends; either way the push is sent again (at least
+    /// once, and the collapse id folds the duplicate on the device).
+    private func bookkeeping(_ sql: String, _ parameters: [any PostgresEncodable]) async throws -> PostgresQueryResult {
+        try await client.withTransaction { session in
+            _ = try await session.execute("SET LOCAL synchronous_commit TO off")
+            return try await session.query(sql, parameters, prepare: true)
+        }
+    }
+
     /// Claims up to `limits[i]` due deliveries of `apps[i]`, oldest due first.
     func claim(apps: [String], limits: [Int]) async throws -> [ClaimedDelivery] {
-        let result = try await client.query(
+        let result = try await bookkeeping(
             """
             WITH wanted AS (
                 SELECT * FROM unnest($1::text[], $2::int[]) AS w(app_id, wanted)
@@ -300,8 +313,7 @@ final class Dispatcher: Service, Sendable {
             LEFT JOIN notifications n ON n.id = c.notification_id
             LEFT JOIN devices dv ON dv.app_id = c.app_id AND dv.token = c.device_token
             """,
-            [apps, limits, owner, settings.lease.timeInterval],
-            prepare: true
+            [apps, limits, owner, settings.lease.timeInterval]
         )
         return try result.rows.map { row in
             let (id, app, token, platform, kind, attempts, created) = try row.decode((Int64, String, String, String, String, Int, Date).self)
@@ -367,9 +379,9 @@ final class Dispatcher: Service, Sendable {
                 deadReasons.append(result.error ?? "dead token")
             }
         }
-        // One statement (so one round trip and one commit): the deliveries' new state, and the
-        // devices of dead tokens marked invalid and queued for Zendesk.
-        _ = try await client.query(
+        // One statement: the deliveries' new state, and the devices of dead tokens marked invalid
+        // and queued for Zendesk.
+        _ = try await bookkeeping(
             """
             WITH updated AS (
                 UPDATE deliveries d
@@ -396,8 +408,7 @@ final class Dispatcher: Service, Sendable {
             )
             SELECT count(*) FROM updated
             """,
-            [ids, statuses, next, providerIDs, errors, adjustments, owner, deadApps, deadTokens, deadPlatforms, deadReasons],
-            prepare: true
+            [ids, statuses, next, providerIDs, errors, adjustments, owner, deadApps, deadTokens, deadPlatforms, deadReasons]
         )
     }
 }
