@@ -121,3 +121,12 @@ func webhook(devices: [(String, String)], ticket: String = "5", title: String = 
     let list = devices.map { #"{"identifier":"\#($0.0)","type":"\#($0.1)"}"# }.joined(separator: ",")
     return #"{"devices":[\#(list)],"notification":{"title":"\#(title)","body":"\#(body)","ticket_id":"\#(ticket)"}}"#
 }
+
+/// The value of the Prometheus sample named `name` whose labels include all of `labels`.
+func metricValue(_ text: String, _ name: String, _ labels: [String: String]) -> Double? {
+    for line in text.split(separator: "\n") where line.hasPrefix(name + "{") || line.hasPrefix(name + " ") {
+        guard labels.allSatisfy({ line.contains("\($0.key)=\"\($0.value)\"") }) else { continue }
+        return line.split(separator: " ").last.flatMap { Double($0) }
+    }
+    return nil
+}

@@ -31,6 +31,12 @@ struct DeliveryTests {
             let rows = try await harness.test.client.query("SELECT platform, status, attempts, last_error FROM deliveries ORDER BY platform").rows
                 .map { try $0.decode((String, String, Int, String?).self) }
             #expect(done, "deliveries: \(rows); sandbox: \(harness.state.requests().map { "\($0.service) \($0.status)" })")
+            let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+            #expect(metricValue(metrics, "push_relay_webhooks_accepted_total", ["app": "support"]) == 1)
+            #expect(metricValue(metrics, "push_relay_deliveries_queued_total", ["app": "support"]) == 2)
+            for platform in ["ios", "android"] {
+                #expect(metricValue(metrics, "push_relay_push_outcomes_total", ["app": "support", "platform": platform, "outcome": "delivered"]) == 1)
+            }
         }
         let apns = try #require(harness.state.requests(service: "apns").first)
         #expect(harness.state.requests(service: "apns").count == 1)

@@ -22,7 +22,7 @@ struct OpenAPITests {
         let writer = IntakeWriter(client: database.client, logger: TestDatabase.logger)
         let listener = try PostgresListener(conninfo: conninfo, channels: [UnreadChannel.name], logger: TestDatabase.logger)
         let hub = UnreadHub(listener: listener, heartbeat: .seconds(15))
-        let (_, routes) = buildRouter(database: database, apps: apps, writer: writer, settings: settings, hub: hub)
+        let (_, routes) = buildRouter(database: database, apps: apps, writer: writer, settings: settings, hub: hub, metrics: RelayMetrics())
 
         let document = try #require(try Yams.load(yaml: OpenAPIDocument.yaml) as? [String: Any])
         #expect(document["openapi"] as? String == "3.0.3")

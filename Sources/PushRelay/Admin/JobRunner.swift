@@ -16,12 +16,14 @@ final class JobRunner: Service, Sendable {
     private let pollInterval: Duration
     private let lease: Double
     private let logger: Logger
+    private let metrics: RelayMetrics
     let owner: String
 
     init(
         store: JobStore, wakeUps: AsyncStream<PostgresListenerEvent>?, batchSize: Int, parallel: Int, pollInterval: Duration, lease: Double,
-        logger: Logger
+        metrics: RelayMetrics = RelayMetrics(), logger: Logger
     ) {
+        self.metrics = metrics
         self.store = store
         self.parallel = max(1, parallel)
         self.wakeUps = wakeUps
@@ -90,7 +92,11 @@ final class JobRunner: Service, Sendable {
                                     job: job.id, app: job.app, propagate: job.propagate, first: starts[index], size: job.batchSize,
                                     owner: self.owner, lease: self.lease
                                 )
-                                if !ran { queue.state.withLock { $0.stopped = true } }
+                                if let ran {
+                                    self.metrics.bulkUnregister(app: job.app, removed: ran.removed, notFound: ran.lines - ran.removed)
+                                } else {
+                                    queue.state.withLock { $0.stopped = true }
+                                }
                                 break
                             } catch {
                                 if Task.isCancelled { return }

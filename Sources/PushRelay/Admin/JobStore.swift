@@ -197,9 +197,12 @@ extension JobStore {
 
     /// One batch, in one transaction: lines `first ..< first + size` are deleted from the registry
     /// with one set-based DELETE, counted, recorded in `job_batches`, and (when asked) queued for
-    /// Zendesk. Several batches of one job may run at once. Returns false, doing nothing, when the
-    /// job is no longer this owner's to run (cancelled, or taken over after a lost lease).
-    func runBatch(job: UUID, app: String, propagate: Bool, first: Int, size: Int, owner: String, lease: Double) async throws -> Bool {
+    /// Zendesk. Several batches of one job may run at once. Returns the batch's lines and removed
+    /// devices, or nil, doing nothing, when the job is no longer this owner's to run (cancelled, or
+    /// taken over after a lost lease).
+    func runBatch(
+        job: UUID, app: String, propagate: Bool, first: Int, size: Int, owner: String, lease: Double
+    ) async throws -> (lines: Int, removed: Int)? {
         try await client.query(
             """
             WITH allowed AS MATERIALIZED (
@@ -231,10 +234,10 @@ extension JobStore {
                 not_found = j.not_found + counts.lines - counts.removed, lease_expires_at = now() + make_interval(secs => $7)
             FROM counts
             WHERE j.id = $1 AND EXISTS (SELECT 1 FROM recorded)
-            RETURNING j.processed
+            RETURNING counts.lines, counts.removed
             """,
             [job, app, first, size, propagate, owner, lease]
-        ).first != nil
+        ).first.map { try $0.decode((Int, Int).self) }
     }
 
     /// Marks the job done and drops its uploaded tokens.

@@ -27,10 +27,12 @@ final class ZendeskForwarder: Service, Sendable {
     private let pollInterval: Duration
     private let retryBase: Duration
     private let logger: Logger
+    private let metrics: RelayMetrics
     private let pausedUntil = Mutex<[String: ContinuousClock.Instant]>([:])
 
-    init(client: PostgresClient, apps: [AppConfiguration], caFile: String?, batchSize: Int, pollInterval: Duration, retryBase: Duration, logger: Logger) throws {
+    init(client: PostgresClient, apps: [AppConfiguration], caFile: String?, metrics: RelayMetrics = RelayMetrics(), batchSize: Int, pollInterval: Duration, retryBase: Duration, logger: Logger) throws {
         self.client = client
+        self.metrics = metrics
         targets = try apps.compactMap { app in
             guard let zendesk = app.zendesk else { return nil }
             return Target(
@@ -119,6 +121,7 @@ final class ZendeskForwarder: Service, Sendable {
                     [target.app, batch, delay, problem]
                 )
                 pausedUntil.withLock { $0[target.app] = .now + .milliseconds(Int64(delay * 1000)) }
+                metrics.zendeskFailure(app: target.app, reason: problem.hasPrefix("transport") ? "transport" : problem)
                 logger.warning(
                     "Zendesk bulk unregister failed; will retry",
                     metadata: ["push.app": "\(target.app)", "push.tokens": "\(batch.count)", "push.reason": "\(problem)", "push.retry_in_s": "\(delay)"]
@@ -129,6 +132,7 @@ final class ZendeskForwarder: Service, Sendable {
                 "UPDATE zendesk_unregister_queue SET forwarded_at = now(), last_error = NULL WHERE app_id = $1 AND token = ANY($2)",
                 [target.app, batch]
             )
+            metrics.zendeskForwarded(app: target.app, tokens: batch.count)
             logger.debug("tokens forwarded to Zendesk", metadata: ["push.app": "\(target.app)", "push.tokens": "\(batch.count)"])
         } catch {
             logger.warning("recording a Zendesk forward failed", metadata: ["error": "\(error)"])

@@ -32,6 +32,7 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
     }
 
     let settings = WebhookSettings(config: reader.scoped(to: "webhooks"))
+    let metrics = RelayMetrics()
     let delivery = DeliverySettings(config: reader.scoped(to: "delivery"), tls: reader.scoped(to: "tls"))
     let providers: ProviderSet
     let listener: PostgresListener
@@ -44,7 +45,7 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
         unreadListener = try PostgresListener(conninfo: database.client.configuration.conninfo, channels: [UnreadChannel.name], logger: logger)
         jobListener = try PostgresListener(conninfo: database.client.configuration.conninfo, channels: [JobStore.channel], logger: logger)
         forwarder = try ZendeskForwarder(
-            client: database.client, apps: configuredApps, caFile: delivery.caFile,
+            client: database.client, apps: configuredApps, caFile: delivery.caFile, metrics: metrics,
             batchSize: reader.int(forKey: "zendesk.batch_size", default: 100),
             pollInterval: .milliseconds(max(10, reader.int(forKey: "zendesk.poll_interval_ms", default: 1000))),
             retryBase: .milliseconds(max(1, reader.int(forKey: "zendesk.retry_base_ms", default: 1000))),
@@ -56,7 +57,7 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
     }
     let dispatcher = Dispatcher(
         client: database.client, providers: providers, settings: delivery, apps: delivery.enabled ? configuredApps.map(\.id) : [],
-        wakeUps: listener.events, logger: logger
+        wakeUps: listener.events, metrics: metrics, logger: logger
     )
     let writer = IntakeWriter(
         client: database.client, logger: logger, maxBatch: settings.batchSize, maxConcurrentWrites: settings.concurrentWrites,
@@ -68,9 +69,9 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
         batchSize: reader.int(forKey: "jobs.batch_size", default: 50_000),
         parallel: reader.int(forKey: "jobs.parallel_batches", default: 2),
         pollInterval: .milliseconds(max(10, reader.int(forKey: "jobs.poll_interval_ms", default: 1000))),
-        lease: Double(max(1, reader.int(forKey: "jobs.lease_seconds", default: 30))), logger: logger
+        lease: Double(max(1, reader.int(forKey: "jobs.lease_seconds", default: 30))), metrics: metrics, logger: logger
     )
-    let (router, _) = buildRouter(database: database, apps: directory, writer: writer, settings: settings, hub: hub)
+    let (router, _) = buildRouter(database: database, apps: directory, writer: writer, settings: settings, hub: hub, metrics: metrics)
     var app = Application(
         router: router,
         configuration: .init(address: .hostname(http.host, port: http.port), serverName: "PushRelay"),
@@ -92,7 +93,7 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
 
 /// The routes and middleware, and the list of served routes (checked against the OpenAPI document).
 func buildRouter(
-    database: Database, apps: AppDirectory, writer: IntakeWriter, settings: WebhookSettings, hub: UnreadHub
+    database: Database, apps: AppDirectory, writer: IntakeWriter, settings: WebhookSettings, hub: UnreadHub, metrics: RelayMetrics
 ) -> (Router<AppRequestContext>, [Route]) {
     let router = Router(context: AppRequestContext.self)
     router.addMiddleware {
@@ -104,7 +105,8 @@ func buildRouter(
     let authenticator = Authenticator(keys: APIKeyStore(client: database.client), apps: apps)
     routes.addRoutes(HealthController(database: database).endpoints)
     routes.addRoutes(OpenAPIController().endpoints)
-    routes.addRoutes(WebhookController(apps: apps, writer: writer, settings: settings).endpoints)
+    routes.addRoutes(MetricsController(metrics: metrics).endpoints)
+    routes.addRoutes(WebhookController(apps: apps, writer: writer, settings: settings, metrics: metrics).endpoints)
     routes.addRoutes(
         DeviceController(repository: PostgresDeviceRepository(client: database.client), authenticator: authenticator, apps: apps).endpoints
     )

@@ -49,6 +49,7 @@ final class Dispatcher: Service, Sendable {
     private let settings: DeliverySettings
     private let apps: [String]
     private let wakeUps: AsyncStream<PostgresListenerEvent>?
+    private let metrics: RelayMetrics
     private let logger: Logger
     /// This instance's name in `lease_owner`.
     let owner: String
@@ -62,8 +63,9 @@ final class Dispatcher: Service, Sendable {
 
     init(
         client: PostgresClient, providers: ProviderSet, settings: DeliverySettings, apps: [String],
-        wakeUps: AsyncStream<PostgresListenerEvent>?, logger: Logger
+        wakeUps: AsyncStream<PostgresListenerEvent>?, metrics: RelayMetrics = RelayMetrics(), logger: Logger
     ) {
+        self.metrics = metrics
         self.client = client
         self.providers = providers
         self.settings = settings
@@ -210,6 +212,14 @@ final class Dispatcher: Service, Sendable {
                 delivery: delivery, status: "failed", error: "app has no \(section) section configured", attemptAdjustment: 0, deadToken: false
             )
         }
+        let outcome: String
+        switch (result.status, result.deadToken, result.attemptAdjustment) {
+        case (_, true, _): outcome = "dead_token"
+        case ("pending", _, -1): outcome = "credential"
+        case ("pending", _, _): outcome = "retry"
+        default: outcome = result.status
+        }
+        metrics.delivery(app: delivery.appID, platform: delivery.platform.rawValue, outcome: outcome)
         let freed = state.withLock { state in
             let wasFull = state.inFlight[delivery.appID, default: 0] >= settings.maxInFlightPerApp
             state.inFlight[delivery.appID, default: 0] -= 1

@@ -381,6 +381,16 @@ enum OpenAPIDocument {
                 "401": {$ref: "#/components/responses/Error"}
                 "403": {$ref: "#/components/responses/Error"}
                 "404": {$ref: "#/components/responses/Error"}
+          /metrics:
+            get:
+              operationId: metrics
+              summary: "Counters in Prometheus' text format: webhooks accepted, deliveries queued, push outcomes by app, platform and outcome, Zendesk forwarding, bulk-unregister counts."
+              responses:
+                "200":
+                  description: The metrics.
+                  content:
+                    text/plain:
+                      schema: {type: string}
           /v1/admin/apps/{app}/devices/bulk-unregister:
             parameters:
               - $ref: "#/components/parameters/app"

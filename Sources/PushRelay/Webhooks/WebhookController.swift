@@ -8,6 +8,7 @@ struct WebhookController<Context: RequestContext>: Sendable {
     let apps: AppDirectory
     let writer: IntakeWriter
     let settings: WebhookSettings
+    let metrics: RelayMetrics
 
     var endpoints: RouteCollection<Context> {
         RouteCollection(context: Context.self)
@@ -45,6 +46,7 @@ struct WebhookController<Context: RequestContext>: Sendable {
         let webhook = try ZendeskWebhook(json: try JSONBody(buffer: bytes), maxDevices: settings.maxDevices)
         let requestID = context.logger[metadataKey: "request.id"].map { "\($0)" }
         let receipt = try await writer.submit(IntakeItem(appID: app, webhook: webhook, requestID: requestID))
+        metrics.webhooksAccepted(app: app, deliveries: receipt.deliveries)
         context.logger.debug(
             "webhook accepted",
             metadata: [

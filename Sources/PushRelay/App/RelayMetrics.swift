@@ -1,0 +1,54 @@
+import Hummingbird
+import NIOCore
+import Prometheus
+
+/// The relay's counters, served in Prometheus' text format at `GET /metrics`.
+///
+/// Each application owns its registry (no process-wide metrics bootstrap), so tests and embedded
+/// uses can build several side by side. Labels are app ids, platforms and outcomes, never tokens.
+public final class RelayMetrics: Sendable {
+    let registry = PrometheusCollectorRegistry()
+
+    public init() {}
+
+    func webhooksAccepted(app: String, deliveries: Int) {
+        registry.makeCounter(name: "push_relay_webhooks_accepted_total", labels: [("app", app)]).increment()
+        registry.makeCounter(name: "push_relay_deliveries_queued_total", labels: [("app", app)]).increment(by: Int64(deliveries))
+    }
+
+    /// One delivery's outcome: delivered, retry, failed, expired, skipped, dead_token, credential.
+    func delivery(app: String, platform: String, outcome: String) {
+        registry.makeCounter(name: "push_relay_push_outcomes_total", labels: [("app", app), ("platform", platform), ("outcome", outcome)]).increment()
+    }
+
+    func zendeskForwarded(app: String, tokens: Int) {
+        registry.makeCounter(name: "push_relay_zendesk_forwarded_tokens_total", labels: [("app", app)]).increment(by: Int64(tokens))
+    }
+
+    func zendeskFailure(app: String, reason: String) {
+        registry.makeCounter(name: "push_relay_zendesk_forward_failures_total", labels: [("app", app), ("reason", reason)]).increment()
+    }
+
+    func bulkUnregister(app: String, removed: Int, notFound: Int) {
+        registry.makeCounter(name: "push_relay_bulk_unregister_removed_total", labels: [("app", app)]).increment(by: Int64(removed))
+        registry.makeCounter(name: "push_relay_bulk_unregister_not_found_total", labels: [("app", app)]).increment(by: Int64(notFound))
+    }
+
+    var text: String { registry.emitToString() }
+}
+
+/// `GET /metrics`.
+struct MetricsController<Context: RequestContext>: Sendable {
+    let metrics: RelayMetrics
+
+    var endpoints: RouteCollection<Context> {
+        RouteCollection(context: Context.self).get("/metrics", use: serve)
+    }
+
+    @Sendable func serve(_ request: Request, context: Context) async throws -> Response {
+        Response(
+            status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+            body: .init(byteBuffer: ByteBuffer(string: metrics.text))
+        )
+    }
+}
