@@ -13,36 +13,9 @@ port="${BENCH_PORT:-18481}"
 Deploy/bootstrap.sh
 swift build -c release --product push-relay >&2
 
-work="$(mktemp -d /tmp/push-relay-bench-bulk.XXXXXX)"
-chmod 755 "$work"
-secret="bench-secret-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
-cat > "$work/config.yaml" <<YAML
-http:
-  port: $port
-log:
-  level: warning
-apps:
-  - id: bench
-    webhook_secrets: ["$secret"]
-YAML
+. Deploy/bench-relay.sh
 
-relay_bin=.build/release/push-relay
-$relay_bin serve --config "$work/config.yaml" --data-dir "$work/data" > "$work/relay.log" 2>&1 &
-relay=$!
-cleanup() {
-    kill -TERM "$relay" 2>/dev/null || true
-    wait "$relay" 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-for _ in $(seq 1 120); do
-    if curl -sf "http://127.0.0.1:$port/ready" >/dev/null; then break; fi
-    sleep 0.5
-done
-curl -sf "http://127.0.0.1:$port/ready" >/dev/null || { echo "relay did not become ready:" >&2; cat "$work/relay.log" >&2; exit 1; }
-
-admin_key="$($relay_bin keys create --admin --label bench --config "$work/config.yaml" --data-dir "$work/data" 2>/dev/null | tail -n 1)"
+admin_key="$(.build/release/push-relay keys create --admin --label bench --config "$work/config.yaml" --data-dir "$work/data" 2>/dev/null | tail -n 1)"
 
 # Set-up, not measured: N registered iOS devices and a file of their tokens.
 pg_port="$(grep -o 'port = [0-9]*' "$work/data/postgres/pgdata/push-relay.conf" | awk '{print $3}')"
@@ -58,6 +31,6 @@ with open(sys.argv[1], 'w') as f:
 " "$work/tokens.txt" "$count"
 
 echo "machine: $(nproc) cores; $count registered devices; tokens file $(du -h "$work/tokens.txt" | cut -f1)"
-PUSH_RELAY_ADMIN_KEY="$admin_key" $relay_bin devices bulk-unregister --app bench --file "$work/tokens.txt" \
+PUSH_RELAY_ADMIN_KEY="$admin_key" .build/release/push-relay devices bulk-unregister --app bench --file "$work/tokens.txt" \
     --server "http://127.0.0.1:$port"
 echo "devices left: $(psql -qtA -h 127.0.0.1 -p "$pg_port" -U pushrelay pushrelay -c "SELECT count(*) FROM devices WHERE app_id = 'bench'")"
