@@ -24,11 +24,14 @@ public final class EmbeddedPostgres: Sendable {
         public var durable: Bool
         /// Where `initdb` and `pg_ctl` are; found automatically when `nil`.
         public var binDirectory: String?
+        /// The server's `max_connections`.
+        public var maxConnections: Int
 
-        public init(directory: String, durable: Bool = true, binDirectory: String? = nil) {
+        public init(directory: String, durable: Bool = true, binDirectory: String? = nil, maxConnections: Int = 200) {
             self.directory = directory
             self.durable = durable
             self.binDirectory = binDirectory
+            self.maxConnections = maxConnections
         }
     }
 
@@ -182,7 +185,7 @@ public final class EmbeddedPostgres: Sendable {
             port = \(port)
             listen_addresses = '127.0.0.1'
             unix_socket_directories = ''
-            max_connections = 200
+            max_connections = \(configuration.maxConnections)
 
             """
         if !configuration.durable {

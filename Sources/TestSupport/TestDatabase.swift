@@ -37,7 +37,10 @@ public enum TestDatabase {
     ///   (immediate stop) and expects its committed rows afterwards needs this; without it the last
     ///   commits may not have reached the WAL yet.
     public static func makeCluster(durable: Bool = false) async throws -> (cluster: EmbeddedPostgres, conninfo: String) {
-        let cluster = EmbeddedPostgres(configuration: .init(directory: temporaryDirectory(), durable: durable), logger: logger)
+        // Suites run in parallel, each relay with its pool and listener connections: room for all.
+        let cluster = EmbeddedPostgres(
+            configuration: .init(directory: temporaryDirectory(), durable: durable, maxConnections: 600), logger: logger
+        )
         let (conninfo, _) = try await cluster.start()
         registerForExit(cluster)
         return (cluster, conninfo)
