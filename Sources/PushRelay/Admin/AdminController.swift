@@ -39,7 +39,7 @@ struct AdminController<Context: RequestContext>: Sendable {
     @Sendable func bulkUnregister(_ request: Request, context: Context) async throws -> EditedResponse<Created> {
         let app = try context.parameters.require("app")
         try await requireAdmin(request, app: app)
-        guard apps.app(app) != nil else { throw APIError(.notFound, code: "app_not_found", message: "no such app") }
+        _ = try apps.requireKnown(app)
         let type = (request.headers[.contentType] ?? "").lowercased()
         let created: (id: UUID, total: Int)
         do {

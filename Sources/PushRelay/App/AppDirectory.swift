@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import HTTPTypes
 import JWTKit
 
 /// The configured apps, looked up by id, with their secrets prepared for constant-time checks.
@@ -39,6 +40,12 @@ public final class AppDirectory: Sendable {
     public func app(_ id: String) -> AppConfiguration? { entries[id]?.configuration }
 
     func entry(_ id: String) -> Entry? { entries[id] }
+
+    /// `id` when it names a configured app; otherwise the API's 404 `app_not_found`.
+    func requireKnown(_ id: String) throws -> String {
+        guard entries[id] != nil else { throw APIError(.notFound, code: "app_not_found", message: "no such app") }
+        return id
+    }
 
     /// Whether `secret` is one of the app's active webhook secrets. Unknown apps and wrong secrets
     /// take the same path: every digest is compared in constant time, with no early exit.

@@ -121,9 +121,7 @@ struct DeviceController<Repository: DeviceRepository, Context: RequestContext>: 
     static var deviceNotFound: APIError { APIError(.notFound, code: "device_not_found", message: "no such device") }
 
     private func knownApp(_ context: Context) throws -> String {
-        let app = try context.parameters.require("app")
-        guard apps.app(app) != nil else { throw APIError(.notFound, code: "app_not_found", message: "no such app") }
-        return app
+        try apps.requireKnown(try context.parameters.require("app"))
     }
 
     private func pathToken(_ context: Context) throws -> String {

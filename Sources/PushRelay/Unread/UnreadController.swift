@@ -129,8 +129,7 @@ struct UnreadController<Context: RequestContext>: Sendable {
     }
 
     private func authorize(_ request: Request, context: Context, scope: APIKeyScope) async throws -> (app: String, owner: String) {
-        let app = try context.parameters.require("app")
-        guard apps.app(app) != nil else { throw APIError(.notFound, code: "app_not_found", message: "no such app") }
+        let app = try apps.requireKnown(try context.parameters.require("app"))
         var owner = try context.parameters.require("user")
         if owner.contains("%") { owner = owner.removingPercentEncoding ?? owner }
         guard !owner.isEmpty, owner.utf8.count <= 4096, !owner.contains(where: \.isNewline) else {
