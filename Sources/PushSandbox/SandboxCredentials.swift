@@ -47,7 +47,7 @@ public struct SandboxCredentials: Sendable {
         ]
         let path = (directory as NSString).appendingPathComponent("service-account-\(UUID().uuidString.prefix(8).lowercased()).json")
         let data = try JSONSerialization.data(withJSONObject: account, options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes])
-        try write(String(decoding: data, as: UTF8.self), to: path)
+        try Self.write(String(decoding: data, as: UTF8.self), to: path)
         return path
     }
 
@@ -58,6 +58,4 @@ public struct SandboxCredentials: Sendable {
         try handle.truncate(atOffset: 0)
         try handle.write(contentsOf: Data(text.utf8))
     }
-
-    private func write(_ text: String, to path: String) throws { try Self.write(text, to: path) }
 }

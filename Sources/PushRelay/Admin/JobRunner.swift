@@ -31,7 +31,7 @@ final class JobRunner: Service, Sendable {
         self.pollInterval = pollInterval
         self.lease = lease
         self.logger = logger
-        owner = "\(ProcessInfo.processInfo.hostName.prefix(40))-\(getpid())-jobs-\(UInt32.random(in: 0...UInt32.max))"
+        owner = leaseOwnerName(role: "jobs")
     }
 
     func run() async throws {

@@ -67,9 +67,9 @@ final class ZendeskForwarder: Service, Sendable {
     /// Sends one batch of the app's due tokens; true when there was one.
     private func forwardBatch(_ target: Target, http: HTTP2Client) async -> Bool {
         if let until = pausedUntil.withLock({ $0[target.app] }), until > .now { return false }
-        let batch: [String]
+        let claimed: [(token: String, attempts: Int)]
         do {
-            batch = try await client.query(
+            claimed = try await client.query(
                 """
                 UPDATE zendesk_unregister_queue q SET next_attempt_at = now() + interval '60 seconds', attempts = q.attempts + 1
                 WHERE (q.app_id, q.token) IN (
@@ -77,15 +77,16 @@ final class ZendeskForwarder: Service, Sendable {
                     WHERE app_id = $1 AND forwarded_at IS NULL AND next_attempt_at <= now()
                     ORDER BY next_attempt_at LIMIT $2 FOR UPDATE SKIP LOCKED
                 )
-                RETURNING q.token
+                RETURNING q.token, q.attempts
                 """,
                 [target.app, batchSize]
-            ).rows.map { try $0.decode(String.self, at: 0) }
+            ).rows.map { try $0.decode((String, Int).self) }
         } catch {
             logger.warning("reading the Zendesk unregister queue failed", metadata: ["error": "\(error)"])
             return false
         }
-        guard !batch.isEmpty else { return false }
+        guard !claimed.isEmpty else { return false }
+        let batch = claimed.map(\.token)
         let body = (try? JSONSerialization.data(withJSONObject: ["push_notification_devices": batch])) ?? Data()
         var retryAfter: Int?
         var problem: String?
@@ -111,11 +112,10 @@ final class ZendeskForwarder: Service, Sendable {
         }
         do {
             if let problem {
-                let attempts = try await client.query(
-                    "SELECT max(attempts) FROM zendesk_unregister_queue WHERE app_id = $1 AND token = ANY($2)", [target.app, batch]
-                ).first?.decode(Int?.self, at: 0) ?? 1
-                let exponential = retryBase.timeInterval * pow(2, Double(min(attempts - 1, 12)))
-                let delay = max(Double(retryAfter ?? 0), exponential / 2 + Double.random(in: 0...(exponential / 2)))
+                // The batch's most tried token sets the pace (doubling stops after 12 attempts).
+                let delay = backoffDelay(
+                    base: retryBase, cap: retryBase * 4096, attempt: claimed.map(\.attempts).max() ?? 1, retryAfter: retryAfter
+                ).timeInterval
                 _ = try await client.query(
                     "UPDATE zendesk_unregister_queue SET next_attempt_at = now() + make_interval(secs => $3), last_error = $4 WHERE app_id = $1 AND token = ANY($2)",
                     [target.app, batch, delay, problem]

@@ -72,8 +72,7 @@ final class Dispatcher: Service, Sendable {
         self.apps = apps
         self.wakeUps = wakeUps
         self.logger = logger
-        let host = ProcessInfo.processInfo.hostName
-        owner = "\(host.prefix(40))-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        owner = leaseOwnerName(role: "delivery")
         (doorbell, ring) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
         (writerBell, writerRing) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
     }
