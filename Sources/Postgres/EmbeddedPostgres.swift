@@ -252,7 +252,8 @@ public final class EmbeddedPostgres: Sendable {
 
     private static func isPortFree(_ port: Int) -> Bool { (try? bind(port: port)) != nil }
 
-    private static func freePort() throws -> Int { try bind(port: 0) }
+    /// A TCP port on 127.0.0.1 that is free now (the cluster's own port, and tests that start servers).
+    public static func freePort() throws -> Int { try bind(port: 0) }
 
     /// Binds a TCP socket on 127.0.0.1 to `port` (0 = any) and returns the bound port.
     private static func bind(port: Int) throws -> Int {

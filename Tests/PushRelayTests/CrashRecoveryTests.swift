@@ -27,22 +27,6 @@ struct RelayProcess {
         }
     }
 
-    static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        try withUnsafeMutablePointer(to: &address) { pointer in
-            try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
-                guard bind(fd, raw, length) == 0, getsockname(fd, raw, &length) == 0 else { throw ConfigurationError("cannot find a free port") }
-            }
-        }
-        return Int(UInt16(bigEndian: address.sin_port))
-    }
-
     /// Starts `push-relay serve` with `configFile` and waits until `/health` answers.
     static func start(configFile: String, port: Int, log: String) async throws -> RelayProcess {
         let process = Process()
@@ -124,7 +108,7 @@ struct CrashRecoveryTests {
         for token in tokens { harness.state.setBehaviour(SandboxBehaviour(status: 200, delayMilliseconds: 1500, times: 1), for: token) }
 
         let log = harness.directory + "/relay.log"
-        let first = try await RelayProcess.start(configFile: configFile, port: try RelayProcess.freePort(), log: log)
+        let first = try await RelayProcess.start(configFile: configFile, port: try EmbeddedPostgres.freePort(), log: log)
         var accepted = 0
         for chunk in stride(from: 0, to: tokens.count, by: 3) {
             let devices = tokens[chunk..<(chunk + 3)].map { ($0, "ios") }
@@ -138,7 +122,7 @@ struct CrashRecoveryTests {
         let sending = try await harness.test.count("SELECT count(*) FROM deliveries WHERE status = 'sending'")
         #expect(sending > 0)
 
-        let second = try await RelayProcess.start(configFile: configFile, port: try RelayProcess.freePort(), log: log)
+        let second = try await RelayProcess.start(configFile: configFile, port: try EmbeddedPostgres.freePort(), log: log)
         let done = try await eventually(timeout: .seconds(30)) {
             try await harness.test.count("SELECT count(*) FROM deliveries WHERE status = 'delivered'") == tokens.count
         }
