@@ -194,6 +194,11 @@ struct RequestLogTests {
         let device = RequestLogMiddleware<AppRequestContext>.redacted("/v1/apps/support/devices/\(token)")
         #expect(!device.contains(token))
         #expect(device.hasPrefix("/v1/apps/support/devices/ababab"))
+        // Unread counts of a device linked to no user are addressed by its token.
+        let owner = RequestLogMiddleware<AppRequestContext>.redacted("/v1/apps/support/users/\(token)/unread")
+        #expect(!owner.contains(token))
+        #expect(owner.hasSuffix("/unread"))
+        #expect(RequestLogMiddleware<AppRequestContext>.redacted("/v1/apps/support/users/alice/unread") == "/v1/apps/support/users/alice/unread")
         #expect(RequestLogMiddleware<AppRequestContext>.redacted("/health") == "/health")
     }
 }

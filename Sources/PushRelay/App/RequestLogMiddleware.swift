@@ -21,7 +21,8 @@ struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
         return response
     }
 
-    /// `/v1/webhooks/zendesk/{app}/{secret}` and `/v1/apps/{app}/devices/{token}` lose their secrets.
+    /// `/v1/webhooks/zendesk/{app}/{secret}`, `/v1/apps/{app}/devices/{token}` and a token-sized
+    /// `/v1/apps/{app}/users/{owner}` lose their secrets.
     static func redacted(_ path: String) -> String {
         var segments = path.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
         // ["", "v1", "webhooks", "zendesk", app, secret, …]
@@ -30,6 +31,11 @@ struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
         }
         // ["", "v1", "apps", app, "devices", token, …]
         if segments.count >= 6, segments[1] == "v1", segments[2] == "apps", segments[4] == "devices" {
+            segments[5] = DeviceToken.redacted(segments[5])
+        }
+        // ["", "v1", "apps", app, "users", owner, …]: the unread owner of a device linked to no user
+        // is its token. Device tokens are at least 32 characters; user ids that long are shortened too.
+        if segments.count >= 6, segments[1] == "v1", segments[2] == "apps", segments[4] == "users", segments[5].count >= 32 {
             segments[5] = DeviceToken.redacted(segments[5])
         }
         return segments.joined(separator: "/")
