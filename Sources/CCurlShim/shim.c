@@ -1,5 +1,9 @@
 #include "CCurlShim.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
 CURLcode pushrelay_curl_easy_setopt_long(CURL *handle, CURLoption option, long value) {
     return curl_easy_setopt(handle, option, value);
 }
@@ -56,4 +60,24 @@ int pushrelay_curl_has_http2(void) {
 
 const char *pushrelay_curl_version(void) {
     return curl_version();
+}
+
+CURLcode pushrelay_curl_easy_setopt_socket_callbacks(CURL *handle, void *clientp,
+    int (*opened)(void *, curl_socket_t, curlsocktype),
+    int (*closing)(void *, curl_socket_t)) {
+    CURLcode code = curl_easy_setopt(handle, CURLOPT_SOCKOPTFUNCTION, opened);
+    if (code == CURLE_OK) code = curl_easy_setopt(handle, CURLOPT_SOCKOPTDATA, clientp);
+    if (code == CURLE_OK) code = curl_easy_setopt(handle, CURLOPT_CLOSESOCKETFUNCTION, closing);
+    if (code == CURLE_OK) code = curl_easy_setopt(handle, CURLOPT_CLOSESOCKETDATA, clientp);
+    return code;
+}
+
+int pushrelay_tcp_cork(curl_socket_t socket, int on) {
+#ifdef TCP_CORK
+    return setsockopt(socket, IPPROTO_TCP, TCP_CORK, &on, sizeof(on));
+#else
+    (void)socket;
+    (void)on;
+    return 0;
+#endif
 }

@@ -227,6 +227,26 @@ final class Transfer: @unchecked Sendable {
         errorBuffer.deallocate()
     }
 
+    /// One header line as curl hands it over ("Name: value\r\n", or the status line, which
+    /// starts a new header block). Names are lower-cased; surrounding blanks are dropped.
+    func receiveHeaderLine(_ line: UnsafeRawBufferPointer) {
+        func isBlank(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0D || byte == 0x0A }
+        var end = line.count
+        while end > 0, isBlank(line[end - 1]) { end -= 1 }
+        guard end > 0 else { return }
+        if end >= 5, line[0] == UInt8(ascii: "H"), line[1] == UInt8(ascii: "T"), line[2] == UInt8(ascii: "T"), line[3] == UInt8(ascii: "P"),
+            line[4] == UInt8(ascii: "/")
+        {
+            responseHeaders = []
+            return
+        }
+        guard let colon = line[..<end].firstIndex(of: UInt8(ascii: ":")) else { return }
+        var valueStart = colon + 1
+        while valueStart < end, isBlank(line[valueStart]) { valueStart += 1 }
+        let name = String(decoding: line[..<colon].lazy.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }, as: UTF8.self)
+        responseHeaders.append((name, String(decoding: UnsafeRawBufferPointer(rebasing: line[valueStart..<end]), as: UTF8.self)))
+    }
+
     func finish(_ result: Result<HTTP2Response, any Error>) {
         continuation?.resume(with: result)
         continuation = nil
@@ -281,6 +301,9 @@ private final class EventLoop: @unchecked Sendable {
                 break
             }
             startFromBacklog()
+            // One pass: curl writes each stream's frames with its own send(); corked, they leave
+            // as full segments when the pass ends instead of one packet per request.
+            setCork(true)
             var running: Int32 = 0
             curl_multi_perform(multi, &running)
             var remaining: Int32 = 0
@@ -295,7 +318,9 @@ private final class EventLoop: @unchecked Sendable {
                 active.removeValue(forKey: transfer.id)
                 end(transfer, complete(transfer, code: code))
             }
+            // Transfers started here are due at once, so the poll below returns immediately.
             startFromBacklog()
+            setCork(false)
             curl_multi_poll(multi, nil, 0, 1000, nil)
         }
         for easy in spareHandles { curl_easy_cleanup(easy) }
@@ -318,11 +343,13 @@ private final class EventLoop: @unchecked Sendable {
         let starting = backlog.prefix(count)
         backlog.removeFirst(count)
         for transfer in starting { start(transfer) }
-        // Let curl pick the new transfers up before the next poll.
-        if count > 0 {
-            var running: Int32 = 0
-            curl_multi_perform(multi, &running)
-        }
+    }
+
+    /// The sockets of this client's connections, as curl opens and closes them.
+    var sockets: Set<curl_socket_t> = []
+
+    private func setCork(_ on: Bool) {
+        for socket in sockets { _ = pushrelay_tcp_cork(socket, on ? 1 : 0) }
     }
 
     private func start(_ transfer: Transfer) {
@@ -355,7 +382,7 @@ private final class EventLoop: @unchecked Sendable {
         }
         if request.method != "GET" {
             let body = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, request.body.count), alignment: 1)
-            body.copyMemory(from: UnsafeRawBufferPointer(start: request.body, count: request.body.count))
+            request.body.withUnsafeBytes { body.copyMemory(from: $0) }
             transfer.body = body
             pushrelay_curl_easy_setopt_off_t(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(request.body.count))
             pushrelay_curl_easy_setopt_ptr(easy, CURLOPT_POSTFIELDS, body.baseAddress)
@@ -382,17 +409,22 @@ private final class EventLoop: @unchecked Sendable {
             let transfer = Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue()
             let length = size * count
             guard let data else { return length }
-            let line = String(decoding: UnsafeRawBufferPointer(start: data, count: length), as: UTF8.self)
-                .trimmingCharacters(in: .whitespacesAndNewlines)
-            if line.hasPrefix("HTTP/") {
-                transfer.responseHeaders = []
-            } else if let colon = line.firstIndex(of: ":") {
-                transfer.responseHeaders.append(
-                    (String(line[..<colon]).lowercased(), String(line[line.index(after: colon)...]).trimmingCharacters(in: .whitespaces))
-                )
-            }
+            transfer.receiveHeaderLine(UnsafeRawBufferPointer(start: data, count: length))
             return length
         }
+        pushrelay_curl_easy_setopt_socket_callbacks(
+            easy, Unmanaged.passUnretained(self).toOpaque(),
+            { loop, socket, purpose in
+                if purpose == CURLSOCKTYPE_IPCXN {
+                    Unmanaged<EventLoop>.fromOpaque(loop!).takeUnretainedValue().sockets.insert(socket)
+                }
+                return CURL_SOCKOPT_OK
+            },
+            { loop, socket in
+                Unmanaged<EventLoop>.fromOpaque(loop!).takeUnretainedValue().sockets.remove(socket)
+                return close(socket)
+            }
+        )
         pushrelay_curl_easy_setopt_ptr(easy, CURLOPT_HEADERDATA, context)
 
         let added = curl_multi_add_handle(multi, easy)

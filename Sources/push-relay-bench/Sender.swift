@@ -18,15 +18,26 @@ struct Sender: AsyncParsableCommand {
     @Option(name: [.customShort("c"), .customLong("concurrency")], help: "Requests in flight (streams on the one connection).")
     var concurrency = 500
 
+    @Option(help: "An external TLS HTTP/2 sink that answers POSTs with 200 (e.g. nghttpd, see Deploy/bench-sender.sh); omit for the in-process sandbox sink.")
+    var url: String?
+
+    @Option(help: "CA file (PEM) that signed the external sink's certificate.")
+    var caFile: String?
+
     func run() async throws {
         var logger = Logger(label: "push-relay-bench.sandbox")
         logger.logLevel = .error
-        let directory = (NSTemporaryDirectory() as NSString).appendingPathComponent("push-relay-bench-\(UUID().uuidString)")
-        let sink = try await SandboxServer.start(configuration: .init(directory: directory), logger: logger)
+        let sink: SandboxServer?
+        if url == nil {
+            let directory = (NSTemporaryDirectory() as NSString).appendingPathComponent("push-relay-bench-\(UUID().uuidString)")
+            sink = try await SandboxServer.start(configuration: .init(directory: directory), logger: logger)
+        } else {
+            sink = nil
+        }
         let client = try HTTP2Client(
-            configuration: .init(maxConnectionsPerHost: 1, maxConcurrentStreams: concurrency, caFile: sink.certificates.caFile)
+            configuration: .init(maxConnectionsPerHost: 1, maxConcurrentStreams: concurrency, caFile: sink?.certificates.caFile ?? caFile)
         )
-        let url = "https://localhost:\(sink.port)/sink"
+        let url = self.url ?? "https://localhost:\(sink!.port)/sink"
         let headers: [(name: String, value: String)] = [("apns-topic", "com.example.app"), ("apns-push-type", "alert"), ("apns-priority", "10")]
         let payload = Array(
             #"{"aps":{"alert":{"title":"Agent replied","body":"Reply on your ticket"},"badge":1,"sound":"default"},"zendesk_sdk_request_id":"5"}"#.utf8
@@ -57,12 +68,13 @@ struct Sender: AsyncParsableCommand {
         }
         let elapsed = (ContinuousClock.now - start).seconds
         await client.shutdown()
-        await sink.shutdown()
+        await sink?.shutdown()
         func ms(_ p: Double) -> String { String(format: "%.2f ms", Double(histogram.valueAtPercentile(p)) / 1000) }
-        print("sender: \(requests) requests of \(payload.count) bytes over one TLS HTTP/2 connection, \(concurrency) streams in flight")
+        print("sender: \(requests) requests of \(payload.count) bytes over one TLS HTTP/2 connection, \(concurrency) streams in flight, to \(sink == nil ? url : "the in-process sink")")
+        print("  client      \(CurlLibrary.version)")
         print(String(format: "  elapsed     %.2f s", elapsed))
         print(String(format: "  throughput  %.0f pushes/s answered 200 (%d of %d)", Double(ok) / elapsed, ok, requests))
         print("  latency     p50 \(ms(50))  p99 \(ms(99))  max \(ms(100))")
-        print("  sink saw    \(sink.state.sinkRequests - 1) requests")
+        if let sink { print("  sink saw    \(sink.state.sinkRequests - 1) requests") }
     }
 }

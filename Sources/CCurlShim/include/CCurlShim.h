@@ -14,6 +14,14 @@ CURLcode pushrelay_curl_easy_setopt_write_callback(CURL *handle,
     size_t (*callback)(char *, size_t, size_t, void *));
 CURLcode pushrelay_curl_easy_setopt_header_callback(CURL *handle,
     size_t (*callback)(char *, size_t, size_t, void *));
+/// Sets CURLOPT_SOCKOPTFUNCTION / CURLOPT_CLOSESOCKETFUNCTION and their data pointer, so the
+/// caller learns which sockets a handle's connections use, and when they close.
+CURLcode pushrelay_curl_easy_setopt_socket_callbacks(CURL *handle, void *clientp,
+    int (*opened)(void *, curl_socket_t, curlsocktype),
+    int (*closing)(void *, curl_socket_t));
+/// Sets or clears TCP_CORK on a socket (Linux): while set, small writes are held and sent as
+/// full segments when it is cleared.
+int pushrelay_tcp_cork(curl_socket_t socket, int on);
 CURLcode pushrelay_curl_easy_getinfo_long(CURL *handle, CURLINFO info, long *value);
 CURLcode pushrelay_curl_easy_getinfo_ptr(CURL *handle, CURLINFO info, void **value);
 CURLMcode pushrelay_curl_multi_setopt_long(CURLM *handle, CURLMoption option, long value);
