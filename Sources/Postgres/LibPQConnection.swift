@@ -32,7 +32,8 @@ final class LibPQConnection: @unchecked Sendable {
             // force_custom_plan: prepared statements skip parsing but are planned at each execution
             // with the tables' current sizes. A generic plan cached while a fresh database's tables
             // were empty keeps sequential scans (on devices, say) until autoanalyze runs, which on a
-            // busy new install costs more each second.
+            // busy new install costs more each second. A statement written to be plan-stable can ask
+            // for a cached plan instead (PostgresPlanning.cached).
             ("options", "-c TimeZone=UTC -c DateStyle=ISO -c plan_cache_mode=force_custom_plan"),
             ("dbname", conninfo),
             ("client_encoding", "UTF8"),
@@ -82,12 +83,19 @@ final class LibPQConnection: @unchecked Sendable {
 
     /// Statements prepared on this connection, by SQL text.
     private var prepared: [String: String] = [:]
+    /// The session's `plan_cache_mode`, as last set (the connection starts with force_custom_plan).
+    private var planning = PostgresPlanning.perExecution
 
     /// Runs one parameterised statement with the extended protocol. With `prepare`, the statement
-    /// is parsed and planned once per connection and reused (for hot statements).
-    func query(_ sql: String, _ parameters: [String?], prepare: Bool = false) throws -> PostgresQueryResult {
+    /// is parsed once per connection and reused (for hot statements), and planned as `planning`
+    /// says; the session's `plan_cache_mode` is switched first when it differs.
+    func query(_ sql: String, _ parameters: [String?], prepare: Bool = false, planning: PostgresPlanning = .perExecution) throws -> PostgresQueryResult {
         var name: String?
         if prepare {
+            if planning != self.planning {
+                _ = try execute("SET plan_cache_mode = \(planning == .cached ? "force_generic_plan" : "force_custom_plan")")
+                self.planning = planning
+            }
             if let existing = prepared[sql] {
                 name = existing
             } else {

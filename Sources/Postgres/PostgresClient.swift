@@ -100,10 +100,12 @@ public final class PostgresClient: Service, Sendable {
         }
     }
 
-    /// Runs one parameterised statement on a pooled connection (see ``PostgresSession/query(_:_:prepare:)``).
+    /// Runs one parameterised statement on a pooled connection (see ``PostgresSession/query(_:_:prepare:planning:)``).
     @discardableResult
-    public func query(_ sql: String, _ parameters: [any PostgresEncodable] = [], prepare: Bool = false) async throws -> PostgresQueryResult {
-        try await withConnection { try await $0.query(sql, parameters, prepare: prepare) }
+    public func query(
+        _ sql: String, _ parameters: [any PostgresEncodable] = [], prepare: Bool = false, planning: PostgresPlanning = .perExecution
+    ) async throws -> PostgresQueryResult {
+        try await withConnection { try await $0.query(sql, parameters, prepare: prepare, planning: planning) }
     }
 
     /// Sends `NOTIFY channel, payload` (through `pg_notify`, so both are bound parameters).

@@ -1,5 +1,18 @@
 import NIOPosix
 
+/// How a prepared statement is planned.
+public enum PostgresPlanning: Sendable, Hashable {
+    /// At each execution, with the actual parameter values and the tables' current statistics
+    /// (`plan_cache_mode = force_custom_plan`). Safe for any statement; planning a large one costs
+    /// a fraction of a millisecond every time.
+    case perExecution
+    /// Once per connection, as a generic plan (`force_generic_plan`), re-planned only when a table's
+    /// statistics or definition change. Only for statements written so that their plan cannot go
+    /// bad, whatever the values and table sizes (lookups through unique indexes, say): a generic plan
+    /// made while a fresh database's tables are empty is kept until autoanalyze runs.
+    case cached
+}
+
 /// A leased connection, valid inside ``PostgresClient/withConnection(_:)`` or
 /// ``PostgresClient/withTransaction(_:)``. Do not keep it beyond the closure.
 public struct PostgresSession: Sendable {
@@ -10,12 +23,15 @@ public struct PostgresSession: Sendable {
     public var backendPID: Int32 { connection.backendPID }
 
     /// Runs one parameterised statement (`$1`, `$2`, … bound to `parameters`). With `prepare`, the
-    /// statement is prepared once per connection and reused: worth it for hot, fixed SQL.
+    /// statement is prepared once per connection and reused: worth it for hot, fixed SQL; `planning`
+    /// then says whether it is planned at each execution (the default) or once.
     @discardableResult
-    public func query(_ sql: String, _ parameters: [any PostgresEncodable] = [], prepare: Bool = false) async throws -> PostgresQueryResult {
+    public func query(
+        _ sql: String, _ parameters: [any PostgresEncodable] = [], prepare: Bool = false, planning: PostgresPlanning = .perExecution
+    ) async throws -> PostgresQueryResult {
         let texts = parameters.map(\.postgresText)
         let connection = self.connection
-        return try await threadPool.runIfActive { try connection.query(sql, texts, prepare: prepare) }
+        return try await threadPool.runIfActive { try connection.query(sql, texts, prepare: prepare, planning: planning) }
     }
 
     /// Runs SQL text without parameters through the simple protocol; it may hold several statements.

@@ -48,6 +48,27 @@ struct PostgresClientTests {
         await observer.close()
     }
 
+    @Test("prepared statements are planned per execution unless they ask for a cached plan, on the same connection")
+    func planningPerStatement() async throws {
+        let client = try await client(maxConnections: 1)
+        let mode = "SELECT current_setting('plan_cache_mode'), $1::int"
+        let other = "SELECT current_setting('plan_cache_mode'), $1::int + 0"
+        func run(_ sql: String, _ planning: PostgresPlanning) async throws -> String {
+            try await client.query(sql, [1], prepare: true, planning: planning).first!.decode(String.self, at: 0)
+        }
+        #expect(try await run(mode, .perExecution) == "force_custom_plan")
+        #expect(try await run(other, .cached) == "force_generic_plan")
+        #expect(try await run(other, .cached) == "force_generic_plan")
+        #expect(try await run(mode, .perExecution) == "force_custom_plan")
+        // The server's own counts: the cached statement ran on its generic plan, the other never did.
+        let plans = try await client.query("SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements").rows.map {
+            (try $0.decode(String.self, at: 0), try $0.decode(Int.self, at: 1), try $0.decode(Int.self, at: 2))
+        }
+        #expect(plans.first { $0.0.contains("+ 0") }.map { $0.1 > 0 && $0.2 == 0 } == true)
+        #expect(plans.first { !$0.0.contains("+ 0") }.map { $0.1 == 0 && $0.2 == 2 } == true)
+        await client.close()
+    }
+
     @Test("a caller that cannot get a connection in time gets a pool timeout")
     func acquireTimeout() async throws {
         let client = try await client(maxConnections: 1, acquireTimeout: .milliseconds(200))

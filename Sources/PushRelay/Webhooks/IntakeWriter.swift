@@ -163,6 +163,12 @@ final class IntakeWriter: Service, Sendable {
     /// Deliveries flagged in `claims` are stored already claimed for this instance's dispatcher.
     /// A NOTIFY on ``UnreadChannel/name`` names the owners whose counts changed; it is delivered at
     /// commit. Returns a receipt per item, in order, and the deliveries stored claimed.
+    ///
+    /// The statement keeps one generic plan per connection (`planning: .cached`): planning it took
+    /// about as long as running it. Its plan cannot go bad with the tables' sizes because every
+    /// table it reads is reached through a primary key: devices through a `LATERAL … LIMIT 1`
+    /// lookup (a plain join is planned as a hash join over a sequential scan of `devices` on small
+    /// tables), unread counters through the `(app_id, owner)` prefix.
     func store(_ items: [IntakeItem], claims: [Bool]? = nil) async throws -> (receipts: [IntakeReceipt], claimed: [ClaimedDelivery]) {
         var apps: [String] = [], tickets: [String] = [], titles: [String] = [], bodies: [String] = []
         var requestIDs: [String?] = []
@@ -196,7 +202,9 @@ final class IntakeWriter: Service, Sendable {
                        dv.status AS device_status, coalesce(dv.user_id, d.token) AS owner, dv.environment
                 FROM unnest($6::bigint[], $7::text[], $8::text[], $9::bool[]) AS d(ord, token, platform, claim)
                 JOIN input i ON i.ord = d.ord
-                LEFT JOIN devices dv ON dv.app_id = i.app_id AND dv.token = d.token
+                LEFT JOIN LATERAL (
+                    SELECT status, user_id, environment FROM devices WHERE app_id = i.app_id AND token = d.token LIMIT 1
+                ) dv ON true
             ),
             registered AS (
                 INSERT INTO devices (app_id, token, platform)
@@ -244,7 +252,7 @@ final class IntakeWriter: Service, Sendable {
             ORDER BY i.ord
             """,
             [apps, tickets, titles, bodies, requestIDs, ordinals, tokens, platforms, claimFlags, dispatcher?.owner ?? "", dispatcher?.leaseSeconds ?? 60],
-            prepare: true
+            prepare: true, planning: .cached
         )
         var queued = Array(repeating: 0, count: items.count)
         var ids = Array(repeating: Int64(0), count: items.count)
