@@ -209,22 +209,27 @@ extension Date: PostgresEncodable, PostgresDecodable {
 /// Arrays travel as PostgreSQL array literals (`{"a","b"}`), so a whole batch can be bound to one
 /// parameter and expanded with `unnest($1::text[])`.
 extension Array: PostgresEncodable where Element: PostgresEncodable {
+    /// A one-dimensional array literal, every element quoted: `{"a","b \"c\"",NULL}`. Built as
+    /// UTF-8 bytes: `"` and `\` never occur inside a multi-byte sequence, so escaping bytes is exact.
     public var postgresText: String? {
-        var text = "{"
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(2 + count * 16)
+        bytes.append(UInt8(ascii: "{"))
         for (index, element) in enumerated() {
-            if index > 0 { text += "," }
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
             guard let value = element.postgresText else {
-                text += "NULL"
+                bytes.append(contentsOf: "NULL".utf8)
                 continue
             }
-            text += "\""
-            for character in value.unicodeScalars {
-                if character == "\"" || character == "\\" { text += "\\" }
-                text.unicodeScalars.append(character)
+            bytes.append(UInt8(ascii: "\""))
+            for byte in value.utf8 {
+                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { bytes.append(UInt8(ascii: "\\")) }
+                bytes.append(byte)
             }
-            text += "\""
+            bytes.append(UInt8(ascii: "\""))
         }
-        return text + "}"
+        bytes.append(UInt8(ascii: "}"))
+        return String(decoding: bytes, as: UTF8.self)
     }
 }
 

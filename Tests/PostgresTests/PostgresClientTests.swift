@@ -148,7 +148,7 @@ struct PostgresClientTests {
         let text = "emoji 🎉, quote \" backslash \\ tab \t newline \n done"
         let row = try await client.query(
             "SELECT $1::text, $2::bigint, $3::bool, $4::uuid, $5::timestamptz, $6::bytea, $7::text[], $8::text, $9::float8",
-            [text, Int64.max, true, uuid, date, data, ["a", "b c", "d\"e", "f\\g"], String?.none, 2.5]
+            [text, Int64.max, true, uuid, date, data, ["a", "b c", "d\"e", "f\\g", "é 🎉 \"ü\"", "NULL", ""], String?.none, 2.5]
         ).first!
         let (decodedText, big, flag, decodedUUID, decodedDate, decodedData, array, null, double) =
             try row.decode((String, Int64, Bool, UUID, Date, Data, [String], String?, Double).self)
@@ -158,7 +158,7 @@ struct PostgresClientTests {
         #expect(decodedUUID == uuid)
         #expect(abs(decodedDate.timeIntervalSince(date)) < 0.000_01)
         #expect(decodedData == data)
-        #expect(array == ["a", "b c", "d\"e", "f\\g"])
+        #expect(array == ["a", "b c", "d\"e", "f\\g", "é 🎉 \"ü\"", "NULL", ""])
         #expect(null == nil)
         #expect(double == 2.5)
         let error = #expect(throws: PostgresError.self) { try row.decode(Int.self, at: 7) }

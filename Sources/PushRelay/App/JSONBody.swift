@@ -32,18 +32,22 @@ struct JSONBody {
 
     func name(_ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
 
+    // Each accessor tries the expected type before `NSNull`: asking whether a string is an
+    // `NSNull` bridges it to an `NSString` first, which cost more than the rest of the parse.
+
     /// A required string.
     func string(_ key: String) throws -> String {
-        guard let value = object[key], !(value is NSNull) else { throw Self.invalidField(name(key), "is required") }
-        guard let string = value as? String else { throw Self.invalidField(name(key), "must be a string") }
-        return string
+        guard let value = object[key] else { throw Self.invalidField(name(key), "is required") }
+        if let string = value as? String { return string }
+        throw Self.invalidField(name(key), value is NSNull ? "is required" : "must be a string")
     }
 
     /// An optional string (absent or null → nil).
     func optionalString(_ key: String) throws -> String? {
-        guard let value = object[key], !(value is NSNull) else { return nil }
-        guard let string = value as? String else { throw Self.invalidField(name(key), "must be a string") }
-        return string
+        guard let value = object[key] else { return nil }
+        if let string = value as? String { return string }
+        if value is NSNull { return nil }
+        throw Self.invalidField(name(key), "must be a string")
     }
 
     /// A required list of strings.
@@ -57,23 +61,24 @@ struct JSONBody {
 
     /// An optional boolean (absent or null → nil).
     func optionalBool(_ key: String) throws -> Bool? {
-        guard let value = object[key], !(value is NSNull) else { return nil }
-        guard let bool = value as? Bool else { throw Self.invalidField(name(key), "must be true or false") }
-        return bool
+        guard let value = object[key] else { return nil }
+        if let bool = value as? Bool { return bool }
+        if value is NSNull { return nil }
+        throw Self.invalidField(name(key), "must be true or false")
     }
 
     /// A required object.
     func object(_ key: String) throws -> JSONBody {
-        guard let value = object[key], !(value is NSNull) else { throw Self.invalidField(name(key), "is required") }
-        guard let nested = value as? [String: Any] else { throw Self.invalidField(name(key), "must be an object") }
-        return JSONBody(object: nested, path: name(key))
+        guard let value = object[key] else { throw Self.invalidField(name(key), "is required") }
+        if let nested = value as? [String: Any] { return JSONBody(object: nested, path: name(key)) }
+        throw Self.invalidField(name(key), value is NSNull ? "is required" : "must be an object")
     }
 
     /// A required array.
     func array(_ key: String) throws -> [Any] {
-        guard let value = object[key], !(value is NSNull) else { throw Self.invalidField(name(key), "is required") }
-        guard let array = value as? [Any] else { throw Self.invalidField(name(key), "must be a list") }
-        return array
+        guard let value = object[key] else { throw Self.invalidField(name(key), "is required") }
+        if let array = value as? [Any] { return array }
+        throw Self.invalidField(name(key), value is NSNull ? "is required" : "must be a list")
     }
 
     static func invalid(_ message: String) -> APIError {

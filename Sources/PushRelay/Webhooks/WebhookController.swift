@@ -2,6 +2,7 @@ import Configuration
 import HTTPTypes
 import Hummingbird
 import Logging
+import NIOCore
 
 /// `POST /v1/webhooks/zendesk/{app}/{secret}`: the Zendesk Support SDK push webhook.
 struct WebhookController<Context: RequestContext>: Sendable {
@@ -15,21 +16,28 @@ struct WebhookController<Context: RequestContext>: Sendable {
             .post("/v1/webhooks/zendesk/{app}/{secret}", use: receive)
     }
 
-    struct Accepted: ResponseEncodable {
+    /// The 202 body, `{"notification_id":…,"deliveries":…,"skipped":…}`: three integers, written
+    /// directly: a `JSONEncoder` per webhook took about 2 % of the machine in the ingest benchmark.
+    struct Accepted: Sendable, Hashable {
         var notificationID: Int64
         var deliveries: Int
         var skipped: Int
 
-        enum CodingKeys: String, CodingKey {
-            case notificationID = "notification_id"
-            case deliveries, skipped
+        var response: Response {
+            Response(
+                status: .accepted,
+                headers: [.contentType: "application/json; charset=utf-8"],
+                body: ResponseBody(
+                    byteBuffer: ByteBuffer(string: #"{"notification_id":\#(notificationID),"deliveries":\#(deliveries),"skipped":\#(skipped)}"#)
+                )
+            )
         }
     }
 
     /// Unknown app and wrong secret give this same answer.
     static var notFound: APIError { APIError(.notFound, code: "not_found", message: "not found") }
 
-    @Sendable func receive(_ request: Request, context: Context) async throws -> EditedResponse<Accepted> {
+    @Sendable func receive(_ request: Request, context: Context) async throws -> Response {
         let app = try context.parameters.require("app")
         let secret = try context.parameters.require("secret")
         guard apps.acceptsWebhook(app: app, secret: secret), let configuration = apps.app(app) else { throw Self.notFound }
@@ -54,10 +62,7 @@ struct WebhookController<Context: RequestContext>: Sendable {
                 "push.deliveries": "\(receipt.deliveries)", "push.skipped": "\(receipt.skipped)",
             ]
         )
-        return EditedResponse(
-            status: .accepted,
-            response: Accepted(notificationID: receipt.notificationID, deliveries: receipt.deliveries, skipped: receipt.skipped)
-        )
+        return Accepted(notificationID: receipt.notificationID, deliveries: receipt.deliveries, skipped: receipt.skipped).response
     }
 }
 
