@@ -20,6 +20,19 @@ struct APNsTests {
         #expect(aps["sound"] as? String == "default")
     }
 
+    @Test("payload JSON escapes what JSON requires, keeps the rest as written, and sorts keys")
+    func payloadJSON() throws {
+        let tricky = "quote \" backslash \\ slash / newline \n return \r tab \t bell \u{07} nul \u{00} emoji 🎉 é"
+        let document = PayloadJSON.object(["b": .string(tricky), "a": .int(-3), "c": .object(["z": .string(""), "y": .int(0)])])
+        let text = String(decoding: document.bytes, as: UTF8.self)
+        #expect(text.hasPrefix(#"{"a":-3,"b":"quote \" backslash \\ slash / newline \n return \r tab \t bell \u0007 nul \u0000 emoji 🎉 é","#))
+        #expect(text.hasSuffix(#""c":{"y":0,"z":""}}"#))
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(document.bytes)) as? [String: Any])
+        #expect(object["b"] as? String == tricky)
+        #expect(object["a"] as? Int == -3)
+        #expect((object["c"] as? [String: Any])?["y"] as? Int == 0)
+    }
+
     @Test("an oversized body is cut at a character boundary so the payload is valid JSON of at most 4096 bytes")
     func trimming() throws {
         // Multi-byte characters and characters JSON must escape, so raw length and encoded length differ.

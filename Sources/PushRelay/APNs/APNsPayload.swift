@@ -10,22 +10,16 @@ enum APNsPayload {
     /// does not fit, the body is shortened at a character boundary and ends in "…".
     static func alert(title: String, body: String, badge: Int?, ticketID: String) -> [UInt8] {
         func encode(_ body: String) -> [UInt8] {
-            var aps: [String: Any] = ["alert": ["title": title, "body": body], "sound": "default"]
-            if let badge { aps["badge"] = badge }
-            return serialize(["aps": aps, "zendesk_sdk_request_id": ticketID])
+            var aps: [String: PayloadJSON] = ["alert": .object(["title": .string(title), "body": .string(body)]), "sound": .string("default")]
+            if let badge { aps["badge"] = .int(badge) }
+            return PayloadJSON.object(["aps": .object(aps), "zendesk_sdk_request_id": .string(ticketID)]).bytes
         }
         return TextFitting.longestFitting(body, encode: encode) { $0.count <= maxBytes }
     }
 
     /// A silent badge update for read sync: `content-available` 1 and the new badge.
     static func badgeSync(badge: Int) -> [UInt8] {
-        serialize(["aps": ["content-available": 1, "badge": badge]])
-    }
-
-    private static func serialize(_ object: [String: Any]) -> [UInt8] {
-        // Sorted keys keep the bytes stable; slashes stay as they are.
-        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
-        return Array(data)
+        PayloadJSON.object(["aps": .object(["content-available": .int(1), "badge": .int(badge)])]).bytes
     }
 }
 

@@ -16,32 +16,31 @@ enum FCMMessage {
             return data
         }
         let fitted = TextFitting.longestFitting(body, encode: data) { size($0) <= maxDataBytes }
-        return serialize([
-            "message": [
-                "token": token,
-                "data": fitted,
-                "android": ["priority": "HIGH", "ttl": "86400s", "collapse_key": APNsHeaders.collapseID(ticketID: ticketID)],
-            ]
-        ])
+        return PayloadJSON.object([
+            "message": .object([
+                "token": .string(token),
+                "data": .object(fitted.mapValues(PayloadJSON.string)),
+                "android": .object([
+                    "priority": .string("HIGH"), "ttl": .string("86400s"),
+                    "collapse_key": .string(APNsHeaders.collapseID(ticketID: ticketID)),
+                ]),
+            ])
+        ]).bytes
     }
 
     /// A silent unread-count update for read sync: data only, normal priority.
     static func badgeSync(token: String, unreadCount: Int) -> [UInt8] {
-        serialize([
-            "message": [
-                "token": token,
-                "data": ["unread_count": String(unreadCount), "zendesk_sdk_event": "read_sync"],
-                "android": ["priority": "NORMAL", "ttl": "3600s"],
-            ]
-        ])
+        PayloadJSON.object([
+            "message": .object([
+                "token": .string(token),
+                "data": .object(["unread_count": .string(String(unreadCount)), "zendesk_sdk_event": .string("read_sync")]),
+                "android": .object(["priority": .string("NORMAL"), "ttl": .string("3600s")]),
+            ])
+        ]).bytes
     }
 
     /// FCM counts keys and values of the data map.
     private static func size(_ data: [String: String]) -> Int {
         data.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count }
-    }
-
-    private static func serialize(_ object: [String: Any]) -> [UInt8] {
-        Array((try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data())
     }
 }
