@@ -20,6 +20,14 @@ struct APNsTests {
         #expect(aps["sound"] as? String == "default")
     }
 
+    @Test("apns-id values are distinct version 4 UUIDs")
+    func randomUUIDs() {
+        let ids = (0..<1000).map { _ in UUID.random().uuidString.lowercased() }
+        #expect(Set(ids).count == 1000)
+        // xxxxxxxx-xxxx-4xxx-[89ab]xxx-xxxxxxxxxxxx
+        #expect(ids.allSatisfy { Array($0)[14] == "4" && "89ab".contains(Array($0)[19]) })
+    }
+
     @Test("payload JSON escapes what JSON requires, keeps the rest as written, and sorts keys")
     func payloadJSON() throws {
         let tricky = "quote \" backslash \\ slash / newline \n return \r tab \t bell \u{07} nul \u{00} emoji 🎉 é"
