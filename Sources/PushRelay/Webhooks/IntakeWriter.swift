@@ -28,7 +28,7 @@ struct IntakeReceipt: Sendable, Hashable {
 /// form the next, larger batch. A caller is answered only after its batch has committed; if the
 /// statement fails, every webhook in the batch fails together and nothing of it is stored.
 final class IntakeWriter: Service, Sendable {
-    /// The channel the dispatcher listens on; notified after each committed batch.
+    /// The channel the dispatchers listen on; notified by each batch that stores a delivery unclaimed.
     static let channel = "push_relay_deliveries"
 
     private typealias Waiter = CheckedContinuation<IntakeReceipt, any Error>
@@ -146,23 +146,15 @@ final class IntakeWriter: Service, Sendable {
             for (app, count) in reserved { dispatcher.release(app: app, count: count - used[app, default: 0]) }
             dispatcher.handOff(stored.claimed)
         }
-        // Deliveries left unclaimed wait for a dispatcher: wake them. A lost NOTIFY only delays
-        // delivery until their next poll.
-        let total = stored.receipts.reduce(0) { $0 + $1.deliveries }
-        guard total > stored.claimed.count else { return }
-        do {
-            try await client.notify(channel: Self.channel)
-        } catch {
-            logger.debug("NOTIFY after intake failed", metadata: ["error": "\(error)"])
-        }
     }
 
     /// One statement: the notifications, implicit registration of unknown devices, one delivery per
     /// device that is not marked invalid, and one more unread reply for each distinct owner of those
     /// devices on the ticket (the owner is the device's user, or the token when no user is linked).
     /// Deliveries flagged in `claims` are stored already claimed for this instance's dispatcher.
-    /// A NOTIFY on ``UnreadChannel/name`` names the owners whose counts changed; it is delivered at
-    /// commit. Returns a receipt per item, in order, and the deliveries stored claimed.
+    /// A NOTIFY on ``UnreadChannel/name`` names the owners whose counts changed, and one on
+    /// ``channel`` wakes the dispatchers when some delivery was stored unclaimed (a lost NOTIFY only
+    /// delays delivery until the next poll); both are delivered at commit. Returns a receipt per item, in order, and the deliveries stored claimed.
     ///
     /// The statement keeps one generic plan per connection (`planning: .cached`): planning it took
     /// about as long as running it. Its plan cannot go bad with the tables' sizes because every
@@ -242,9 +234,12 @@ final class IntakeWriter: Service, Sendable {
                 SELECT pg_notify('\(UnreadChannel.name)', CASE WHEN length(owners) > 7900 THEN '*' ELSE owners END)
                 FROM (SELECT string_agg(DISTINCT app_id || ' ' || owner, E'\\n') AS owners FROM increments) changed
                 WHERE owners IS NOT NULL
+            ),
+            woken AS (
+                SELECT pg_notify('\(Self.channel)', '') FROM (SELECT 1 FROM live WHERE NOT claim LIMIT 1) unclaimed
             )
             SELECT i.ord, i.id, q.id, q.device_token, q.status = 'sending', l.platform, l.environment, t.total,
-                   (SELECT count(*) FROM notified)
+                   (SELECT count(*) FROM notified) + (SELECT count(*) FROM woken)
             FROM input i
             LEFT JOIN queued q ON q.notification_id = i.id
             LEFT JOIN live l ON l.notification_id = q.notification_id AND l.token = q.device_token
