@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Ingest benchmark: builds release binaries, starts a relay on a fresh embedded (durable)
 # PostgreSQL in a temporary directory with one app, then drives it with push-relay-bench:
-#   1. closed loop, as fast as it goes (throughput);
+#   1. closed loop, as fast as it goes (throughput, and the machine's CPU time per webhook);
 #   2. open loop at 1,000 webhooks/s (accept latency percentiles).
 # Usage: Deploy/bench-ingest.sh [requests] [concurrency]
 set -euo pipefail
@@ -19,5 +19,12 @@ swift build -c release --product push-relay-bench >&2
 
 echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB; PostgreSQL $(.build/release/push-relay version | sed -n 2p) client, fsync and synchronous_commit on"
 bench=.build/release/push-relay-bench
-$bench ingest --url "http://127.0.0.1:$port" --app bench --secret "$secret" --requests "$requests" --concurrency "$concurrency"
+# Busy CPU of the whole machine (relay, PostgreSQL and this load generator) over the closed loop,
+# from /proc/stat: a figure that moves less between runs than throughput on a shared VM.
+busy() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
+$bench ingest --url "http://127.0.0.1:$port" --app bench --secret "$secret" --requests 5000 --concurrency "$concurrency" --warmup 0 >/dev/null
+before=$(busy)
+$bench ingest --url "http://127.0.0.1:$port" --app bench --secret "$secret" --requests "$requests" --concurrency "$concurrency" --warmup 0
+after=$(busy)
+echo "  machine CPU $(( (after - before) * 1000000 / $(getconf CLK_TCK) / requests )) us per webhook (relay + PostgreSQL + load generator, all cores)"
 $bench ingest --url "http://127.0.0.1:$port" --app bench --secret "$secret" --requests 20000 --concurrency 32 --rate 1000
