@@ -36,11 +36,17 @@ struct APNsEndpoint: Sendable {
         var reason: String
     }
 
+    struct APNsError: Encodable {
+        var reason: String
+        var timestamp: Int64?
+    }
+
     func handle(token: String, request: SandboxHTTPRequest) async -> SandboxHTTPResponse {
         var status = 200
         var reason: String?
         var headers: [(String, String)] = []
         var drop = false
+        var invalidSince = Int64(Date().timeIntervalSince1970 * 1000)
         let apnsID = request.headers["apns-id"] ?? UUID().uuidString.lowercased()
         do {
             try await validate(token: token, request: request)
@@ -52,6 +58,7 @@ struct APNsEndpoint: Sendable {
                     status = behaviour.status
                     reason = behaviour.reason
                     if let retryAfter = behaviour.retryAfter { headers.append(("retry-after", String(retryAfter))) }
+                    if let since = behaviour.invalidSinceMilliseconds { invalidSince = since }
                 }
             }
         } catch {
@@ -68,9 +75,8 @@ struct APNsEndpoint: Sendable {
         if drop { return SandboxHTTPResponse(status: 0, dropConnection: true) }
         headers.append(("apns-id", apnsID))
         guard let reason else { return SandboxHTTPResponse(status: 200, headers: headers) }
-        var error: [String: String] = ["reason": reason]
-        if status == 410 { error["timestamp"] = String(Int(Date().timeIntervalSince1970 * 1000)) }
-        return SandboxRouter.json(error, status: status, headers: headers)
+        // As APNs: `{"reason":"…"}`, and for 410 also `"timestamp"`, a number of milliseconds.
+        return SandboxRouter.json(APNsError(reason: reason, timestamp: status == 410 ? invalidSince : nil), status: status, headers: headers)
     }
 
     private func validate(token: String, request: SandboxHTTPRequest) async throws(Failure) {

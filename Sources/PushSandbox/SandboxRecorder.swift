@@ -33,19 +33,27 @@ public struct SandboxBehaviour: Sendable, Codable, Hashable {
     public var delayMilliseconds: Int?
     /// How many requests get this answer; `nil` for all of them.
     public var times: Int?
+    /// For an APNs 410: the `timestamp` (milliseconds since 1970) at which the token stopped being
+    /// valid; the moment of the answer when unset.
+    public var invalidSinceMilliseconds: Int64?
 
-    public init(status: Int, reason: String? = nil, retryAfter: Int? = nil, delayMilliseconds: Int? = nil, times: Int? = nil) {
+    public init(
+        status: Int, reason: String? = nil, retryAfter: Int? = nil, delayMilliseconds: Int? = nil, times: Int? = nil,
+        invalidSinceMilliseconds: Int64? = nil
+    ) {
         self.status = status
         self.reason = reason
         self.retryAfter = retryAfter
         self.delayMilliseconds = delayMilliseconds
         self.times = times
+        self.invalidSinceMilliseconds = invalidSinceMilliseconds
     }
 
     enum CodingKeys: String, CodingKey {
         case status, reason, times
         case retryAfter = "retry_after"
         case delayMilliseconds = "delay_ms"
+        case invalidSinceMilliseconds = "invalid_since_ms"
     }
 }
 

@@ -124,6 +124,29 @@ struct DeliveryTests {
         #expect(harness.requests(token: dead).count == 1)
     }
 
+    @Test("410 whose timestamp is older than the device's registration leaves the device registered")
+    func deadTokenRegisteredAgain() async throws {
+        let harness = try await DeliveryHarness.make()
+        defer { Task { await harness.shutdown() } }
+        let token = apnsToken()
+        // APNs says the token died a minute ago; the webhook below registers it now.
+        let minuteAgo = Int64((Date().timeIntervalSince1970 - 60) * 1000)
+        harness.state.setBehaviour(SandboxBehaviour(status: 410, reason: "Unregistered", times: 1, invalidSinceMilliseconds: minuteAgo), for: token)
+        try await harness.application().test(.router) { client in
+            _ = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(token, "ios")])))
+            #expect(try await eventually { try await harness.deliveries(token: token).first?.status == "failed" })
+            #expect(try await harness.test.count("SELECT count(*) FROM devices WHERE token = $1 AND status = 'active'", [token]) == 1)
+            #expect(try await harness.test.count("SELECT count(*) FROM zendesk_unregister_queue WHERE token = $1", [token]) == 0)
+            // The next webhook is sent to it.
+            let next = try await client.execute(
+                uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(token, "ios")], ticket: "6"))
+            )
+            #expect(next.json?["skipped"] as? Int == 0)
+            #expect(try await eventually { try await harness.deliveries(token: token).last?.status == "delivered" })
+        }
+        #expect(harness.requests(token: token).map(\.status) == [410, 200])
+    }
+
     @Test("the guide's sample iOS identifier gets BadDeviceToken from APNs and is treated as dead")
     func badDeviceToken() async throws {
         let harness = try await DeliveryHarness.make()
@@ -174,6 +197,22 @@ struct DeliveryTests {
             // Without Retry-After the first retry would come after 50-100 ms (retry_base_ms 100).
             #expect(requests[1].receivedAt.timeIntervalSince(requests[0].receivedAt) >= 1.9)
         }
+    }
+
+    @Test("a retry for a device unregistered meanwhile is skipped, not sent")
+    func retryAfterUnregisterIsSkipped() async throws {
+        let harness = try await DeliveryHarness.make()
+        defer { Task { await harness.shutdown() } }
+        let ios = apnsToken()
+        harness.state.setBehaviour(SandboxBehaviour(status: 429, reason: "TooManyRequests", retryAfter: 2, times: 1), for: ios)
+        try await harness.application().test(.router) { client in
+            _ = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios")])))
+            #expect(try await eventually { harness.requests(token: ios).count == 1 })
+            // What a bulk unregister does to a device row.
+            #expect(try await harness.test.count("WITH gone AS (DELETE FROM devices WHERE token = $1 RETURNING 1) SELECT count(*) FROM gone", [ios]) == 1)
+            #expect(try await eventually { try await harness.deliveries(token: ios).first?.status == "skipped" })
+        }
+        #expect(harness.requests(token: ios).map(\.status) == [429])
     }
 
     @Test("one app's endless slow 500s do not delay another app's deliveries")

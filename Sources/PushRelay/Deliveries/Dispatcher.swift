@@ -31,6 +31,8 @@ final class Dispatcher: Service, Sendable {
         /// -1 when the attempt does not count (our credentials were rejected).
         var attemptAdjustment: Int
         var deadToken: Bool
+        /// For a dead token: when the provider says it stopped being valid, if it said.
+        var deadSince: Date? = nil
     }
 
     private struct State {
@@ -200,7 +202,7 @@ final class Dispatcher: Service, Sendable {
     private func deliver(_ delivery: ClaimedDelivery) async {
         let result: Result
         if !delivery.deviceActive {
-            result = Result(delivery: delivery, status: "skipped", error: "device is invalid", attemptAdjustment: 0, deadToken: false)
+            result = Result(delivery: delivery, status: "skipped", error: "device is invalid or unregistered", attemptAdjustment: 0, deadToken: false)
         } else if Date().timeIntervalSince(delivery.createdAt) > settings.maxAge.timeInterval {
             result = Result(delivery: delivery, status: "expired", error: "older than the maximum age", attemptAdjustment: 0, deadToken: false)
         } else if let provider = providers.provider(app: delivery.appID, platform: delivery.platform) {
@@ -236,12 +238,12 @@ final class Dispatcher: Service, Sendable {
         switch outcome {
         case .delivered(let providerID):
             return Result(delivery: delivery, status: "delivered", providerID: providerID, attemptAdjustment: 0, deadToken: false)
-        case .deadToken(let reason):
+        case .deadToken(let reason, let since):
             logger.info(
-                "device token is dead; marking the device invalid",
+                "device token is dead; marking the device invalid unless it was registered again since",
                 metadata: ["push.app": "\(delivery.appID)", "push.device": "\(token)", "push.reason": "\(reason)"]
             )
-            return Result(delivery: delivery, status: "failed", error: reason, attemptAdjustment: 0, deadToken: true)
+            return Result(delivery: delivery, status: "failed", error: reason, attemptAdjustment: 0, deadToken: true, deadSince: since)
         case .permanent(let reason):
             logger.warning(
                 "push rejected by the provider",
@@ -320,7 +322,7 @@ final class Dispatcher: Service, Sendable {
                 RETURNING d.id, d.notification_id, d.app_id, d.device_token, d.platform, d.kind, d.attempts, d.created_at
             )
             SELECT c.id, c.app_id, c.device_token, c.platform, c.kind, c.attempts, c.created_at,
-                   n.ticket_id, n.title, n.body, dv.environment, coalesce(dv.status, 'active') = 'active',
+                   n.ticket_id, n.title, n.body, dv.environment, coalesce(dv.status = 'active', false),
                    (SELECT sum(u.unread)::int FROM unread_counters u
                     WHERE u.app_id = c.app_id AND u.owner = coalesce(dv.user_id, c.device_token)),
                    \(Self.relaxedCommit)
@@ -380,6 +382,7 @@ final class Dispatcher: Service, Sendable {
         var ids: [Int64] = [], statuses: [String] = [], next: [Date?] = [], providerIDs: [String?] = [], errors: [String?] = []
         var adjustments: [Int] = []
         var deadApps: [String] = [], deadTokens: [String] = [], deadPlatforms: [String] = [], deadReasons: [String] = []
+        var deadSince: [Date?] = []
         for result in batch {
             ids.append(result.delivery.id)
             statuses.append(result.status)
@@ -392,6 +395,7 @@ final class Dispatcher: Service, Sendable {
                 deadTokens.append(result.delivery.token)
                 deadPlatforms.append(result.delivery.platform.rawValue)
                 deadReasons.append(result.error ?? "dead token")
+                deadSince.append(result.deadSince)
             }
         }
         // One statement: the deliveries' new state, and the devices of dead tokens marked invalid
@@ -409,8 +413,14 @@ final class Dispatcher: Service, Sendable {
                 RETURNING 1
             ),
             dead AS (
-                SELECT DISTINCT ON (app_id, token) * FROM unnest($8::text[], $9::text[], $10::text[], $11::text[])
-                    AS t(app_id, token, platform, reason)
+                -- A token APNs says died at some time, but that was registered again after it, lives on.
+                SELECT * FROM (
+                    SELECT DISTINCT ON (app_id, token) * FROM unnest($8::text[], $9::text[], $10::text[], $11::text[], $12::timestamptz[])
+                        AS t(app_id, token, platform, reason, since)
+                ) t
+                WHERE since IS NULL OR NOT EXISTS (
+                    SELECT 1 FROM devices dv WHERE dv.app_id = t.app_id AND dv.token = t.token AND dv.updated_at > t.since
+                )
             ),
             invalidated AS (
                 UPDATE devices dv SET status = 'invalid', invalid_reason = dead.reason, invalidated_at = now(), updated_at = now()
@@ -423,7 +433,7 @@ final class Dispatcher: Service, Sendable {
             )
             SELECT (SELECT count(*) FROM updated), \(Self.relaxedCommit)
             """,
-            [ids, statuses, next, providerIDs, errors, adjustments, owner, deadApps, deadTokens, deadPlatforms, deadReasons]
+            [ids, statuses, next, providerIDs, errors, adjustments, owner, deadApps, deadTokens, deadPlatforms, deadReasons, deadSince]
         )
     }
 }

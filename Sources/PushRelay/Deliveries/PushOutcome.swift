@@ -8,19 +8,22 @@ enum PushOutcome: Equatable, Sendable {
     case retry(reason: String, retryAfter: Int?)
     /// The request itself is wrong; retrying cannot help.
     case permanent(reason: String)
-    /// The token is dead: mark the device invalid and forward it to Zendesk.
-    case deadToken(reason: String)
+    /// The token is dead: mark the device invalid and forward it to Zendesk. `since` is when APNs
+    /// says it stopped being valid (410 `timestamp`): a device registered again after that keeps
+    /// its registration.
+    case deadToken(reason: String, since: Date? = nil)
     /// Our credentials are wrong or expired: refresh once, then alarm; the push is not at fault.
     case credential(reason: String, refreshToken: Bool)
 
-    /// Classifies an APNs answer: the status, the body's `reason` and the `retry-after` header.
-    static func apns(status: Int, reason: String?, retryAfter: String?, apnsID: String?) -> PushOutcome {
+    /// Classifies an APNs answer: the status, the body's `reason` (and, for 410, `timestamp`) and
+    /// the `retry-after` header.
+    static func apns(status: Int, reason: String?, retryAfter: String?, apnsID: String?, timestamp: Date? = nil) -> PushOutcome {
         let reason = reason ?? "HTTP \(status)"
         switch status {
         case 200:
             return .delivered(providerID: apnsID)
         case 410:
-            return .deadToken(reason: reason)
+            return .deadToken(reason: reason, since: timestamp)
         case 400 where reason == "BadDeviceToken":
             return .deadToken(reason: reason)
         case 400 where reason == "DeviceTokenNotForTopic":

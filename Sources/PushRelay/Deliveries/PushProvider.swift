@@ -70,9 +70,12 @@ struct APNsProvider: PushProvider {
             } catch {
                 return .transportFailure(error)
             }
-            let reason = (try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any])?["reason"] as? String
+            // Error answers carry `{"reason":…}`, a 410 also `"timestamp"` in milliseconds; a 200 has no body.
+            let error = response.body.isEmpty ? nil : (try? JSONSerialization.jsonObject(with: Data(response.body))) as? [String: Any]
+            let milliseconds = (error?["timestamp"] as? NSNumber)?.doubleValue ?? (error?["timestamp"] as? String).flatMap(Double.init)
             let outcome = PushOutcome.apns(
-                status: response.status, reason: reason, retryAfter: response.header("retry-after"), apnsID: response.header("apns-id")
+                status: response.status, reason: error?["reason"] as? String, retryAfter: response.header("retry-after"),
+                apnsID: response.header("apns-id"), timestamp: milliseconds.map { Date(timeIntervalSince1970: $0 / 1000) }
             )
             if case .credential(_, refreshToken: true) = outcome, !refreshed, let tokens, let bearer {
                 // ExpiredProviderToken: sign a new token and try once more.
