@@ -20,7 +20,8 @@ fi
 swift build -c release --product push-relay-bench >&2
 
 work=$(mktemp -d)
-trap 'kill "$sink" 2>/dev/null || true; rm -rf "$work"' EXIT
+sink=""
+trap '[ -n "$sink" ] && kill "$sink" 2>/dev/null; rm -rf "$work"' EXIT
 mkdir "$work/htdocs"
 : >"$work/htdocs/sink"
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 -subj /CN=localhost \
