@@ -41,7 +41,7 @@ struct APNsEndpoint: Sendable {
         var timestamp: Int64?
     }
 
-    func handle(token: String, request: SandboxHTTPRequest) async -> SandboxHTTPResponse {
+    func handle(token: String, request: SandboxHTTPRequest, environment: String) async -> SandboxHTTPResponse {
         var status = 200
         var reason: String?
         var headers: [(String, String)] = []
@@ -49,7 +49,7 @@ struct APNsEndpoint: Sendable {
         var invalidSince = Int64(Date().timeIntervalSince1970 * 1000)
         let apnsID = request.headers["apns-id"] ?? UUID().uuidString.lowercased()
         do {
-            try await validate(token: token, request: request)
+            try await validate(token: token, request: request, environment: environment)
             if let behaviour = state.takeBehaviour(for: token) {
                 if let delay = behaviour.delayMilliseconds { try? await Task.sleep(for: .milliseconds(delay)) }
                 if behaviour.status < 0 {
@@ -79,7 +79,9 @@ struct APNsEndpoint: Sendable {
         return SandboxRouter.json(APNsError(reason: reason, timestamp: status == 410 ? invalidSince : nil), status: status, headers: headers)
     }
 
-    private func validate(token: String, request: SandboxHTTPRequest) async throws(Failure) {
+    private func validate(token: String, request: SandboxHTTPRequest, environment: String) async throws(Failure) {
+        // A token tied to the other environment, as the other host would answer.
+        if let home = state.environment(of: token), home != environment { throw Failure(status: 400, reason: "BadDeviceToken") }
         let body = request.body
         guard token.utf8.count >= 64, token.utf8.count <= 200, token.utf8.count % 2 == 0,
             token.utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) || ($0 >= 65 && $0 <= 70) })

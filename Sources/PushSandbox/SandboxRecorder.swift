@@ -36,10 +36,14 @@ public struct SandboxBehaviour: Sendable, Codable, Hashable {
     /// For an APNs 410: the `timestamp` (milliseconds since 1970) at which the token stopped being
     /// valid; the moment of the answer when unset.
     public var invalidSinceMilliseconds: Int64?
+    /// The APNs environment the token belongs to (`production` or `sandbox`): requests to the other
+    /// environment's path get 400 `BadDeviceToken`, as Apple's other host would answer, whatever
+    /// `times` says.
+    public var environment: String?
 
     public init(
         status: Int, reason: String? = nil, retryAfter: Int? = nil, delayMilliseconds: Int? = nil, times: Int? = nil,
-        invalidSinceMilliseconds: Int64? = nil
+        invalidSinceMilliseconds: Int64? = nil, environment: String? = nil
     ) {
         self.status = status
         self.reason = reason
@@ -47,10 +51,11 @@ public struct SandboxBehaviour: Sendable, Codable, Hashable {
         self.delayMilliseconds = delayMilliseconds
         self.times = times
         self.invalidSinceMilliseconds = invalidSinceMilliseconds
+        self.environment = environment
     }
 
     enum CodingKeys: String, CodingKey {
-        case status, reason, times
+        case status, reason, times, environment
         case retryAfter = "retry_after"
         case delayMilliseconds = "delay_ms"
         case invalidSinceMilliseconds = "invalid_since_ms"
@@ -89,6 +94,11 @@ public final class SandboxState: Sendable {
     /// Sets how the sandbox answers requests for `token`.
     public func setBehaviour(_ behaviour: SandboxBehaviour?, for token: String) {
         behaviours.withLock { $0[token] = behaviour }
+    }
+
+    /// The APNs environment a behaviour ties `token` to, without counting the behaviour down.
+    func environment(of token: String) -> String? {
+        behaviours.withLock { $0[token]?.environment }
     }
 
     /// The behaviour to apply now for `token`, counting it down.

@@ -3,7 +3,8 @@ import JWTKit
 
 /// The sandbox's endpoints.
 ///
-/// - `POST /3/device/{token}`: APNs, checked as APNs checks it (``APNsEndpoint``).
+/// - `POST /3/device/{token}`: APNs, checked as APNs checks it (``APNsEndpoint``); under
+///   `/apns-sandbox/3/device/{token}` as APNs' development environment.
 /// - `POST /v1/projects/{project}/messages:send` and `POST /token`: FCM HTTP v1 and its OAuth
 ///   exchange (``FCMEndpoints``).
 /// - `POST /api/v2/push_notification_devices/destroy_many`: Zendesk Bulk Unregister.
@@ -35,7 +36,10 @@ struct SandboxRouter: Sendable {
         let segments = request.path.split(separator: "/").map(String.init)
         switch (request.method, segments.first) {
         case ("POST", "3") where segments.count == 3 && segments[1] == "device":
-            return await apns.handle(token: segments[2], request: request)
+            return await apns.handle(token: segments[2], request: request, environment: "production")
+        case ("POST", "apns-sandbox") where segments.count == 4 && segments[1] == "3" && segments[2] == "device":
+            // APNs' development environment, for an app whose `sandbox_url` ends in /apns-sandbox.
+            return await apns.handle(token: segments[3], request: request, environment: "sandbox")
         case ("POST", "v1") where segments.count == 4 && segments[1] == "projects" && segments[3] == "messages:send":
             return await fcm.send(project: segments[2], request: request)
         case ("POST", "token") where segments.count == 1:

@@ -147,6 +147,49 @@ struct DeliveryTests {
         #expect(harness.requests(token: token).map(\.status) == [410, 200])
     }
 
+    @Test("BadDeviceToken for a device of unknown environment is checked on the other APNs environment, which is then remembered")
+    func otherEnvironment() async throws {
+        let base = try await DeliveryHarness.make()
+        defer { Task { await base.shutdown() } }
+        // Each environment on its own path of the sandbox, as production_url / sandbox_url would name Apple's two hosts.
+        var test = base.test
+        let index = try #require(test.apps.firstIndex { $0.id == "support" })
+        test.apps[index].apns = APNsSettings(
+            topic: "com.example.support", productionURL: base.gateway, sandboxURL: base.gateway + "/apns-sandbox", token: test.apps[index].apns?.token
+        )
+        let harness = DeliveryHarness(sandbox: base.sandbox, test: test, directory: base.directory)
+        let development = apnsToken()
+        let production = apnsToken()
+        let bad = apnsToken()
+        harness.state.setBehaviour(SandboxBehaviour(status: 0, environment: "sandbox"), for: development)
+        harness.state.setBehaviour(SandboxBehaviour(status: 400, reason: "BadDeviceToken"), for: bad)
+        try await harness.application().test(.router) { client in
+            let first = try await client.execute(
+                uri: Self.url, method: .post, headers: Self.json,
+                body: jsonBody(webhook(devices: [(development, "ios"), (production, "ios"), (bad, "ios")]))
+            )
+            #expect(first.status == .accepted)
+            #expect(try await eventually { try await harness.deliveries(token: development).first?.status == "delivered" })
+            #expect(try await eventually { try await harness.deliveries(token: production).first?.status == "delivered" })
+            #expect(try await eventually { try await harness.deliveries(token: bad).first?.status == "failed" })
+            // Remembered, still registered, not forwarded to Zendesk.
+            #expect(try await eventually {
+                try await harness.test.count("SELECT count(*) FROM devices WHERE token = $1 AND environment = 'sandbox' AND status = 'active'", [development]) == 1
+            })
+            #expect(try await harness.test.count("SELECT count(*) FROM zendesk_unregister_queue WHERE token = $1", [development]) == 0)
+            // A token bad on both hosts is dead.
+            #expect(try await harness.test.count("SELECT count(*) FROM devices WHERE token = $1 AND status = 'invalid'", [bad]) == 1)
+            // The next push goes straight to the development environment.
+            _ = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(development, "ios")], ticket: "6")))
+            #expect(try await eventually { try await harness.deliveries(token: development).last?.status == "delivered" })
+        }
+        let sent = harness.requests(token: development).map { ($0.path.hasPrefix("/apns-sandbox/") ? "sandbox" : "production", $0.status) }
+        #expect(sent.map(\.0) == ["production", "sandbox", "sandbox"])
+        #expect(sent.map(\.1) == [400, 200, 200])
+        #expect(harness.requests(token: production).map(\.path).allSatisfy { !$0.hasPrefix("/apns-sandbox/") })
+        #expect(harness.requests(token: bad).map(\.status) == [400, 400])
+    }
+
     @Test("the guide's sample iOS identifier gets BadDeviceToken from APNs and is treated as dead")
     func badDeviceToken() async throws {
         let harness = try await DeliveryHarness.make()

@@ -33,6 +33,8 @@ final class Dispatcher: Service, Sendable {
         var deadToken: Bool
         /// For a dead token: when the provider says it stopped being valid, if it said.
         var deadSince: Date? = nil
+        /// The APNs environment that accepted a device registered without one.
+        var learnedEnvironment: String? = nil
     }
 
     private struct State {
@@ -236,8 +238,11 @@ final class Dispatcher: Service, Sendable {
         let token = DeviceToken.redacted(delivery.token)
         func clean(_ reason: String) -> String { reason.replacingOccurrences(of: delivery.token, with: token) }
         switch outcome {
-        case .delivered(let providerID):
-            return Result(delivery: delivery, status: "delivered", providerID: providerID, attemptAdjustment: 0, deadToken: false)
+        case .delivered(let providerID, let environment):
+            return Result(
+                delivery: delivery, status: "delivered", providerID: providerID, attemptAdjustment: 0, deadToken: false,
+                learnedEnvironment: environment
+            )
         case .deadToken(let reason, let since):
             logger.info(
                 "device token is dead; marking the device invalid unless it was registered again since",
@@ -383,6 +388,7 @@ final class Dispatcher: Service, Sendable {
         var adjustments: [Int] = []
         var deadApps: [String] = [], deadTokens: [String] = [], deadPlatforms: [String] = [], deadReasons: [String] = []
         var deadSince: [Date?] = []
+        var learnedApps: [String] = [], learnedTokens: [String] = [], learnedEnvironments: [String] = []
         for result in batch {
             ids.append(result.delivery.id)
             statuses.append(result.status)
@@ -396,6 +402,11 @@ final class Dispatcher: Service, Sendable {
                 deadPlatforms.append(result.delivery.platform.rawValue)
                 deadReasons.append(result.error ?? "dead token")
                 deadSince.append(result.deadSince)
+            }
+            if let environment = result.learnedEnvironment {
+                learnedApps.append(result.delivery.appID)
+                learnedTokens.append(result.delivery.token)
+                learnedEnvironments.append(environment)
             }
         }
         // One statement: the deliveries' new state, and the devices of dead tokens marked invalid
@@ -430,10 +441,19 @@ final class Dispatcher: Service, Sendable {
                 INSERT INTO zendesk_unregister_queue (app_id, token, platform, reason)
                 SELECT app_id, token, platform, reason FROM dead
                 ON CONFLICT (app_id, token) DO NOTHING
+            ),
+            learned AS (
+                -- Devices registered without an environment, now known (APNs accepted them there).
+                UPDATE devices dv SET environment = l.environment
+                FROM unnest($13::text[], $14::text[], $15::text[]) AS l(app_id, token, environment)
+                WHERE dv.app_id = l.app_id AND dv.token = l.token AND dv.environment IS NULL
             )
             SELECT (SELECT count(*) FROM updated), \(Self.relaxedCommit)
             """,
-            [ids, statuses, next, providerIDs, errors, adjustments, owner, deadApps, deadTokens, deadPlatforms, deadReasons, deadSince]
+            [
+                ids, statuses, next, providerIDs, errors, adjustments, owner, deadApps, deadTokens, deadPlatforms, deadReasons, deadSince,
+                learnedApps, learnedTokens, learnedEnvironments,
+            ]
         )
     }
 }

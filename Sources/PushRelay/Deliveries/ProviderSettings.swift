@@ -5,8 +5,10 @@ import Foundation
 /// ```yaml
 /// apns:
 ///   topic: com.example.app          # the app's bundle id (apns-topic)
-///   environment: production         # or sandbox: picks Apple's host unless url is set
-///   # url: https://localhost:8443   # another host, such as `push-relay sandbox`
+///   environment: production         # or sandbox: Apple's host for devices registered without one
+///   # url: https://localhost:8443   # one host for every request, such as `push-relay sandbox`
+///   # production_url: …             # or replace Apple's host of one environment (a proxy, a test gateway)
+///   # sandbox_url: …
 ///   token:                          # token authentication (recommended) ...
 ///     key_file: /etc/push-relay/AuthKey_ABC123DEFG.p8
 ///     key_id: ABC123DEFG
@@ -21,6 +23,8 @@ public struct APNsSettings: Sendable, Decodable, Hashable {
     public var topic: String
     public var environment: Environment
     public var url: String?
+    public var productionURL: String?
+    public var sandboxURL: String?
     public var token: Token?
     public var certificate: Certificate?
 
@@ -90,21 +94,38 @@ public struct APNsSettings: Sendable, Decodable, Hashable {
         self.certificate = certificate
     }
 
+    /// Settings that replace Apple's host of each environment, so the environment check runs.
+    public init(topic: String, environment: Environment = .production, productionURL: String?, sandboxURL: String?, token: Token? = nil) {
+        self.init(topic: topic, environment: environment, token: token)
+        self.productionURL = productionURL
+        self.sandboxURL = sandboxURL
+    }
+
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         topic = try container.decode(String.self, forKey: .topic)
         environment = try container.decodeIfPresent(Environment.self, forKey: .environment) ?? .production
         url = try container.decodeIfPresent(String.self, forKey: .url)
+        productionURL = try container.decodeIfPresent(String.self, forKey: .productionURL)
+        sandboxURL = try container.decodeIfPresent(String.self, forKey: .sandboxURL)
         token = try container.decodeIfPresent(Token.self, forKey: .token)
         certificate = try container.decodeIfPresent(Certificate.self, forKey: .certificate)
     }
 
     enum CodingKeys: String, CodingKey {
         case topic, environment, url, token, certificate
+        case productionURL = "production_url"
+        case sandboxURL = "sandbox_url"
     }
 
-    /// Where requests go: `url` when set, else Apple's host for `environment`.
-    public var baseURL: String { (url ?? environment.url).trimmingSuffix("/") }
+    /// Where requests go for the app's own environment: `url` when set, else that environment's host.
+    public var baseURL: String { baseURL(for: environment) }
+
+    /// Where requests for devices of `environment` go: `url` when set (one host for everything),
+    /// else `production_url` / `sandbox_url`, else Apple's host.
+    public func baseURL(for environment: Environment) -> String {
+        (url ?? (environment == .production ? productionURL : sandboxURL) ?? environment.url).trimmingSuffix("/")
+    }
 
     func validate(app: String) throws {
         guard !topic.isEmpty else { throw ConfigurationError("app '\(app)': apns.topic must name the app's bundle id") }
@@ -127,6 +148,8 @@ public struct APNsSettings: Sendable, Decodable, Hashable {
             }
         }
         if let url { try checkURL(url, app: app, key: "apns.url") }
+        if let productionURL { try checkURL(productionURL, app: app, key: "apns.production_url") }
+        if let sandboxURL { try checkURL(sandboxURL, app: app, key: "apns.sandbox_url") }
     }
 
     /// The password of a P12 certificate, read from its file.

@@ -2,8 +2,9 @@ import Foundation
 
 /// What a provider's answer means for the delivery (PROTOCOLS.md), for APNs and FCM alike.
 enum PushOutcome: Equatable, Sendable {
-    /// Delivered; keep the provider's id (apns-id, FCM message name).
-    case delivered(providerID: String?)
+    /// Delivered; keep the provider's id (apns-id, FCM message name). `environment` is set when
+    /// APNs accepted a device of unknown environment on the other environment's host.
+    case delivered(providerID: String?, environment: String? = nil)
     /// Try again later (5xx, 429, idle timeout), after `retryAfter` when APNs said so.
     case retry(reason: String, retryAfter: Int?)
     /// The request itself is wrong; retrying cannot help.

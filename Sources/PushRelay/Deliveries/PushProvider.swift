@@ -36,13 +36,30 @@ struct APNsProvider: PushProvider {
     let pushTTL: Duration
     let timeout: Duration
 
+    /// Sends to the host of the device's environment, or of the app's when the device was
+    /// registered without one. APNs answers `BadDeviceToken` for a token of the other environment
+    /// (a development build's token sent to production, say), so for such a device that answer is
+    /// checked once against the other environment's host before the token counts as dead; the
+    /// environment that accepted it is reported with the delivery. With `url` (one host for
+    /// everything) there is no other host to ask.
     func send(_ delivery: ClaimedDelivery) async -> PushOutcome {
-        let base: String
-        if settings.url != nil {
-            base = settings.baseURL
-        } else {
-            base = delivery.environment.flatMap(APNsSettings.Environment.init(rawValue:))?.url ?? settings.environment.url
+        let known = delivery.environment.flatMap(APNsSettings.Environment.init(rawValue:))
+        let first = known ?? settings.environment
+        let outcome = await send(delivery, to: first)
+        guard known == nil, settings.url == nil, case .deadToken("BadDeviceToken", _) = outcome else { return outcome }
+        let other: APNsSettings.Environment = first == .production ? .sandbox : .production
+        switch await send(delivery, to: other) {
+        case .delivered(let providerID, _):
+            return .delivered(providerID: providerID, environment: other.rawValue)
+        case .deadToken:
+            return outcome
+        case let answer:
+            return answer
         }
+    }
+
+    private func send(_ delivery: ClaimedDelivery, to environment: APNsSettings.Environment) async -> PushOutcome {
+        let base = settings.baseURL(for: environment)
         let isSync = delivery.kind == "badge_sync"
         let body =
             isSync
