@@ -103,9 +103,11 @@ struct CrashRecoveryTests {
               token: { key_file: \(apns.keyFile), key_id: \(apns.keyID), team_id: \(apns.teamID) }
         """.write(toFile: configFile, atomically: true, encoding: .utf8)
 
-        // Every token's first request is slow, so sends are in flight when the relay is killed.
+        // Every token's first request is slow, so sends are in flight when the relay is killed. Slow
+        // enough that a test task starved for a while on a busy machine still kills the relay before
+        // any answer (at 1.5 s, one run in a parallel suite found every push delivered already).
         let tokens = (0..<30).map { _ in apnsToken() }
-        for token in tokens { harness.state.setBehaviour(SandboxBehaviour(status: 200, delayMilliseconds: 1500, times: 1), for: token) }
+        for token in tokens { harness.state.setBehaviour(SandboxBehaviour(status: 200, delayMilliseconds: 6000, times: 1), for: token) }
 
         let log = harness.directory + "/relay.log"
         let first = try await RelayProcess.start(configFile: configFile, port: try EmbeddedPostgres.freePort(), log: log)
