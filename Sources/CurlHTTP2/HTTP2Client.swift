@@ -264,6 +264,8 @@ private final class EventLoop: @unchecked Sendable {
     /// Finished easy handles kept for reuse: creating and freeing one per request costs more than
     /// the request itself at high rates.
     var spareHandles: [UnsafeMutableRawPointer] = []
+    /// The sockets of this client's connections, as curl opens and closes them (corked per pass).
+    var sockets: Set<curl_socket_t> = []
     var limit: Int { max(1, configuration.maxConcurrentStreams * configuration.maxConnectionsPerHost) }
 
     init(shared: HTTP2Client.Shared, configuration: HTTP2ClientConfiguration) {
@@ -344,9 +346,6 @@ private final class EventLoop: @unchecked Sendable {
         backlog.removeFirst(count)
         for transfer in starting { start(transfer) }
     }
-
-    /// The sockets of this client's connections, as curl opens and closes them.
-    var sockets: Set<curl_socket_t> = []
 
     private func setCork(_ on: Bool) {
         for socket in sockets { _ = pushrelay_tcp_cork(socket, on ? 1 : 0) }

@@ -409,8 +409,8 @@ final class Dispatcher: Service, Sendable {
                 learnedEnvironments.append(environment)
             }
         }
-        // One statement: the deliveries' new state, and the devices of dead tokens marked invalid
-        // and queued for Zendesk.
+        // One statement: the deliveries' new state; the devices of dead tokens marked invalid and
+        // queued for Zendesk; the APNs environment of devices that had none, where one was learned.
         _ = try await bookkeeping(
             """
             WITH updated AS (

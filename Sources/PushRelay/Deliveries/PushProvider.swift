@@ -43,12 +43,17 @@ struct APNsProvider: PushProvider {
     /// environment that accepted it is reported with the delivery. With `url` (one host for
     /// everything) there is no other host to ask.
     func send(_ delivery: ClaimedDelivery) async -> PushOutcome {
+        let isSync = delivery.kind == "badge_sync"
+        let body =
+            isSync
+            ? APNsPayload.badgeSync(badge: delivery.badge ?? 0)
+            : APNsPayload.alert(title: delivery.title, body: delivery.body, badge: delivery.badge, ticketID: delivery.ticketID)
         let known = delivery.environment.flatMap(APNsSettings.Environment.init(rawValue:))
         let first = known ?? settings.environment
-        let outcome = await send(delivery, to: first)
+        let outcome = await send(delivery, body: body, isSync: isSync, to: first)
         guard known == nil, settings.url == nil, case .deadToken("BadDeviceToken", _) = outcome else { return outcome }
         let other: APNsSettings.Environment = first == .production ? .sandbox : .production
-        switch await send(delivery, to: other) {
+        switch await send(delivery, body: body, isSync: isSync, to: other) {
         case .delivered(let providerID, _):
             return .delivered(providerID: providerID, environment: other.rawValue)
         case .deadToken:
@@ -58,13 +63,9 @@ struct APNsProvider: PushProvider {
         }
     }
 
-    private func send(_ delivery: ClaimedDelivery, to environment: APNsSettings.Environment) async -> PushOutcome {
+    /// One push of `body` to `environment`'s host, with one provider-token refresh on ExpiredProviderToken.
+    private func send(_ delivery: ClaimedDelivery, body: [UInt8], isSync: Bool, to environment: APNsSettings.Environment) async -> PushOutcome {
         let base = settings.baseURL(for: environment)
-        let isSync = delivery.kind == "badge_sync"
-        let body =
-            isSync
-            ? APNsPayload.badgeSync(badge: delivery.badge ?? 0)
-            : APNsPayload.alert(title: delivery.title, body: delivery.body, badge: delivery.badge, ticketID: delivery.ticketID)
         var refreshed = false
         while true {
             var bearer: String?

@@ -154,7 +154,8 @@ final class IntakeWriter: Service, Sendable {
     /// Deliveries flagged in `claims` are stored already claimed for this instance's dispatcher.
     /// A NOTIFY on ``UnreadChannel/name`` names the owners whose counts changed, and one on
     /// ``channel`` wakes the dispatchers when some delivery was stored unclaimed (a lost NOTIFY only
-    /// delays delivery until the next poll); both are delivered at commit. Returns a receipt per item, in order, and the deliveries stored claimed.
+    /// delays delivery until the next poll); both are delivered at commit. Returns a receipt per
+    /// item, in order, and the deliveries stored claimed.
     ///
     /// The statement keeps one generic plan per connection (`planning: .cached`): planning it took
     /// about as long as running it. Its plan cannot go bad with the tables' sizes because every
