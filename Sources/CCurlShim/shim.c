@@ -1,5 +1,7 @@
 #include "CCurlShim.h"
 
+#include <stdlib.h>
+#include <string.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -80,4 +82,24 @@ int pushrelay_tcp_cork(curl_socket_t socket, int on) {
     (void)on;
     return 0;
 #endif
+}
+
+struct curl_slist *pushrelay_slist_from_lines(const char *lines, size_t length, size_t count) {
+    // One block: `count` list nodes, then a copy of the lines they point into.
+    if (count == 0) return NULL;
+    struct curl_slist *nodes = malloc(count * sizeof(struct curl_slist) + length);
+    if (nodes == NULL) return NULL;
+    char *text = (char *)(nodes + count);
+    memcpy(text, lines, length);
+    size_t offset = 0;
+    for (size_t i = 0; i < count; i++) {
+        nodes[i].data = text + offset;
+        nodes[i].next = i + 1 < count ? &nodes[i + 1] : NULL;
+        offset += strnlen(text + offset, length - offset) + 1;
+        if (offset > length) {
+            free(nodes);
+            return NULL;
+        }
+    }
+    return nodes;
 }

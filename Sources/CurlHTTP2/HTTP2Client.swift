@@ -24,13 +24,70 @@ public struct HTTP2Request: Sendable {
 /// A response: status, headers (names lower-cased) and body.
 public struct HTTP2Response: Sendable {
     public var status: Int
-    public var headers: [(name: String, value: String)]
     public var body: [UInt8]
     /// The HTTP version curl used (2 for HTTP/2).
     public var httpVersion: Int
+    /// The header lines as curl delivered them ("name: value\r\n" …), split only when asked: callers
+    /// read one or two headers, and the event thread should not build strings for the rest.
+    var headerBlock: [UInt8]
 
-    /// The first header with this (lower-case) name.
-    public func header(_ name: String) -> String? { headers.first { $0.name == name }?.value }
+    public init(status: Int, headers: [(name: String, value: String)] = [], body: [UInt8] = [], httpVersion: Int = 2) {
+        self.status = status
+        self.body = body
+        self.httpVersion = httpVersion
+        headerBlock = Array(headers.map { "\($0.name): \($0.value)\r\n" }.joined().utf8)
+    }
+
+    init(status: Int, headerBlock: [UInt8], body: [UInt8], httpVersion: Int) {
+        self.status = status
+        self.headerBlock = headerBlock
+        self.body = body
+        self.httpVersion = httpVersion
+    }
+
+    /// Every header, in order: names lower-cased, values without surrounding blanks.
+    public var headers: [(name: String, value: String)] {
+        var result: [(name: String, value: String)] = []
+        forEachHeader { name, value in
+            result.append((String(decoding: name.lazy.map(Self.lower), as: UTF8.self), String(decoding: value, as: UTF8.self)))
+            return true
+        }
+        return result
+    }
+
+    /// The first header with this name (compared without regard to case).
+    public func header(_ name: String) -> String? {
+        let wanted = Array(name.utf8)
+        var found: String?
+        forEachHeader { candidate, value in
+            guard candidate.count == wanted.count, zip(candidate, wanted).allSatisfy({ Self.lower($0) == Self.lower($1) }) else { return true }
+            found = String(decoding: value, as: UTF8.self)
+            return false
+        }
+        return found
+    }
+
+    /// Calls `body` with each header line's name and value until it returns false.
+    private func forEachHeader(_ body: (Slice<UnsafeBufferPointer<UInt8>>, Slice<UnsafeBufferPointer<UInt8>>) -> Bool) {
+        func isBlank(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0D || byte == 0x0A }
+        headerBlock.withUnsafeBufferPointer { block in
+            var start = 0
+            while start < block.count {
+                var end = start
+                while end < block.count, block[end] != 0x0A { end += 1 }
+                let next = end + 1
+                while end > start, isBlank(block[end - 1]) { end -= 1 }
+                if let colon = block[start..<end].firstIndex(of: UInt8(ascii: ":")) {
+                    var valueStart = colon + 1
+                    while valueStart < end, isBlank(block[valueStart]) { valueStart += 1 }
+                    if !body(block[start..<colon], block[valueStart..<end]) { return }
+                }
+                start = next
+            }
+        }
+    }
+
+    private static func lower(_ byte: UInt8) -> UInt8 { byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte }
 }
 
 /// A transfer that failed below HTTP: connection refused, TLS, timeout, HTTP/2 stream errors.
@@ -39,10 +96,18 @@ public struct CurlError: Error, Sendable, CustomStringConvertible {
     public var code: Int
     public var message: String
 
+    /// The client's own codes, below libcurl's range.
+    public static let setupFailed = -1
+    public static let shutDown = -2
+    public static let invalidHeader = -3
+
     /// Whether trying again (on a new stream or connection) can succeed: connection loss, GOAWAY and
-    /// refused streams (libcurl 7.88 does not retry those itself), timeouts.
+    /// refused streams (libcurl 7.88 does not retry those itself), timeouts; and a request the
+    /// client never started because it was shutting down or could not set up a handle. A header
+    /// that cannot be sent is not.
     public var isRetryable: Bool {
-        switch CURLcode(rawValue: UInt32(code)) {
+        if code < 0 { return code == Self.setupFailed || code == Self.shutDown }
+        return switch CURLcode(rawValue: UInt32(code)) {
         case CURLE_HTTP2, CURLE_HTTP2_STREAM, CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_COULDNT_CONNECT,
             CURLE_OPERATION_TIMEDOUT, CURLE_GOT_NOTHING, CURLE_PARTIAL_FILE, CURLE_COULDNT_RESOLVE_HOST, CURLE_SSL_CONNECT_ERROR:
             true
@@ -138,9 +203,9 @@ public final class HTTP2Client: Sendable {
 
     public init(configuration: HTTP2ClientConfiguration = .init()) throws {
         guard CurlLibrary.initialize(), CurlLibrary.supportsHTTP2 else {
-            throw CurlError(code: -1, message: "libcurl is not usable or lacks HTTP/2 support")
+            throw CurlError(code: CurlError.setupFailed, message: "libcurl is not usable or lacks HTTP/2 support")
         }
-        guard let multi = curl_multi_init() else { throw CurlError(code: -1, message: "curl_multi_init failed") }
+        guard let multi = curl_multi_init() else { throw CurlError(code: CurlError.setupFailed, message: "curl_multi_init failed") }
         pushrelay_curl_multi_setopt_long(multi, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX)
         pushrelay_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, configuration.maxConnectionsPerHost)
         pushrelay_curl_multi_setopt_long(multi, CURLMOPT_MAX_CONCURRENT_STREAMS, configuration.maxConcurrentStreams)
@@ -178,7 +243,7 @@ public final class HTTP2Client: Sendable {
                     if wake { shared.wake() }
                 } else {
                     transfer.continuation = nil
-                    continuation.resume(throwing: CurlError(code: -2, message: "the HTTP/2 client is shut down"))
+                    continuation.resume(throwing: CurlError(code: CurlError.shutDown, message: "the HTTP/2 client is shut down"))
                 }
             }
         } onCancel: {
@@ -207,49 +272,162 @@ final class Transfer: @unchecked Sendable {
     let request: HTTP2Request
     var id = 0
     var continuation: CheckedContinuation<HTTP2Response, any Error>?
-    var easy: UnsafeMutableRawPointer?
+    var handle: EasyHandle?
     var headerList: UnsafeMutablePointer<curl_slist>?
     var body: UnsafeMutableRawBufferPointer?
-    var errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
     var responseBody: [UInt8] = []
-    var responseHeaders: [(name: String, value: String)] = []
+    var responseHeaders: [UInt8] = []
     static let maxResponseBody = 1 << 20
 
     init(request: HTTP2Request) {
         self.request = request
-        errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
     }
 
     deinit {
-        if let easy { curl_easy_cleanup(easy) }
-        if let headerList { curl_slist_free_all(headerList) }
+        free(headerList)
         body?.deallocate()
-        errorBuffer.deallocate()
     }
 
-    /// One header line as curl hands it over ("Name: value\r\n", or the status line, which
-    /// starts a new header block). Names are lower-cased; surrounding blanks are dropped.
+    /// One header line as curl hands it over ("Name: value\r\n", or the status line, which starts
+    /// a new header block). Kept as bytes; ``HTTP2Response`` splits them when a caller asks.
     func receiveHeaderLine(_ line: UnsafeRawBufferPointer) {
-        func isBlank(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0D || byte == 0x0A }
-        var end = line.count
-        while end > 0, isBlank(line[end - 1]) { end -= 1 }
-        guard end > 0 else { return }
-        if end >= 5, line[0] == UInt8(ascii: "H"), line[1] == UInt8(ascii: "T"), line[2] == UInt8(ascii: "T"), line[3] == UInt8(ascii: "P"),
+        if line.count >= 5, line[0] == UInt8(ascii: "H"), line[1] == UInt8(ascii: "T"), line[2] == UInt8(ascii: "T"), line[3] == UInt8(ascii: "P"),
             line[4] == UInt8(ascii: "/")
         {
-            responseHeaders = []
+            responseHeaders.removeAll(keepingCapacity: true)
             return
         }
-        guard let colon = line[..<end].firstIndex(of: UInt8(ascii: ":")) else { return }
-        var valueStart = colon + 1
-        while valueStart < end, isBlank(line[valueStart]) { valueStart += 1 }
-        let name = String(decoding: line[..<colon].lazy.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }, as: UTF8.self)
-        responseHeaders.append((name, String(decoding: UnsafeRawBufferPointer(rebasing: line[valueStart..<end]), as: UTF8.self)))
+        responseHeaders.append(contentsOf: line)
     }
 
     func finish(_ result: Result<HTTP2Response, any Error>) {
         continuation?.resume(with: result)
         continuation = nil
+    }
+
+    /// The request's header list, built in one allocation, or nil when a name or value holds CR,
+    /// LF or NUL, which would end or split a header line.
+    func makeHeaderList() -> UnsafeMutablePointer<curl_slist>?? {
+        func breaksLine(_ byte: UInt8) -> Bool { byte == 0 || byte == 0x0A || byte == 0x0D }
+        var lines: [UInt8] = []
+        lines.reserveCapacity(request.headers.reduce(20) { $0 + $1.name.utf8.count + $1.value.utf8.count + 3 })
+        for (name, value) in request.headers {
+            guard !name.isEmpty, !name.utf8.contains(where: breaksLine), !value.utf8.contains(where: breaksLine) else { return nil }
+            lines.append(contentsOf: name.utf8)
+            lines.append(UInt8(ascii: ":"))
+            lines.append(UInt8(ascii: " "))
+            lines.append(contentsOf: value.utf8)
+            lines.append(0)
+        }
+        // Empty Expect and Accept: no 100-continue wait on larger bodies, no "accept: */*" on every push.
+        lines.append(contentsOf: "Expect:".utf8)
+        lines.append(0)
+        lines.append(contentsOf: "Accept:".utf8)
+        lines.append(0)
+        let count = request.headers.count + 2
+        return .some(lines.withUnsafeBufferPointer { pushrelay_slist_from_lines($0.baseAddress, $0.count, count) })
+    }
+}
+
+/// An easy handle with every option that is the same for all requests already set, and its error
+/// buffer. Handles are kept for reuse: configuring and freeing one per request costs more than the
+/// request itself at high rates.
+final class EasyHandle {
+    let easy: UnsafeMutableRawPointer
+    let errorBuffer: UnsafeMutablePointer<CChar>
+
+    init?(configuration: HTTP2ClientConfiguration, loop: UnsafeMutableRawPointer) {
+        guard let easy = curl_easy_init() else { return nil }
+        self.easy = easy
+        errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
+        errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
+        pushrelay_curl_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
+        pushrelay_curl_easy_setopt_long(easy, CURLOPT_PIPEWAIT, 1)
+        pushrelay_curl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
+        pushrelay_curl_easy_setopt_long(easy, CURLOPT_SSLVERSION, Int(CURL_SSLVERSION_TLSv1_2))
+        let connect = configuration.connectTimeout.components
+        pushrelay_curl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Int(connect.seconds * 1000 + connect.attoseconds / 1_000_000_000_000_000))
+        pushrelay_curl_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, errorBuffer)
+        if let caFile = configuration.caFile { pushrelay_curl_easy_setopt_string(easy, CURLOPT_CAINFO, caFile) }
+        if let certificate = configuration.clientCertificate {
+            pushrelay_curl_easy_setopt_string(easy, CURLOPT_SSLCERT, certificate.path)
+            pushrelay_curl_easy_setopt_string(easy, CURLOPT_SSLCERTTYPE, certificate.type)
+            if let key = certificate.keyPath { pushrelay_curl_easy_setopt_string(easy, CURLOPT_SSLKEY, key) }
+            if let password = certificate.password { pushrelay_curl_easy_setopt_string(easy, CURLOPT_KEYPASSWD, password) }
+        }
+        pushrelay_curl_easy_setopt_write_callback(easy) { data, size, count, context in
+            let transfer = Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue()
+            let length = size * count
+            guard transfer.responseBody.count + length <= Transfer.maxResponseBody else { return 0 }
+            if let data { transfer.responseBody.append(contentsOf: UnsafeRawBufferPointer(start: data, count: length)) }
+            return length
+        }
+        pushrelay_curl_easy_setopt_header_callback(easy) { data, size, count, context in
+            let transfer = Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue()
+            let length = size * count
+            guard let data else { return length }
+            transfer.receiveHeaderLine(UnsafeRawBufferPointer(start: data, count: length))
+            return length
+        }
+        pushrelay_curl_easy_setopt_socket_callbacks(
+            easy, loop,
+            { loop, socket, purpose in
+                if purpose == CURLSOCKTYPE_IPCXN {
+                    Unmanaged<EventLoop>.fromOpaque(loop!).takeUnretainedValue().sockets.insert(socket)
+                }
+                return CURL_SOCKOPT_OK
+            },
+            { loop, socket in
+                Unmanaged<EventLoop>.fromOpaque(loop!).takeUnretainedValue().sockets.remove(socket)
+                return close(socket)
+            }
+        )
+    }
+
+    /// Points the handle at one transfer: everything that differs between requests is set here.
+    func prepare(for transfer: Transfer, headers: UnsafeMutablePointer<curl_slist>?) {
+        let request = transfer.request
+        errorBuffer[0] = 0
+        pushrelay_curl_easy_setopt_string(easy, CURLOPT_URL, request.url)
+        let timeout = request.timeout.components
+        pushrelay_curl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, Int(timeout.seconds * 1000 + timeout.attoseconds / 1_000_000_000_000_000))
+        switch request.method {
+        case "GET":
+            pushrelay_curl_easy_setopt_ptr(easy, CURLOPT_CUSTOMREQUEST, nil)
+            pushrelay_curl_easy_setopt_long(easy, CURLOPT_HTTPGET, 1)
+        case "POST":
+            pushrelay_curl_easy_setopt_ptr(easy, CURLOPT_CUSTOMREQUEST, nil)
+            pushrelay_curl_easy_setopt_long(easy, CURLOPT_POST, 1)
+        default:
+            pushrelay_curl_easy_setopt_long(easy, CURLOPT_POST, 1)
+            pushrelay_curl_easy_setopt_string(easy, CURLOPT_CUSTOMREQUEST, request.method)
+        }
+        if request.method != "GET" {
+            let body = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, request.body.count), alignment: 1)
+            request.body.withUnsafeBytes { body.copyMemory(from: $0) }
+            transfer.body = body
+            pushrelay_curl_easy_setopt_off_t(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(request.body.count))
+            pushrelay_curl_easy_setopt_ptr(easy, CURLOPT_POSTFIELDS, body.baseAddress)
+        }
+        pushrelay_curl_easy_setopt_ptr(easy, CURLOPT_HTTPHEADER, headers)
+        let context = Unmanaged.passUnretained(transfer).toOpaque()
+        pushrelay_curl_easy_setopt_ptr(easy, CURLOPT_PRIVATE, context)
+        pushrelay_curl_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, context)
+        pushrelay_curl_easy_setopt_ptr(easy, CURLOPT_HEADERDATA, context)
+    }
+
+    /// Forgets the transfer's memory (header list, body, callback data) before it is freed.
+    func detach() {
+        pushrelay_curl_easy_setopt_ptr(easy, CURLOPT_HTTPHEADER, nil)
+        pushrelay_curl_easy_setopt_ptr(easy, CURLOPT_POSTFIELDS, nil)
+        pushrelay_curl_easy_setopt_ptr(easy, CURLOPT_PRIVATE, nil)
+        pushrelay_curl_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, nil)
+        pushrelay_curl_easy_setopt_ptr(easy, CURLOPT_HEADERDATA, nil)
+    }
+
+    deinit {
+        curl_easy_cleanup(easy)
+        errorBuffer.deallocate()
     }
 }
 
@@ -261,9 +439,8 @@ private final class EventLoop: @unchecked Sendable {
     var active: [Int: Transfer] = [:]
     /// Transfers waiting for a free stream, oldest first.
     var backlog: [Transfer] = []
-    /// Finished easy handles kept for reuse: creating and freeing one per request costs more than
-    /// the request itself at high rates.
-    var spareHandles: [UnsafeMutableRawPointer] = []
+    /// Finished easy handles, configured, kept for reuse.
+    var spareHandles: [EasyHandle] = []
     /// The sockets of this client's connections, as curl opens and closes them (corked per pass).
     var sockets: Set<curl_socket_t> = []
     var limit: Int { max(1, configuration.maxConcurrentStreams * configuration.maxConnectionsPerHost) }
@@ -295,7 +472,7 @@ private final class EventLoop: @unchecked Sendable {
                 }
             }
             if stopping {
-                let shutDown = CurlError(code: -2, message: "the HTTP/2 client is shut down")
+                let shutDown = CurlError(code: CurlError.shutDown, message: "the HTTP/2 client is shut down")
                 for transfer in active.values { end(transfer, .failure(shutDown)) }
                 for transfer in backlog { transfer.finish(.failure(shutDown)) }
                 active.removeAll()
@@ -325,13 +502,12 @@ private final class EventLoop: @unchecked Sendable {
             setCork(false)
             curl_multi_poll(multi, nil, 0, 1000, nil)
         }
-        for easy in spareHandles { curl_easy_cleanup(easy) }
         spareHandles.removeAll()
         let waiters = shared.state.withLock { state -> [CheckedContinuation<Void, Never>] in
             state.exited = true
             curl_multi_cleanup(multi)
             // Requests that raced with the stop.
-            for transfer in state.pending { transfer.finish(.failure(CurlError(code: -2, message: "the HTTP/2 client is shut down"))) }
+            for transfer in state.pending { transfer.finish(.failure(CurlError(code: CurlError.shutDown, message: "the HTTP/2 client is shut down"))) }
             state.pending = []
             defer { state.exitWaiters = [] }
             return state.exitWaiters
@@ -352,82 +528,20 @@ private final class EventLoop: @unchecked Sendable {
     }
 
     private func start(_ transfer: Transfer) {
-        guard let easy = spareHandles.popLast() ?? curl_easy_init() else {
-            transfer.finish(.failure(CurlError(code: -1, message: "curl_easy_init failed")))
+        guard let headers = transfer.makeHeaderList() else {
+            transfer.finish(.failure(CurlError(code: CurlError.invalidHeader, message: "a request header name or value contains CR, LF or NUL")))
             return
         }
-        transfer.easy = easy
-        let request = transfer.request
-        pushrelay_curl_easy_setopt_string(easy, CURLOPT_URL, request.url)
-        pushrelay_curl_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
-        pushrelay_curl_easy_setopt_long(easy, CURLOPT_PIPEWAIT, 1)
-        pushrelay_curl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
-        pushrelay_curl_easy_setopt_long(easy, CURLOPT_SSLVERSION, Int(CURL_SSLVERSION_TLSv1_2))
-        pushrelay_curl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, Int(request.timeout.components.seconds * 1000 + request.timeout.components.attoseconds / 1_000_000_000_000_000))
-        let connect = configuration.connectTimeout.components
-        pushrelay_curl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Int(connect.seconds * 1000 + connect.attoseconds / 1_000_000_000_000_000))
-        pushrelay_curl_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, transfer.errorBuffer)
-        if let caFile = configuration.caFile { pushrelay_curl_easy_setopt_string(easy, CURLOPT_CAINFO, caFile) }
-        if let certificate = configuration.clientCertificate {
-            pushrelay_curl_easy_setopt_string(easy, CURLOPT_SSLCERT, certificate.path)
-            pushrelay_curl_easy_setopt_string(easy, CURLOPT_SSLCERTTYPE, certificate.type)
-            if let key = certificate.keyPath { pushrelay_curl_easy_setopt_string(easy, CURLOPT_SSLKEY, key) }
-            if let password = certificate.password { pushrelay_curl_easy_setopt_string(easy, CURLOPT_KEYPASSWD, password) }
+        transfer.headerList = headers
+        guard let handle = spareHandles.popLast() ?? EasyHandle(configuration: configuration, loop: Unmanaged.passUnretained(self).toOpaque()) else {
+            transfer.finish(.failure(CurlError(code: CurlError.setupFailed, message: "curl_easy_init failed")))
+            return
         }
-        switch request.method {
-        case "GET": pushrelay_curl_easy_setopt_long(easy, CURLOPT_HTTPGET, 1)
-        case "POST": pushrelay_curl_easy_setopt_long(easy, CURLOPT_POST, 1)
-        default: pushrelay_curl_easy_setopt_string(easy, CURLOPT_CUSTOMREQUEST, request.method)
-        }
-        if request.method != "GET" {
-            let body = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, request.body.count), alignment: 1)
-            request.body.withUnsafeBytes { body.copyMemory(from: $0) }
-            transfer.body = body
-            pushrelay_curl_easy_setopt_off_t(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(request.body.count))
-            pushrelay_curl_easy_setopt_ptr(easy, CURLOPT_POSTFIELDS, body.baseAddress)
-        }
-        var list: UnsafeMutablePointer<curl_slist>?
-        // An empty Expect stops curl from waiting for 100-continue on larger bodies.
-        for line in request.headers.map({ "\($0.name): \($0.value)" }) + ["Expect:"] {
-            list = curl_slist_append(list, line)
-        }
-        transfer.headerList = list
-        pushrelay_curl_easy_setopt_ptr(easy, CURLOPT_HTTPHEADER, list)
-
-        let context = Unmanaged.passUnretained(transfer).toOpaque()
-        pushrelay_curl_easy_setopt_ptr(easy, CURLOPT_PRIVATE, context)
-        pushrelay_curl_easy_setopt_write_callback(easy) { data, size, count, context in
-            let transfer = Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue()
-            let length = size * count
-            guard transfer.responseBody.count + length <= Transfer.maxResponseBody else { return 0 }
-            if let data { transfer.responseBody.append(contentsOf: UnsafeRawBufferPointer(start: data, count: length)) }
-            return length
-        }
-        pushrelay_curl_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, context)
-        pushrelay_curl_easy_setopt_header_callback(easy) { data, size, count, context in
-            let transfer = Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue()
-            let length = size * count
-            guard let data else { return length }
-            transfer.receiveHeaderLine(UnsafeRawBufferPointer(start: data, count: length))
-            return length
-        }
-        pushrelay_curl_easy_setopt_socket_callbacks(
-            easy, Unmanaged.passUnretained(self).toOpaque(),
-            { loop, socket, purpose in
-                if purpose == CURLSOCKTYPE_IPCXN {
-                    Unmanaged<EventLoop>.fromOpaque(loop!).takeUnretainedValue().sockets.insert(socket)
-                }
-                return CURL_SOCKOPT_OK
-            },
-            { loop, socket in
-                Unmanaged<EventLoop>.fromOpaque(loop!).takeUnretainedValue().sockets.remove(socket)
-                return close(socket)
-            }
-        )
-        pushrelay_curl_easy_setopt_ptr(easy, CURLOPT_HEADERDATA, context)
-
-        let added = curl_multi_add_handle(multi, easy)
+        handle.prepare(for: transfer, headers: headers)
+        transfer.handle = handle
+        let added = curl_multi_add_handle(multi, handle.easy)
         guard added == CURLM_OK else {
+            release(handle, from: transfer)
             transfer.finish(.failure(CurlError(code: Int(added.rawValue), message: String(cString: curl_multi_strerror(added)))))
             return
         }
@@ -435,37 +549,38 @@ private final class EventLoop: @unchecked Sendable {
     }
 
     private func complete(_ transfer: Transfer, code: CURLcode) -> Result<HTTP2Response, any Error> {
-        guard code == CURLE_OK, let easy = transfer.easy else {
-            let detail = String(cString: transfer.errorBuffer)
+        guard let handle = transfer.handle else { return .failure(CurlError(code: CurlError.setupFailed, message: "transfer without a handle")) }
+        guard code == CURLE_OK else {
+            let detail = String(cString: handle.errorBuffer)
             let message = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
             return .failure(CurlError(code: Int(code.rawValue), message: message))
         }
         var status = 0
-        pushrelay_curl_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
+        pushrelay_curl_easy_getinfo_long(handle.easy, CURLINFO_RESPONSE_CODE, &status)
         var version = 0
-        pushrelay_curl_easy_getinfo_long(easy, CURLINFO_HTTP_VERSION, &version)
+        pushrelay_curl_easy_getinfo_long(handle.easy, CURLINFO_HTTP_VERSION, &version)
         return .success(
             HTTP2Response(
-                status: status, headers: transfer.responseHeaders, body: transfer.responseBody,
+                status: status, headerBlock: transfer.responseHeaders, body: transfer.responseBody,
                 httpVersion: version == Int(CURL_HTTP_VERSION_2_0) ? 2 : version == Int(CURL_HTTP_VERSION_1_1) ? 1 : version
             )
         )
     }
 
-    /// Removes the handle from the multi, frees it here on the event thread (an easy handle must
-    /// never be cleaned up on another thread while the multi runs: it may still be tied to a shared
-    /// connection), and answers the caller.
+    /// Removes the handle from the multi, keeps it for the next request (or frees it here on the
+    /// event thread: an easy handle must never be cleaned up on another thread while the multi
+    /// runs, it may still be tied to a shared connection), and answers the caller.
     private func end(_ transfer: Transfer, _ result: Result<HTTP2Response, any Error>) {
-        if let easy = transfer.easy {
-            curl_multi_remove_handle(multi, easy)
-            transfer.easy = nil
-            if spareHandles.count < limit {
-                curl_easy_reset(easy)
-                spareHandles.append(easy)
-            } else {
-                curl_easy_cleanup(easy)
-            }
+        if let handle = transfer.handle {
+            curl_multi_remove_handle(multi, handle.easy)
+            release(handle, from: transfer)
         }
         transfer.finish(result)
+    }
+
+    private func release(_ handle: EasyHandle, from transfer: Transfer) {
+        handle.detach()
+        transfer.handle = nil
+        if spareHandles.count < limit { spareHandles.append(handle) }
     }
 }

@@ -72,6 +72,42 @@ struct HTTP2ClientTests {
         }
     }
 
+    @Test("response headers are found whatever the case of the name; all are listed lower-cased")
+    func responseHeaders() async throws {
+        try await SandboxHarness.with { sandbox in
+            let client = try HTTP2Client(configuration: .init(caFile: sandbox.caFile))
+            sandbox.state.setBehaviour(SandboxBehaviour(status: 429, reason: "TooManyRequests", retryAfter: 12, times: 1), for: Self.token)
+            let response = try await client.send(
+                HTTP2Request(url: "\(sandbox.base)/3/device/\(Self.token)", headers: Self.apnsHeaders() + [("apns-id", "0f3a2b9c-1d2e-4f50-8a6b-7c8d9e0f1a2b")], body: Self.payload)
+            )
+            #expect(response.header("Retry-After") == "12")
+            #expect(response.header("APNS-ID") == "0f3a2b9c-1d2e-4f50-8a6b-7c8d9e0f1a2b")
+            #expect(response.header("retry") == nil)
+            let names = response.headers.map(\.name)
+            #expect(names.contains("retry-after") && names.contains("apns-id") && names.contains("content-type"))
+            #expect(response.headers.first { $0.name == "content-type" }?.value == "application/json")
+            await client.shutdown()
+        }
+    }
+
+    @Test("a header name or value holding CR, LF or NUL fails the request before anything is sent")
+    func headerInjection() async throws {
+        try await SandboxHarness.with { sandbox in
+            let client = try HTTP2Client(configuration: .init(caFile: sandbox.caFile))
+            for bad in [("apns-topic", "com.example.app\r\napns-priority: 5"), ("apns-topic", "a\u{0}b"), ("x-bad\nname", "1")] {
+                let error = await #expect(throws: CurlError.self) {
+                    try await client.send(HTTP2Request(url: "\(sandbox.base)/3/device/\(Self.token)", headers: Self.apnsHeaders(topic: nil) + [bad], body: Self.payload))
+                }
+                #expect(error?.isRetryable == false)
+            }
+            #expect(sandbox.state.requests(service: "apns").isEmpty)
+            // The client still works afterwards.
+            let response = try await client.send(HTTP2Request(url: "\(sandbox.base)/3/device/\(Self.token)", headers: Self.apnsHeaders(), body: Self.payload))
+            #expect(response.status == 200)
+            await client.shutdown()
+        }
+    }
+
     /// More requests than the client's stream cap, so transfers queue and reuse one long-lived
     /// connection: every one must be answered and reach the server exactly once.
     @Test("concurrent requests are multiplexed over one connection, each answered and received once")

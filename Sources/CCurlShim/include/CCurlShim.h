@@ -22,6 +22,10 @@ CURLcode pushrelay_curl_easy_setopt_socket_callbacks(CURL *handle, void *clientp
 /// Sets or clears TCP_CORK on a socket (Linux): while set, small writes are held and sent as
 /// full segments when it is cleared.
 int pushrelay_tcp_cork(curl_socket_t socket, int on);
+/// A header list for CURLOPT_HTTPHEADER built in one allocation from `count` NUL-terminated lines
+/// laid end to end in `lines` (`length` bytes in all). Free it with free(), not
+/// curl_slist_free_all(). NULL when `count` is 0, on allocation failure or malformed input.
+struct curl_slist *pushrelay_slist_from_lines(const char *lines, size_t length, size_t count);
 CURLcode pushrelay_curl_easy_getinfo_long(CURL *handle, CURLINFO info, long *value);
 CURLcode pushrelay_curl_easy_getinfo_ptr(CURL *handle, CURLINFO info, void **value);
 CURLMcode pushrelay_curl_multi_setopt_long(CURLM *handle, CURLMoption option, long value);
