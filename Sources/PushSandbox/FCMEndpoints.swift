@@ -7,6 +7,8 @@ import Synchronization
 final class FCMEndpoints: Sendable {
     let state: SandboxState
     private let issued = Mutex<Set<String>>([])
+    /// Numbers the message names FCM returns (`projects/…/messages/N`).
+    private let messages = Atomic<UInt64>(0)
 
     init(state: SandboxState) { self.state = state }
 
@@ -74,7 +76,8 @@ final class FCMEndpoints: Sendable {
             )
         )
         if status == 200 {
-            return SandboxRouter.json(["name": "projects/\(project)/messages/\(UInt64.random(in: 1...UInt64.max))"])
+            let number = messages.wrappingAdd(1, ordering: .relaxed).newValue
+            return SandboxRouter.json(["name": "projects/\(project)/messages/\(number)"])
         }
         let headers = retryAfter.map { [("retry-after", String($0))] } ?? []
         let error: [String: Any] = [

@@ -141,13 +141,11 @@ final class SandboxStreamHandler: ChannelInboundHandler, Sendable {
         case .end:
             let (head, body) = pending.withLock { $0 }
             guard let head else { return }
-            let components = URLComponents(string: head.uri)
-            var query: [String: String] = [:]
-            for item in components?.queryItems ?? [] { query[item.name] = item.value ?? "" }
+            let (path, query) = Self.split(uri: head.uri)
             var headers: [String: String] = [:]
             for (name, value) in head.headers { headers[name.lowercased()] = value }
             let request = SandboxHTTPRequest(
-                method: head.method.rawValue, path: components?.path ?? head.uri, query: query, headers: headers,
+                method: head.method.rawValue, path: path, query: query, headers: headers,
                 body: Data(body.readableBytesView)
             )
             let router = self.router
@@ -159,6 +157,18 @@ final class SandboxStreamHandler: ChannelInboundHandler, Sendable {
                 handler.write(response, context: context)
             }
         }
+    }
+
+    /// A request target's path (percent-decoded) and query items.
+    static func split(uri: String) -> (path: String, query: [String: String]) {
+        func decoded(_ text: Substring) -> String { text.contains("%") ? (text.removingPercentEncoding ?? String(text)) : String(text) }
+        guard let mark = uri.firstIndex(of: "?") else { return (decoded(uri[...]), [:]) }
+        var query: [String: String] = [:]
+        for item in uri[uri.index(after: mark)...].split(separator: "&") {
+            let parts = item.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            query[decoded(parts[0])] = parts.count > 1 ? decoded(parts[1]) : ""
+        }
+        return (decoded(uri[..<mark]), query)
     }
 
     private func write(_ response: SandboxHTTPResponse, context: ChannelHandlerContext) {
