@@ -82,10 +82,16 @@ struct APNsEndpoint: Sendable {
     private func validate(token: String, request: SandboxHTTPRequest, environment: String) async throws(Failure) {
         // A token tied to the other environment, as the other host would answer.
         if let home = state.environment(of: token), home != environment { throw Failure(status: 400, reason: "BadDeviceToken") }
-        let body = request.body
         guard token.utf8.count >= 64, token.utf8.count <= 200, token.utf8.count % 2 == 0,
             token.utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) || ($0 >= 65 && $0 <= 70) })
         else { throw Failure(status: 400, reason: "BadDeviceToken") }
+        // Certificate authentication: no provider token, a client certificate naming the topic.
+        if request.headers["authorization"] == nil, let certificateTopic = request.clientCertificateTopic {
+            let topic = request.headers["apns-topic"] ?? certificateTopic
+            guard topic == certificateTopic else { throw Failure(status: 400, reason: "TopicDisallowed") }
+            try validateRequest(request, topic: topic)
+            return
+        }
         guard let authorization = request.headers["authorization"] else {
             throw Failure(status: 403, reason: "MissingProviderToken")
         }
@@ -106,7 +112,13 @@ struct APNsEndpoint: Sendable {
             guard teams.values.contains(claims.iss.value) else { throw Failure(status: 403, reason: "InvalidProviderToken") }
             if Date().timeIntervalSince(claims.iat.value) > 3600 { throw Failure(status: 403, reason: "ExpiredProviderToken") }
         }
-        guard let topic = request.headers["apns-topic"], !topic.isEmpty else { throw Failure(status: 400, reason: "MissingTopic") }
+        try validateRequest(request, topic: request.headers["apns-topic"])
+    }
+
+    /// The checks after authentication: headers and payload.
+    private func validateRequest(_ request: SandboxHTTPRequest, topic: String?) throws(Failure) {
+        let body = request.body
+        guard let topic, !topic.isEmpty else { throw Failure(status: 400, reason: "MissingTopic") }
         let pushType = request.headers["apns-push-type"] ?? "alert"
         let types = ["alert", "background", "voip", "complication", "fileprovider", "location", "liveactivity", "pushtotalk", "widgets", "mdm"]
         guard types.contains(pushType) else { throw Failure(status: 400, reason: "InvalidPushType") }

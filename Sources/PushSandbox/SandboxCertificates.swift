@@ -5,7 +5,9 @@ import SwiftASN1
 import X509
 
 /// A throwaway certificate authority and a server certificate for `localhost` / 127.0.0.1, so the
-/// sandbox speaks real TLS and clients trust it through one CA file (`tls.ca_file`).
+/// sandbox speaks real TLS and clients trust it through one CA file (`tls.ca_file`). The same CA
+/// issues APNs client certificates (``issueAPNsClientCertificate(topic:directory:)``), which the
+/// sandbox accepts for certificate authentication as APNs accepts Apple-issued ones.
 public struct SandboxCertificates: Sendable {
     /// The CA certificate in PEM, written to ``caFile``.
     public let caPEM: String
@@ -13,6 +15,12 @@ public struct SandboxCertificates: Sendable {
     public let caFile: String
     let serverCertificatePEM: String
     let serverKeyPEM: String
+    private let caKey: P256.Signing.PrivateKey
+    private let caName: DistinguishedName
+
+    /// The subject prefix of Apple's APNs certificates ("Apple Push Services: com.example.app");
+    /// the bundle id after it is the topic the certificate may push to.
+    public static let apnsSubjectPrefix = "Apple Push Services: "
 
     /// Generates a CA and a server certificate valid for a year and writes the CA to `directory/sandbox-ca.pem`.
     public static func generate(directory: String) throws -> SandboxCertificates {
@@ -60,8 +68,50 @@ public struct SandboxCertificates: Sendable {
             caPEM: caPEM,
             caFile: caFile,
             serverCertificatePEM: try server.serializeAsPEM().pemString,
-            serverKeyPEM: serverKey.pemRepresentation
+            serverKeyPEM: serverKey.pemRepresentation,
+            caKey: caKey,
+            caName: caName
         )
+    }
+
+    /// Issues an APNs client certificate for `topic` (subject "Apple Push Services: <topic>") and
+    /// writes it and its key as PEM to `directory/<name>.pem` and `directory/<name>-key.pem`.
+    public func issueAPNsClientCertificate(topic: String, directory: String, name: String = "apns-client") throws -> (certificateFile: String, keyFile: String) {
+        let now = Date()
+        let key = P256.Signing.PrivateKey()
+        let certificate = try Certificate(
+            version: .v3,
+            serialNumber: .init(),
+            publicKey: .init(key.publicKey),
+            notValidBefore: now - 3600,
+            notValidAfter: now + 365 * 86_400,
+            issuer: caName,
+            subject: try DistinguishedName { CommonName(Self.apnsSubjectPrefix + topic) },
+            signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.notCertificateAuthority)
+                Critical(KeyUsage(digitalSignature: true))
+                try ExtendedKeyUsage([.clientAuth])
+            },
+            issuerPrivateKey: .init(caKey)
+        )
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let certificateFile = (directory as NSString).appendingPathComponent("\(name).pem")
+        let keyFile = (directory as NSString).appendingPathComponent("\(name)-key.pem")
+        try certificate.serializeAsPEM().pemString.write(toFile: certificateFile, atomically: true, encoding: .utf8)
+        try key.pemRepresentation.write(toFile: keyFile, atomically: true, encoding: .utf8)
+        return (certificateFile, keyFile)
+    }
+
+    /// The topic of an APNs client certificate this CA issued, from its subject; nil for any other
+    /// certificate.
+    static func apnsTopic(of certificate: NIOSSLCertificate) -> String? {
+        guard let der = try? certificate.toDERBytes(), let parsed = try? Certificate(derEncoded: der) else { return nil }
+        for attribute in parsed.subject.flatMap({ $0 }) where attribute.type == .RDNAttributeType.commonName {
+            let name = attribute.value.description
+            if name.hasPrefix(apnsSubjectPrefix) { return String(name.dropFirst(apnsSubjectPrefix.count)) }
+        }
+        return nil
     }
 
     /// The server side TLS configuration (TLS 1.2+).
@@ -71,6 +121,10 @@ public struct SandboxCertificates: Sendable {
             privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(serverKeyPEM.utf8), format: .pem))
         )
         configuration.minimumTLSVersion = .tlsv12
+        // APNs certificate authentication: a client may present a certificate, which must then be
+        // one this CA issued; token-authenticated clients present none.
+        configuration.trustRoots = .certificates([try NIOSSLCertificate(bytes: Array(caPEM.utf8), format: .pem)])
+        configuration.certificateVerification = .optionalVerification
         return configuration
     }
 }

@@ -16,6 +16,9 @@ struct SandboxHTTPRequest: Sendable {
     /// Lower-cased names.
     var headers: [String: String]
     var body: Data
+    /// For a request without an `authorization` header on a connection whose client presented an
+    /// APNs certificate of the sandbox's CA: the topic that certificate is for.
+    var clientCertificateTopic: String? = nil
 }
 
 /// An answer from an endpoint; `dropConnection` closes the TCP connection instead.
@@ -74,13 +77,15 @@ public final class SandboxServer: Sendable {
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
+                    let tls = NIOSSLServerHandler(context: sslContext)
+                    try channel.pipeline.syncOperations.addHandler(tls)
+                    let peer = NIOLoopBound(tls, eventLoop: channel.eventLoop)
                     let multiplexer = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
                         mode: .server, connectionConfiguration: connection, streamConfiguration: streams
                     ) { stream in
                         stream.eventLoop.makeCompletedFuture {
                             try stream.pipeline.syncOperations.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
-                            try stream.pipeline.syncOperations.addHandler(SandboxStreamHandler(router: router))
+                            try stream.pipeline.syncOperations.addHandler(SandboxStreamHandler(router: router, tls: peer))
                         }
                     }
                     _ = multiplexer
@@ -128,9 +133,14 @@ final class SandboxStreamHandler: ChannelInboundHandler, Sendable {
     typealias OutboundOut = HTTPServerResponsePart
 
     private let router: SandboxRouter
+    /// The connection's TLS handler, for the client certificate.
+    private let tls: NIOLoopBound<NIOSSLServerHandler>
     private let pending = Mutex<(head: HTTPRequestHead?, body: ByteBuffer)>((nil, ByteBuffer()))
 
-    init(router: SandboxRouter) { self.router = router }
+    init(router: SandboxRouter, tls: NIOLoopBound<NIOSSLServerHandler>) {
+        self.router = router
+        self.tls = tls
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
@@ -144,10 +154,13 @@ final class SandboxStreamHandler: ChannelInboundHandler, Sendable {
             let (path, query) = Self.split(uri: head.uri)
             var headers: [String: String] = [:]
             for (name, value) in head.headers { headers[name.lowercased()] = value }
-            let request = SandboxHTTPRequest(
+            var request = SandboxHTTPRequest(
                 method: head.method.rawValue, path: path, query: query, headers: headers,
                 body: Data(body.readableBytesView)
             )
+            if headers["authorization"] == nil, let certificate = tls.value.peerCertificate {
+                request.clientCertificateTopic = SandboxCertificates.apnsTopic(of: certificate)
+            }
             let router = self.router
             let promise = context.eventLoop.makePromise(of: SandboxHTTPResponse.self)
             promise.completeWithTask { await router.respond(request) }

@@ -12,7 +12,7 @@ import TestSupport
 /// made-up APNs and FCM credentials that the sandbox checks.
 struct DeliveryHarness: Sendable {
     let sandbox: SandboxServer
-    let test: TestApp
+    var test: TestApp
     let directory: String
 
     var state: SandboxState { sandbox.state }

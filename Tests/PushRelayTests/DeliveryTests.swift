@@ -331,4 +331,97 @@ struct DeliveryTests {
         #expect(try await harness.deliveries(token: ios).map(\.attempts) == [3])
         #expect(harness.requests(token: ios).count == 3)
     }
+
+    @Test("a dropped connection is retried on a new one and the push is delivered")
+    func droppedConnection() async throws {
+        let harness = try await DeliveryHarness.make()
+        defer { Task { await harness.shutdown() } }
+        let ios = apnsToken()
+        harness.state.setBehaviour(SandboxBehaviour(status: -1, times: 1), for: ios)
+        try await harness.application().test(.router) { client in
+            _ = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios")])))
+            #expect(try await eventually { try await harness.deliveries(token: ios).first?.status == "delivered" })
+        }
+        #expect(harness.requests(token: ios).map(\.status) == [0, 200])
+        #expect(try await harness.deliveries(token: ios).map(\.attempts) == [2])
+    }
+
+    @Test("graceful shutdown waits for the sends in flight and stores their outcomes")
+    func shutdownDrainsSends() async throws {
+        let harness = try await DeliveryHarness.make()
+        defer { Task { await harness.shutdown() } }
+        let ios = apnsToken()
+        harness.state.setBehaviour(SandboxBehaviour(status: 0, delayMilliseconds: 1_500), for: ios)
+        let started = ContinuousClock.now
+        try await harness.application().test(.router) { client in
+            _ = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios")])))
+            // In flight: handed to the sender, not yet answered. Leaving the closure shuts the relay down.
+            #expect(try await eventually { try await harness.deliveries(token: ios).first?.status == "sending" })
+            #expect(harness.requests(token: ios).isEmpty)
+        }
+        #expect(ContinuousClock.now - started >= .milliseconds(1_400))
+        #expect(harness.requests(token: ios).map(\.status) == [200])
+        #expect(try await harness.deliveries(token: ios).map(\.status) == ["delivered"])
+    }
+
+    @Test("APNs certificate authentication: a PEM and a .p12 client certificate deliver; one for another topic is refused")
+    func certificateAuthentication() async throws {
+        var harness = try await DeliveryHarness.make()
+        let sandbox = harness.sandbox
+        defer { Task { await sandbox.shutdown() } }
+        let certificates = harness.sandbox.certificates
+        let pem = try certificates.issueAPNsClientCertificate(topic: "com.example.support", directory: harness.directory, name: "support")
+        let elsewhere = try certificates.issueAPNsClientCertificate(topic: "com.example.elsewhere", directory: harness.directory, name: "elsewhere")
+        // The .p12 form, as Apple's Keychain exports it, with its password in a file.
+        let p12 = harness.directory + "/other.p12"
+        let passwordFile = harness.directory + "/other.p12.password"
+        try "p12-password-42\n".write(toFile: passwordFile, atomically: true, encoding: .utf8)
+        let other = try certificates.issueAPNsClientCertificate(topic: "com.example.other", directory: harness.directory, name: "other")
+        let openssl = Process()
+        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        openssl.arguments = ["openssl", "pkcs12", "-export", "-in", other.certificateFile, "-inkey", other.keyFile, "-out", p12, "-passout", "pass:p12-password-42"]
+        try openssl.run()
+        openssl.waitUntilExit()
+        try #require(openssl.terminationStatus == 0)
+
+        let gateway = harness.gateway
+        for index in harness.test.apps.indices {
+            let id = harness.test.apps[index].id
+            let certificate: APNsSettings.Certificate = switch id {
+            case "support": .init(file: pem.certificateFile, type: "PEM", keyFile: pem.keyFile)
+            case "other": .init(file: p12, passwordFile: passwordFile)
+            default: .init(file: elsewhere.certificateFile, keyFile: elsewhere.keyFile)
+            }
+            harness.test.apps[index].apns = APNsSettings(topic: "com.example.\(id)", url: gateway, certificate: certificate)
+        }
+        let (support, otherToken) = (apnsToken(), apnsToken())
+        let configured = harness
+        try await configured.application().test(.router) { client in
+            for (url, token) in [(Self.url, support), (Self.otherURL, otherToken)] {
+                let response = try await client.execute(uri: url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(token, "ios")])))
+                #expect(response.status == .accepted)
+            }
+            #expect(try await eventually { try await configured.test.count("SELECT count(*) FROM deliveries WHERE status = 'delivered'") == 2 })
+        }
+        for token in [support, otherToken] {
+            let request = try #require(harness.requests(token: token).first)
+            #expect(request.status == 200)
+            #expect(request.headers["authorization"] == nil)
+        }
+        #expect(harness.requests(token: otherToken).first?.headers["apns-topic"] == "com.example.other")
+
+        // A certificate for another bundle id: APNs answers TopicDisallowed, a permanent failure.
+        let wrong = apnsToken()
+        for index in harness.test.apps.indices where harness.test.apps[index].id == "support" {
+            harness.test.apps[index].apns = APNsSettings(
+                topic: "com.example.support", url: gateway, certificate: .init(file: elsewhere.certificateFile, keyFile: elsewhere.keyFile)
+            )
+        }
+        let misconfigured = harness
+        try await misconfigured.application().test(.router) { client in
+            _ = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(wrong, "ios")])))
+            #expect(try await eventually { try await misconfigured.deliveries(token: wrong).first?.status == "failed" })
+        }
+        #expect(harness.requests(token: wrong).map(\.reason) == ["TopicDisallowed"])
+    }
 }
