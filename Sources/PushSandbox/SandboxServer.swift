@@ -79,6 +79,7 @@ public final class SandboxServer: Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     let tls = NIOSSLServerHandler(context: sslContext)
                     try channel.pipeline.syncOperations.addHandler(tls)
+                    try channel.pipeline.syncOperations.addHandler(FlushCoalescer())
                     let peer = NIOLoopBound(tls, eventLoop: channel.eventLoop)
                     let multiplexer = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
                         mode: .server, connectionConfiguration: connection, streamConfiguration: streams
@@ -196,6 +197,24 @@ final class SandboxStreamHandler: ChannelInboundHandler, Sendable {
             context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: response.body)))), promise: nil)
         }
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+    }
+}
+
+/// Turns the flushes of one event-loop tick into one: every answered stream flushes, and without
+/// this each answer would leave in a TLS record and a write of its own.
+final class FlushCoalescer: ChannelOutboundHandler, RemovableChannelHandler {
+    typealias OutboundIn = Any
+    private var scheduled = false
+
+    func flush(context: ChannelHandlerContext) {
+        guard !scheduled else { return }
+        scheduled = true
+        let bound = NIOLoopBound((context, self), eventLoop: context.eventLoop)
+        context.eventLoop.execute {
+            let (context, handler) = bound.value
+            handler.scheduled = false
+            context.flush()
+        }
     }
 }
 
