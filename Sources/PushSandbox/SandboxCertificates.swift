@@ -24,41 +24,24 @@ public struct SandboxCertificates: Sendable {
 
     /// Generates a CA and a server certificate valid for a year and writes the CA to `directory/sandbox-ca.pem`.
     public static func generate(directory: String) throws -> SandboxCertificates {
-        let now = Date()
         let caKey = P256.Signing.PrivateKey()
         let caName = try DistinguishedName { CommonName("PushRelay Sandbox CA") }
-        let ca = try Certificate(
-            version: .v3,
-            serialNumber: .init(),
-            publicKey: .init(caKey.publicKey),
-            notValidBefore: now - 3600,
-            notValidAfter: now + 365 * 86_400,
-            issuer: caName,
-            subject: caName,
-            signatureAlgorithm: .ecdsaWithSHA256,
+        let ca = try signed(
+            publicKey: caKey.publicKey, subject: caName, issuer: caName, issuerKey: caKey,
             extensions: try Certificate.Extensions {
                 Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
                 Critical(KeyUsage(keyCertSign: true))
-            },
-            issuerPrivateKey: .init(caKey)
+            }
         )
         let serverKey = P256.Signing.PrivateKey()
-        let server = try Certificate(
-            version: .v3,
-            serialNumber: .init(),
-            publicKey: .init(serverKey.publicKey),
-            notValidBefore: now - 3600,
-            notValidAfter: now + 365 * 86_400,
-            issuer: caName,
-            subject: try DistinguishedName { CommonName("localhost") },
-            signatureAlgorithm: .ecdsaWithSHA256,
+        let server = try signed(
+            publicKey: serverKey.publicKey, subject: try DistinguishedName { CommonName("localhost") }, issuer: caName, issuerKey: caKey,
             extensions: try Certificate.Extensions {
                 Critical(BasicConstraints.notCertificateAuthority)
                 Critical(KeyUsage(digitalSignature: true))
                 try ExtendedKeyUsage([.serverAuth])
                 SubjectAlternativeNames([.dnsName("localhost"), .ipAddress(ASN1OctetString(contentBytes: [127, 0, 0, 1]))])
-            },
-            issuerPrivateKey: .init(caKey)
+            }
         )
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let caFile = (directory as NSString).appendingPathComponent("sandbox-ca.pem")
@@ -77,23 +60,15 @@ public struct SandboxCertificates: Sendable {
     /// Issues an APNs client certificate for `topic` (subject "Apple Push Services: <topic>") and
     /// writes it and its key as PEM to `directory/<name>.pem` and `directory/<name>-key.pem`.
     public func issueAPNsClientCertificate(topic: String, directory: String, name: String = "apns-client") throws -> (certificateFile: String, keyFile: String) {
-        let now = Date()
         let key = P256.Signing.PrivateKey()
-        let certificate = try Certificate(
-            version: .v3,
-            serialNumber: .init(),
-            publicKey: .init(key.publicKey),
-            notValidBefore: now - 3600,
-            notValidAfter: now + 365 * 86_400,
-            issuer: caName,
-            subject: try DistinguishedName { CommonName(Self.apnsSubjectPrefix + topic) },
-            signatureAlgorithm: .ecdsaWithSHA256,
+        let certificate = try Self.signed(
+            publicKey: key.publicKey, subject: try DistinguishedName { CommonName(Self.apnsSubjectPrefix + topic) }, issuer: caName,
+            issuerKey: caKey,
             extensions: try Certificate.Extensions {
                 Critical(BasicConstraints.notCertificateAuthority)
                 Critical(KeyUsage(digitalSignature: true))
                 try ExtendedKeyUsage([.clientAuth])
-            },
-            issuerPrivateKey: .init(caKey)
+            }
         )
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let certificateFile = (directory as NSString).appendingPathComponent("\(name).pem")
@@ -101,6 +76,18 @@ public struct SandboxCertificates: Sendable {
         try certificate.serializeAsPEM().pemString.write(toFile: certificateFile, atomically: true, encoding: .utf8)
         try key.pemRepresentation.write(toFile: keyFile, atomically: true, encoding: .utf8)
         return (certificateFile, keyFile)
+    }
+
+    /// A certificate valid from an hour ago for a year, signed with ECDSA P-256 / SHA-256.
+    private static func signed(
+        publicKey: P256.Signing.PublicKey, subject: DistinguishedName, issuer: DistinguishedName, issuerKey: P256.Signing.PrivateKey,
+        extensions: Certificate.Extensions
+    ) throws -> Certificate {
+        let now = Date()
+        return try Certificate(
+            version: .v3, serialNumber: .init(), publicKey: .init(publicKey), notValidBefore: now - 3600, notValidAfter: now + 365 * 86_400,
+            issuer: issuer, subject: subject, signatureAlgorithm: .ecdsaWithSHA256, extensions: extensions, issuerPrivateKey: .init(issuerKey)
+        )
     }
 
     /// The topic of an APNs client certificate this CA issued, from its subject; nil for any other
