@@ -31,13 +31,6 @@ public struct HTTP2Response: Sendable {
     /// read one or two headers, and the event thread should not build strings for the rest.
     var headerBlock: [UInt8]
 
-    public init(status: Int, headers: [(name: String, value: String)] = [], body: [UInt8] = [], httpVersion: Int = 2) {
-        self.status = status
-        self.body = body
-        self.httpVersion = httpVersion
-        headerBlock = Array(headers.map { "\($0.name): \($0.value)\r\n" }.joined().utf8)
-    }
-
     init(status: Int, headerBlock: [UInt8], body: [UInt8], httpVersion: Int) {
         self.status = status
         self.headerBlock = headerBlock
@@ -100,6 +93,9 @@ public struct CurlError: Error, Sendable, CustomStringConvertible {
     public static let setupFailed = -1
     public static let shutDown = -2
     public static let invalidHeader = -3
+
+    /// What a request gets when the client is or goes down before answering it.
+    static let clientShutDown = CurlError(code: shutDown, message: "the HTTP/2 client is shut down")
 
     /// Whether trying again (on a new stream or connection) can succeed: connection loss, GOAWAY and
     /// refused streams (libcurl 7.88 does not retry those itself), timeouts; and a request the
@@ -243,7 +239,7 @@ public final class HTTP2Client: Sendable {
                     if wake { shared.wake() }
                 } else {
                     transfer.continuation = nil
-                    continuation.resume(throwing: CurlError(code: CurlError.shutDown, message: "the HTTP/2 client is shut down"))
+                    continuation.resume(throwing: CurlError.clientShutDown)
                 }
             }
         } onCancel: {
@@ -305,14 +301,16 @@ final class Transfer: @unchecked Sendable {
         continuation = nil
     }
 
-    /// The request's header list, built in one allocation, or nil when a name or value holds CR,
-    /// LF or NUL, which would end or split a header line.
-    func makeHeaderList() -> UnsafeMutablePointer<curl_slist>?? {
+    /// The request's header list, built in one allocation. Fails when a name or value holds CR, LF
+    /// or NUL, which would end or split a header line.
+    func makeHeaderList() throws(CurlError) -> UnsafeMutablePointer<curl_slist> {
         func breaksLine(_ byte: UInt8) -> Bool { byte == 0 || byte == 0x0A || byte == 0x0D }
         var lines: [UInt8] = []
         lines.reserveCapacity(request.headers.reduce(20) { $0 + $1.name.utf8.count + $1.value.utf8.count + 3 })
         for (name, value) in request.headers {
-            guard !name.isEmpty, !name.utf8.contains(where: breaksLine), !value.utf8.contains(where: breaksLine) else { return nil }
+            guard !name.isEmpty, !name.utf8.contains(where: breaksLine), !value.utf8.contains(where: breaksLine) else {
+                throw CurlError(code: CurlError.invalidHeader, message: "a request header name or value contains CR, LF or NUL")
+            }
             lines.append(contentsOf: name.utf8)
             lines.append(UInt8(ascii: ":"))
             lines.append(UInt8(ascii: " "))
@@ -325,7 +323,10 @@ final class Transfer: @unchecked Sendable {
         lines.append(contentsOf: "Accept:".utf8)
         lines.append(0)
         let count = request.headers.count + 2
-        return .some(lines.withUnsafeBufferPointer { pushrelay_slist_from_lines($0.baseAddress, $0.count, count) })
+        guard let list = lines.withUnsafeBufferPointer({ pushrelay_slist_from_lines($0.baseAddress, $0.count, count) }) else {
+            throw CurlError(code: CurlError.setupFailed, message: "the request's header list could not be allocated")
+        }
+        return list
     }
 }
 
@@ -345,8 +346,7 @@ final class EasyHandle {
         pushrelay_curl_easy_setopt_long(easy, CURLOPT_PIPEWAIT, 1)
         pushrelay_curl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
         pushrelay_curl_easy_setopt_long(easy, CURLOPT_SSLVERSION, Int(CURL_SSLVERSION_TLSv1_2))
-        let connect = configuration.connectTimeout.components
-        pushrelay_curl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Int(connect.seconds * 1000 + connect.attoseconds / 1_000_000_000_000_000))
+        pushrelay_curl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Self.milliseconds(configuration.connectTimeout))
         pushrelay_curl_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, errorBuffer)
         if let caFile = configuration.caFile { pushrelay_curl_easy_setopt_string(easy, CURLOPT_CAINFO, caFile) }
         if let certificate = configuration.clientCertificate {
@@ -389,8 +389,7 @@ final class EasyHandle {
         let request = transfer.request
         errorBuffer[0] = 0
         pushrelay_curl_easy_setopt_string(easy, CURLOPT_URL, request.url)
-        let timeout = request.timeout.components
-        pushrelay_curl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, Int(timeout.seconds * 1000 + timeout.attoseconds / 1_000_000_000_000_000))
+        pushrelay_curl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, Self.milliseconds(request.timeout))
         switch request.method {
         case "GET":
             pushrelay_curl_easy_setopt_ptr(easy, CURLOPT_CUSTOMREQUEST, nil)
@@ -414,6 +413,10 @@ final class EasyHandle {
         pushrelay_curl_easy_setopt_ptr(easy, CURLOPT_PRIVATE, context)
         pushrelay_curl_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, context)
         pushrelay_curl_easy_setopt_ptr(easy, CURLOPT_HEADERDATA, context)
+    }
+
+    private static func milliseconds(_ duration: Duration) -> Int {
+        Int(duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000)
     }
 
     /// Forgets the transfer's memory (header list, body, callback data) before it is freed.
@@ -472,9 +475,8 @@ private final class EventLoop: @unchecked Sendable {
                 }
             }
             if stopping {
-                let shutDown = CurlError(code: CurlError.shutDown, message: "the HTTP/2 client is shut down")
-                for transfer in active.values { end(transfer, .failure(shutDown)) }
-                for transfer in backlog { transfer.finish(.failure(shutDown)) }
+                for transfer in active.values { end(transfer, .failure(CurlError.clientShutDown)) }
+                for transfer in backlog { transfer.finish(.failure(CurlError.clientShutDown)) }
                 active.removeAll()
                 backlog.removeAll()
                 break
@@ -507,7 +509,7 @@ private final class EventLoop: @unchecked Sendable {
             state.exited = true
             curl_multi_cleanup(multi)
             // Requests that raced with the stop.
-            for transfer in state.pending { transfer.finish(.failure(CurlError(code: CurlError.shutDown, message: "the HTTP/2 client is shut down"))) }
+            for transfer in state.pending { transfer.finish(.failure(CurlError.clientShutDown)) }
             state.pending = []
             defer { state.exitWaiters = [] }
             return state.exitWaiters
@@ -528,8 +530,11 @@ private final class EventLoop: @unchecked Sendable {
     }
 
     private func start(_ transfer: Transfer) {
-        guard let headers = transfer.makeHeaderList() else {
-            transfer.finish(.failure(CurlError(code: CurlError.invalidHeader, message: "a request header name or value contains CR, LF or NUL")))
+        let headers: UnsafeMutablePointer<curl_slist>
+        do {
+            headers = try transfer.makeHeaderList()
+        } catch {
+            transfer.finish(.failure(error))
             return
         }
         transfer.headerList = headers

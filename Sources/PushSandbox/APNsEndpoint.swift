@@ -86,7 +86,7 @@ struct APNsEndpoint: Sendable {
             token.utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) || ($0 >= 65 && $0 <= 70) })
         else { throw Failure(status: 400, reason: "BadDeviceToken") }
         // Certificate authentication: no provider token, a client certificate naming the topic.
-        if request.headers["authorization"] == nil, let certificateTopic = request.clientCertificateTopic {
+        if let certificateTopic = request.clientCertificateTopic {
             let topic = request.headers["apns-topic"] ?? certificateTopic
             guard topic == certificateTopic else { throw Failure(status: 400, reason: "TopicDisallowed") }
             try validateRequest(request, topic: topic)

@@ -80,13 +80,13 @@ public final class SandboxServer: Sendable {
                     let tls = NIOSSLServerHandler(context: sslContext)
                     try channel.pipeline.syncOperations.addHandler(tls)
                     try channel.pipeline.syncOperations.addHandler(FlushCoalescer())
-                    let peer = NIOLoopBound(tls, eventLoop: channel.eventLoop)
+                    let peer = NIOLoopBound(ClientIdentity(tls: tls), eventLoop: channel.eventLoop)
                     let multiplexer = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
                         mode: .server, connectionConfiguration: connection, streamConfiguration: streams
                     ) { stream in
                         stream.eventLoop.makeCompletedFuture {
                             try stream.pipeline.syncOperations.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
-                            try stream.pipeline.syncOperations.addHandler(SandboxStreamHandler(router: router, tls: peer))
+                            try stream.pipeline.syncOperations.addHandler(SandboxStreamHandler(router: router, client: peer))
                         }
                     }
                     _ = multiplexer
@@ -134,13 +134,13 @@ final class SandboxStreamHandler: ChannelInboundHandler, Sendable {
     typealias OutboundOut = HTTPServerResponsePart
 
     private let router: SandboxRouter
-    /// The connection's TLS handler, for the client certificate.
-    private let tls: NIOLoopBound<NIOSSLServerHandler>
+    /// The connection's client certificate, if any.
+    private let client: NIOLoopBound<ClientIdentity>
     private let pending = Mutex<(head: HTTPRequestHead?, body: ByteBuffer)>((nil, ByteBuffer()))
 
-    init(router: SandboxRouter, tls: NIOLoopBound<NIOSSLServerHandler>) {
+    init(router: SandboxRouter, client: NIOLoopBound<ClientIdentity>) {
         self.router = router
-        self.tls = tls
+        self.client = client
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -155,13 +155,10 @@ final class SandboxStreamHandler: ChannelInboundHandler, Sendable {
             let (path, query) = Self.split(uri: head.uri)
             var headers: [String: String] = [:]
             for (name, value) in head.headers { headers[name.lowercased()] = value }
-            var request = SandboxHTTPRequest(
-                method: head.method.rawValue, path: path, query: query, headers: headers,
-                body: Data(body.readableBytesView)
+            let request = SandboxHTTPRequest(
+                method: head.method.rawValue, path: path, query: query, headers: headers, body: Data(body.readableBytesView),
+                clientCertificateTopic: headers["authorization"] == nil ? client.value.apnsTopic : nil
             )
-            if headers["authorization"] == nil, let certificate = tls.value.peerCertificate {
-                request.clientCertificateTopic = SandboxCertificates.apnsTopic(of: certificate)
-            }
             let router = self.router
             let promise = context.eventLoop.makePromise(of: SandboxHTTPResponse.self)
             promise.completeWithTask { await router.respond(request) }
@@ -197,6 +194,22 @@ final class SandboxStreamHandler: ChannelInboundHandler, Sendable {
             context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: response.body)))), promise: nil)
         }
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+    }
+}
+
+/// The APNs topic of the certificate a connection's client presented, read from the TLS handler
+/// once, after the handshake (streams only exist after it).
+final class ClientIdentity {
+    private let tls: NIOSSLServerHandler
+    private var topic: String??
+
+    init(tls: NIOSSLServerHandler) { self.tls = tls }
+
+    var apnsTopic: String? {
+        if let topic { return topic }
+        let found = tls.peerCertificate.flatMap(SandboxCertificates.apnsTopic(of:))
+        topic = .some(found)
+        return found
     }
 }
 
