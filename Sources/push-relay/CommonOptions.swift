@@ -35,7 +35,7 @@ struct CommonOptions: ParsableArguments {
             throw ValidationError("unknown log level '\(name)'; use trace, debug, info, notice, warning, error or critical")
         }
         LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
+            var handler = RelayLogHandler.standardError(label: label)
             handler.logLevel = level
             return handler
         }

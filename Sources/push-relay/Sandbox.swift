@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import PushRelay
 import PushSandbox
 import ServiceLifecycle
 import UnixSignals
@@ -22,7 +23,7 @@ struct Sandbox: AsyncParsableCommand {
     var directory = ".push-relay-data/sandbox"
 
     func run() async throws {
-        LoggingSystem.bootstrap(StreamLogHandler.standardError)
+        LoggingSystem.bootstrap { RelayLogHandler.standardError(label: $0) }
         var logger = Logger(label: "push-relay.sandbox")
         logger.logLevel = .info
         let service = SandboxService(configuration: .init(host: host, port: port, directory: directory), logger: logger) { server in

@@ -28,6 +28,16 @@ struct APNsTests {
         #expect(ids.allSatisfy { Array($0)[14] == "4" && "89ab".contains(Array($0)[19]) })
     }
 
+    @Test("lowercasedString is Foundation's uuidString, lower-cased")
+    func lowercasedUUIDString() {
+        var samples = (0..<1000).map { _ in UUID.random() }
+        samples.append(UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)))
+        samples.append(UUID(uuid: (255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255)))
+        samples.append(UUID(uuid: (0x01, 0x23, 0x45, 0x67, 0x89, 0xAB, 0xCD, 0xEF, 0xFE, 0xDC, 0xBA, 0x98, 0x76, 0x54, 0x32, 0x10)))
+        for uuid in samples { #expect(uuid.lowercasedString == uuid.uuidString.lowercased()) }
+        #expect(samples.last?.lowercasedString == "01234567-89ab-cdef-fedc-ba9876543210")
+    }
+
     @Test("payload JSON escapes what JSON requires, keeps the rest as written, and sorts keys")
     func payloadJSON() throws {
         let tricky = "quote \" backslash \\ slash / newline \n return \r tab \t bell \u{07} nul \u{00} emoji 🎉 é"

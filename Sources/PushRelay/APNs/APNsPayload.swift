@@ -54,7 +54,7 @@ struct APNsHeaders {
             ("apns-topic", topic),
             ("apns-priority", type == .alert ? "10" : "5"),
             ("apns-expiration", String(Int(expiration.timeIntervalSince1970))),
-            ("apns-id", apnsID.uuidString.lowercased()),
+            ("apns-id", apnsID.lowercasedString),
             ("content-type", "application/json"),
         ]
         if let ticketID, type == .alert { headers.append(("apns-collapse-id", collapseID(ticketID: ticketID))) }

@@ -12,7 +12,7 @@ struct RequestIDMiddleware<Context: RequestContext>: RouterMiddleware {
     static var headerName: HTTPField.Name { HTTPField.Name("X-Request-Id")! }
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        let id = request.headers[Self.headerName].flatMap(Self.acceptable) ?? UUID.random().uuidString.lowercased()
+        let id = request.headers[Self.headerName].flatMap(Self.acceptable) ?? UUID.random().lowercasedString
         var context = context
         context.logger[metadataKey: "request.id"] = .string(id)
         var response = try await next(request, context)

@@ -19,3 +19,26 @@ extension UUID {
         }
     }
 }
+
+extension UUID {
+    /// The lower-case 8-4-4-4-12 form (`uuidString.lowercased()`), written straight into one string
+    /// instead of Foundation's formatting plus a lower-cased copy; used per request and per push.
+    var lowercasedString: String {
+        withUnsafeBytes(of: uuid) { bytes in
+            String(unsafeUninitializedCapacity: 36) { out in
+                func digit(_ value: UInt8) -> UInt8 { value < 10 ? 0x30 + value : 0x57 + value }
+                var position = 0
+                for index in 0..<16 {
+                    if index == 4 || index == 6 || index == 8 || index == 10 {
+                        out[position] = UInt8(ascii: "-")
+                        position += 1
+                    }
+                    out[position] = digit(bytes[index] >> 4)
+                    out[position + 1] = digit(bytes[index] & 0x0F)
+                    position += 2
+                }
+                return position
+            }
+        }
+    }
+}
