@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 requests="${1:-200000}"
-concurrency="${2:-500}"
+concurrency="${2:-200}"
 port="${BENCH_PORT:-18490}"
 
 Deploy/bootstrap.sh

@@ -220,7 +220,9 @@ public final class HTTP2Client: Sendable {
 
     /// Sends a request and returns its response; throws ``CurlError`` below HTTP.
     public func send(_ request: HTTP2Request) async throws -> HTTP2Response {
-        let transfer = Transfer(request: request)
+        // The header list and the body copy are made here, on the caller's thread: the event
+        // thread is the client's bottleneck, so it only sets the handle's options and runs curl.
+        let transfer = try Transfer(request: request)
         let shared = self.shared
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
@@ -269,14 +271,24 @@ final class Transfer: @unchecked Sendable {
     var id = 0
     var continuation: CheckedContinuation<HTTP2Response, any Error>?
     var handle: EasyHandle?
-    var headerList: UnsafeMutablePointer<curl_slist>?
-    var body: UnsafeMutableRawBufferPointer?
+    let headerList: UnsafeMutablePointer<curl_slist>
+    /// A copy of the request body that stays put while curl reads it (nil for GET).
+    let body: UnsafeMutableRawBufferPointer?
     var responseBody: [UInt8] = []
     var responseHeaders: [UInt8] = []
     static let maxResponseBody = 1 << 20
 
-    init(request: HTTP2Request) {
+    /// Throws ``CurlError/invalidHeader`` for a header that would break a line, before anything is queued.
+    init(request: HTTP2Request) throws(CurlError) {
         self.request = request
+        headerList = try Self.makeHeaderList(request.headers)
+        if request.method != "GET" {
+            let body = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, request.body.count), alignment: 1)
+            request.body.withUnsafeBytes { body.copyMemory(from: $0) }
+            self.body = body
+        } else {
+            body = nil
+        }
     }
 
     deinit {
@@ -303,11 +315,11 @@ final class Transfer: @unchecked Sendable {
 
     /// The request's header list, built in one allocation. Fails when a name or value holds CR, LF
     /// or NUL, which would end or split a header line.
-    func makeHeaderList() throws(CurlError) -> UnsafeMutablePointer<curl_slist> {
+    static func makeHeaderList(_ headers: [(name: String, value: String)]) throws(CurlError) -> UnsafeMutablePointer<curl_slist> {
         func breaksLine(_ byte: UInt8) -> Bool { byte == 0 || byte == 0x0A || byte == 0x0D }
         var lines: [UInt8] = []
-        lines.reserveCapacity(request.headers.reduce(20) { $0 + $1.name.utf8.count + $1.value.utf8.count + 3 })
-        for (name, value) in request.headers {
+        lines.reserveCapacity(headers.reduce(20) { $0 + $1.name.utf8.count + $1.value.utf8.count + 3 })
+        for (name, value) in headers {
             guard !name.isEmpty, !name.utf8.contains(where: breaksLine), !value.utf8.contains(where: breaksLine) else {
                 throw CurlError(code: CurlError.invalidHeader, message: "a request header name or value contains CR, LF or NUL")
             }
@@ -322,7 +334,7 @@ final class Transfer: @unchecked Sendable {
         lines.append(0)
         lines.append(contentsOf: "Accept:".utf8)
         lines.append(0)
-        let count = request.headers.count + 2
+        let count = headers.count + 2
         guard let list = lines.withUnsafeBufferPointer({ pushrelay_slist_from_lines($0.baseAddress, $0.count, count) }) else {
             throw CurlError(code: CurlError.setupFailed, message: "the request's header list could not be allocated")
         }
@@ -385,7 +397,7 @@ final class EasyHandle {
     }
 
     /// Points the handle at one transfer: everything that differs between requests is set here.
-    func prepare(for transfer: Transfer, headers: UnsafeMutablePointer<curl_slist>?) {
+    func prepare(for transfer: Transfer) {
         let request = transfer.request
         errorBuffer[0] = 0
         pushrelay_curl_easy_setopt_string(easy, CURLOPT_URL, request.url)
@@ -401,14 +413,11 @@ final class EasyHandle {
             pushrelay_curl_easy_setopt_long(easy, CURLOPT_POST, 1)
             pushrelay_curl_easy_setopt_string(easy, CURLOPT_CUSTOMREQUEST, request.method)
         }
-        if request.method != "GET" {
-            let body = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, request.body.count), alignment: 1)
-            request.body.withUnsafeBytes { body.copyMemory(from: $0) }
-            transfer.body = body
+        if let body = transfer.body {
             pushrelay_curl_easy_setopt_off_t(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(request.body.count))
             pushrelay_curl_easy_setopt_ptr(easy, CURLOPT_POSTFIELDS, body.baseAddress)
         }
-        pushrelay_curl_easy_setopt_ptr(easy, CURLOPT_HTTPHEADER, headers)
+        pushrelay_curl_easy_setopt_ptr(easy, CURLOPT_HTTPHEADER, transfer.headerList)
         let context = Unmanaged.passUnretained(transfer).toOpaque()
         pushrelay_curl_easy_setopt_ptr(easy, CURLOPT_PRIVATE, context)
         pushrelay_curl_easy_setopt_ptr(easy, CURLOPT_WRITEDATA, context)
@@ -530,19 +539,11 @@ private final class EventLoop: @unchecked Sendable {
     }
 
     private func start(_ transfer: Transfer) {
-        let headers: UnsafeMutablePointer<curl_slist>
-        do {
-            headers = try transfer.makeHeaderList()
-        } catch {
-            transfer.finish(.failure(error))
-            return
-        }
-        transfer.headerList = headers
         guard let handle = spareHandles.popLast() ?? EasyHandle(configuration: configuration, loop: Unmanaged.passUnretained(self).toOpaque()) else {
             transfer.finish(.failure(CurlError(code: CurlError.setupFailed, message: "curl_easy_init failed")))
             return
         }
-        handle.prepare(for: transfer, headers: headers)
+        handle.prepare(for: transfer)
         transfer.handle = handle
         let added = curl_multi_add_handle(multi, handle.easy)
         guard added == CURLM_OK else {

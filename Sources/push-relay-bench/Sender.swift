@@ -16,7 +16,7 @@ struct Sender: AsyncParsableCommand {
     var requests = 200_000
 
     @Option(name: [.customShort("c"), .customLong("concurrency")], help: "Requests in flight (streams on the one connection).")
-    var concurrency = 500
+    var concurrency = 200
 
     @Option(help: "An external TLS HTTP/2 sink that answers POSTs with 200 (e.g. nghttpd, see Deploy/bench-sender.sh); omit for the in-process sandbox sink.")
     var url: String?
