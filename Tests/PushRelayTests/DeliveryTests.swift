@@ -292,6 +292,49 @@ struct DeliveryTests {
         }
     }
 
+    @Test("claims that wait past their lease are handed back, not sent late: every push arrives once, without extra attempts")
+    func lapsedClaimsAreClaimedAgain() async throws {
+        let harness = try await DeliveryHarness.make()
+        defer { Task { await harness.shutdown() } }
+        // One connection with one stream, so one sender, and 1 s per answer. With a 6 s lease
+        // and a 2 s request timeout a delivery may be sent up to 3.4 s after its claim: of eight
+        // pushes claimed together, the first four are sent, the last four wait longer and are
+        // handed back, then claimed again when their lease ends. Sent late, the seventh and
+        // eighth would still be in flight or waiting when their lease ended, and the poll would
+        // claim and send them a second time.
+        let warmUp = apnsToken()
+        let tokens = (0..<8).map { _ in apnsToken() }
+        for token in tokens {
+            harness.state.setBehaviour(SandboxBehaviour(status: 0, delayMilliseconds: 1000), for: token)
+        }
+        try await harness.application(extra: [
+            "delivery.connections_per_host": .init(.int(1), isSecret: false),
+            "delivery.streams_per_connection": .init(.int(1), isSecret: false),
+            "delivery.lease_seconds": .init(.int(6), isSecret: false),
+            "delivery.request_timeout_seconds": .init(.int(2), isSecret: false),
+            "delivery.poll_interval_ms": .init(.int(100), isSecret: false),
+        ]).test(.router) { client in
+            // The connection and the provider token first, so the timed sends are only answers.
+            _ = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(warmUp, "ios")], ticket: "1")))
+            #expect(try await eventually { try await harness.deliveries(token: warmUp).first?.status == "delivered" })
+            let response = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: tokens.map { ($0, "ios") })))
+            #expect(response.status == .accepted)
+            let delivered = try await eventually(timeout: .seconds(40)) {
+                try await harness.test.count("SELECT count(*) FROM deliveries WHERE app_id = 'support' AND status = 'delivered'") == tokens.count + 1
+            }
+            #expect(delivered)
+            // Outlasting the last send: a duplicate would have arrived by now.
+            try await Task.sleep(for: .seconds(1.5))
+            let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+            #expect((metricValue(metrics, "push_relay_push_outcomes_total", ["app": "support", "outcome": "lapsed"]) ?? 0) >= 1)
+        }
+        for (index, token) in tokens.enumerated() {
+            #expect(harness.requests(token: token).map(\.status) == [200], "push \(index)")
+        }
+        // A hand-back does not count as an attempt.
+        #expect(try await harness.test.count("SELECT count(*) FROM deliveries WHERE attempts <> 1") == 0)
+    }
+
     @Test("credentials the provider rejects do not use up attempts")
     func rejectedCredentials() async throws {
         let harness = try await DeliveryHarness.make()
@@ -346,22 +389,41 @@ struct DeliveryTests {
         #expect(try await harness.deliveries(token: ios).map(\.attempts) == [2])
     }
 
-    @Test("graceful shutdown waits for the sends in flight and stores their outcomes")
+    @Test("graceful shutdown waits for the sends in flight, stores their outcomes and hands back the deliveries still waiting")
     func shutdownDrainsSends() async throws {
         let harness = try await DeliveryHarness.make()
         defer { Task { await harness.shutdown() } }
         let ios = apnsToken()
         harness.state.setBehaviour(SandboxBehaviour(status: 0, delayMilliseconds: 1_500), for: ios)
+        // One stream, so one sender: these wait behind the slow one.
+        let waiting = (0..<4).map { _ in apnsToken() }
         let started = ContinuousClock.now
-        try await harness.application().test(.router) { client in
+        try await harness.application(extra: [
+            "delivery.connections_per_host": .init(.int(1), isSecret: false),
+            "delivery.streams_per_connection": .init(.int(1), isSecret: false),
+        ]).test(.router) { client in
             _ = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios")])))
             // In flight: handed to the sender, not yet answered. Leaving the closure shuts the relay down.
             #expect(try await eventually { try await harness.deliveries(token: ios).first?.status == "sending" })
+            _ = try await client.execute(
+                uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: waiting.map { ($0, "ios") }, ticket: "6"))
+            )
             #expect(harness.requests(token: ios).isEmpty)
         }
         #expect(ContinuousClock.now - started >= .milliseconds(1_400))
         #expect(harness.requests(token: ios).map(\.status) == [200])
         #expect(try await harness.deliveries(token: ios).map(\.status) == ["delivered"])
+        // Not sent at shutdown, and back in the queue for whichever instance comes next: due now,
+        // no lease, the attempt not counted.
+        for token in waiting {
+            #expect(harness.requests(token: token).isEmpty)
+            #expect(try await harness.deliveries(token: token).map { "\($0.status) \($0.attempts)" } == ["pending 0"])
+        }
+        #expect(
+            try await harness.test.count(
+                "SELECT count(*) FROM deliveries WHERE status = 'pending' AND lease_owner IS NULL AND next_attempt_at <= now()"
+            ) == waiting.count
+        )
     }
 
     @Test("APNs certificate authentication: a PEM and a .p12 client certificate deliver; one for another topic is refused")

@@ -16,7 +16,8 @@ public final class RelayMetrics: Sendable {
         registry.makeCounter(name: "push_relay_deliveries_queued_total", labels: [("app", app)]).increment(by: Int64(deliveries))
     }
 
-    /// One delivery's outcome: delivered, retry, failed, expired, skipped, dead_token, credential.
+    /// One delivery's outcome: delivered, retry, failed, expired, skipped, dead_token, credential,
+    /// lapsed (handed back after waiting past its lease), handed_back (at shutdown).
     func delivery(app: String, platform: String, outcome: String) {
         registry.makeCounter(name: "push_relay_push_outcomes_total", labels: [("app", app), ("platform", platform), ("outcome", outcome)]).increment()
     }

@@ -8,7 +8,8 @@ public struct DeliverySettings: Sendable {
     public var enabled: Bool
     /// Most deliveries claimed by one query.
     public var batchSize: Int
-    /// Most sends in flight per app: one app whose provider hangs or fails cannot take the others' turn.
+    /// Most deliveries claimed and not finished per app (waiting for a sender or being sent): one
+    /// app whose provider hangs or fails cannot take the others' turn.
     public var maxInFlightPerApp: Int
     /// How often due rows are looked for without a NOTIFY (retries come due this way).
     public var pollInterval: Duration
@@ -36,7 +37,7 @@ public struct DeliverySettings: Sendable {
     public init(config: ConfigReader, tls: ConfigReader? = nil) {
         enabled = config.bool(forKey: "enabled", default: true)
         batchSize = max(1, config.int(forKey: "batch_size", default: 500))
-        maxInFlightPerApp = max(1, config.int(forKey: "max_in_flight_per_app", default: 1000))
+        maxInFlightPerApp = max(1, config.int(forKey: "max_in_flight_per_app", default: 4000))
         pollInterval = .milliseconds(max(10, config.int(forKey: "poll_interval_ms", default: 1000)))
         lease = .seconds(max(1, config.int(forKey: "lease_seconds", default: 60)))
         retryBase = .milliseconds(max(1, config.int(forKey: "retry_base_ms", default: 1000)))
@@ -46,10 +47,16 @@ public struct DeliverySettings: Sendable {
         credentialRetry = .seconds(max(1, config.int(forKey: "credential_retry_seconds", default: 60)))
         pushTTL = .seconds(max(0, config.int(forKey: "push_ttl_seconds", default: 86400)))
         requestTimeout = .seconds(max(1, config.int(forKey: "request_timeout_seconds", default: 30)))
-        connectionsPerHost = max(1, config.int(forKey: "connections_per_host", default: 1))
+        connectionsPerHost = max(1, config.int(forKey: "connections_per_host", default: 2))
         streamsPerConnection = max(1, config.int(forKey: "streams_per_connection", default: 90))
         caFile = tls?.string(forKey: "ca_file")
     }
+
+    /// How long after its claim a delivery may still be sent: its lease less one request timeout
+    /// and a tenth of the lease to spare, so the send ends before the lease does and no other
+    /// claimer sends it meanwhile. With a lease too short for that (under about twice the request
+    /// timeout), half the lease: such a lease cannot cover a slow send anyway.
+    var sendWindow: Duration { max(lease - requestTimeout - lease / 10, lease / 2) }
 
     /// The delay before retry number `attempt` (1-based): exponential with "equal jitter" (half
     /// fixed, half random), never below what the provider asked for in Retry-After.

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOCore
 import Postgres
 import ServiceLifecycle
 import Synchronization
@@ -8,10 +9,11 @@ import Synchronization
 ///
 /// The table is the truth. The dispatcher claims due rows per app (`FOR UPDATE SKIP LOCKED`), marks
 /// them `sending` under a lease (`next_attempt_at` = lease expiry, so a crashed instance's claims
-/// come due again), sends each one concurrently, and writes the outcomes back in batches. It looks
+/// come due again), queues them per app and platform for as many sender tasks as the provider's
+/// HTTP/2 client has streams, and writes the outcomes back in batches. It looks
 /// for work when intake sends a NOTIFY, when a send frees room, and every `pollInterval` (retries
-/// come due that way). Each app has at most `maxInFlightPerApp` sends in flight, so an app whose
-/// provider hangs or fails keeps its own rows waiting and no one else's.
+/// come due that way). Each app has at most `maxInFlightPerApp` deliveries claimed and not
+/// finished, so an app whose provider hangs or fails keeps its own rows waiting and no one else's.
 ///
 /// Fast path: intake reserves room here (``reserve(app:count:)``), stores those deliveries already
 /// claimed for this instance in the same transaction as the webhook, and hands them over
@@ -37,11 +39,22 @@ final class Dispatcher: Service, Sendable {
         var learnedEnvironment: String? = nil
     }
 
+    /// One provider's line: an app's APNs or FCM deliveries.
+    private struct Line: Hashable {
+        var app: String
+        var platform: Platform
+    }
+
     private struct State {
+        /// Claimed and not finished (waiting or being sent), per app: at most `maxInFlightPerApp`.
         var inFlight: [String: Int] = [:]
         var results: [Result] = []
         /// Deliveries intake stored already claimed for this instance, waiting to be started.
         var handedOff: [ClaimedDelivery] = []
+        /// Claimed deliveries waiting for a sender, per line, oldest first.
+        var waiting: [Line: CircularBuffer<ClaimedDelivery>] = [:]
+        /// Sender tasks running per line.
+        var senders: [Line: Int] = [:]
         var stopping = false
         /// Set by the wake-ups that may find due rows (NOTIFY, the poll, room freed); a hand-over
         /// from intake alone needs no claim query.
@@ -148,9 +161,7 @@ final class Dispatcher: Service, Sendable {
             state.withLock { state in
                 for delivery in claimed { state.inFlight[delivery.appID, default: 0] += 1 }
             }
-            for delivery in claimed {
-                sends.addTask { await self.deliver(delivery) }
-            }
+            queue(claimed, into: &sends)
             if claimed.count < limits.reduce(0, +) { return }
         }
     }
@@ -196,8 +207,76 @@ final class Dispatcher: Service, Sendable {
             defer { state.handedOff = [] }
             return state.handedOff
         }
-        for delivery in deliveries {
-            sends.addTask { await self.deliver(delivery) }
+        queue(deliveries, into: &sends)
+    }
+
+    /// Sender tasks per line: as many as the provider's HTTP/2 client has streams, so a sender's
+    /// request starts as soon as it is made. More would only wait in the client's queue, each
+    /// holding a task's memory; claimed deliveries beyond it wait here as plain values, so
+    /// `maxInFlightPerApp` can be large.
+    private var sendersPerLine: Int { max(1, settings.connectionsPerHost * settings.streamsPerConnection) }
+
+    /// Queues claimed deliveries on their lines and starts the senders they need.
+    private func queue(_ deliveries: [ClaimedDelivery], into sends: inout DiscardingTaskGroup) {
+        guard !deliveries.isEmpty else { return }
+        let cap = sendersPerLine
+        let start = state.withLock { state -> [Line] in
+            var start: [Line] = []
+            for delivery in deliveries {
+                let line = Line(app: delivery.appID, platform: delivery.platform)
+                state.waiting[line, default: CircularBuffer()].append(delivery)
+                if state.senders[line, default: 0] < cap {
+                    state.senders[line, default: 0] += 1
+                    start.append(line)
+                }
+            }
+            return start
+        }
+        for line in start {
+            sends.addTask { await self.send(line) }
+        }
+    }
+
+    /// One sender: delivers the line's waiting deliveries, oldest first, until none is left.
+    ///
+    /// A delivery is not sent when its send could outlast its lease (``DeliverySettings/sendWindow``
+    /// after the claim): another claimer could then send it too. And once the dispatcher is
+    /// stopping, waiting deliveries are not sent at all, so shutdown does not wait for a long
+    /// queue. Either way the delivery is handed back: `pending`, its attempt not counted, the
+    /// lease released; a lapsed one comes due when its lease would have ended, one handed back at
+    /// shutdown at once.
+    private func send(_ line: Line) async {
+        var lapsed = 0
+        var handedBack = 0
+        while let (delivery, stopping) = state.withLock({ state -> (ClaimedDelivery, Bool)? in
+            if let next = state.waiting[line]?.popFirst() { return (next, state.stopping) }
+            state.senders[line, default: 1] -= 1
+            return nil
+        }) {
+            if stopping {
+                handedBack += 1
+                finish(Result(delivery: delivery, status: "pending", nextAttemptAt: Date(), error: nil, attemptAdjustment: -1, deadToken: false), outcome: "handed_back")
+            } else if ContinuousClock.now - delivery.claimedAt > settings.sendWindow {
+                lapsed += 1
+                finish(
+                    Result(delivery: delivery, status: "pending", error: "waited for a sender past its lease; claimed again later", attemptAdjustment: -1, deadToken: false),
+                    outcome: "lapsed"
+                )
+            } else {
+                await deliver(delivery)
+            }
+        }
+        if lapsed > 0 {
+            logger.warning(
+                "claimed deliveries waited for a sender longer than their lease allows; handed back to be claimed again",
+                metadata: ["push.app": "\(line.app)", "push.platform": "\(line.platform.rawValue)", "push.deliveries": "\(lapsed)"]
+            )
+        }
+        if handedBack > 0 {
+            logger.notice(
+                "shutting down: deliveries still waiting for a sender handed back",
+                metadata: ["push.app": "\(line.app)", "push.platform": "\(line.platform.rawValue)", "push.deliveries": "\(handedBack)"]
+            )
         }
     }
 
@@ -222,6 +301,12 @@ final class Dispatcher: Service, Sendable {
         case ("pending", _, _): outcome = "retry"
         default: outcome = result.status
         }
+        finish(result, outcome: outcome)
+    }
+
+    /// Counts the outcome, frees the delivery's slot and queues its row's update.
+    private func finish(_ result: Result, outcome: String) {
+        let delivery = result.delivery
         metrics.delivery(app: delivery.appID, platform: delivery.platform.rawValue, outcome: outcome)
         let freed = state.withLock { state in
             let wasFull = state.inFlight[delivery.appID, default: 0] >= settings.maxInFlightPerApp
@@ -304,6 +389,7 @@ final class Dispatcher: Service, Sendable {
 
     /// Claims up to `limits[i]` due deliveries of `apps[i]`, oldest due first.
     func claim(apps: [String], limits: [Int]) async throws -> [ClaimedDelivery] {
+        let claimedAt = ContinuousClock.now
         let result = try await bookkeeping(
             """
             WITH wanted AS (
@@ -345,7 +431,7 @@ final class Dispatcher: Service, Sendable {
                 id: id, appID: app, token: token, platform: Platform(rawValue: platform) ?? .ios, kind: kind, attempts: attempts,
                 createdAt: created, ticketID: ticket ?? "", title: title ?? "", body: body ?? "",
                 environment: try row.decode(String?.self, at: 10), deviceActive: try row.decode(Bool.self, at: 11),
-                badge: try row.decode(Int?.self, at: 12)
+                badge: try row.decode(Int?.self, at: 12), claimedAt: claimedAt
             )
         }
     }
@@ -409,20 +495,18 @@ final class Dispatcher: Service, Sendable {
                 learnedEnvironments.append(environment)
             }
         }
+        let outcomes: [any PostgresEncodable] = [ids, statuses, next, providerIDs, errors, adjustments, owner]
+        guard !deadApps.isEmpty || !learnedApps.isEmpty else {
+            // Most batches: only the deliveries' new state. Planned at each execution like every
+            // statement here, this one plans in a fraction of the time of the full one below.
+            _ = try await bookkeeping(Self.storeOutcomes, outcomes)
+            return
+        }
         // One statement: the deliveries' new state; the devices of dead tokens marked invalid and
         // queued for Zendesk; the APNs environment of devices that had none, where one was learned.
         _ = try await bookkeeping(
             """
-            WITH updated AS (
-                UPDATE deliveries d
-                SET status = u.status, next_attempt_at = coalesce(u.next_at, d.next_attempt_at), provider_id = u.provider_id,
-                    last_error = u.error, attempts = d.attempts + u.adjustment, lease_owner = NULL, lease_expires_at = NULL,
-                    delivered_at = CASE WHEN u.status = 'delivered' THEN now() END, updated_at = now()
-                FROM unnest($1::bigint[], $2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::int[])
-                    AS u(id, status, next_at, provider_id, error, adjustment)
-                WHERE d.id = u.id AND d.lease_owner = $7
-                RETURNING 1
-            ),
+            WITH updated AS (\(Self.updateOutcomes)),
             dead AS (
                 -- A token APNs says died at some time, but that was registered again after it, lives on.
                 SELECT * FROM (
@@ -450,10 +534,23 @@ final class Dispatcher: Service, Sendable {
             )
             SELECT (SELECT count(*) FROM updated), \(Self.relaxedCommit)
             """,
-            [
-                ids, statuses, next, providerIDs, errors, adjustments, owner, deadApps, deadTokens, deadPlatforms, deadReasons, deadSince,
-                learnedApps, learnedTokens, learnedEnvironments,
-            ]
+            outcomes + [deadApps, deadTokens, deadPlatforms, deadReasons, deadSince, learnedApps, learnedTokens, learnedEnvironments]
         )
     }
+
+    /// The deliveries' new state, parameters $1–$7; rows whose lease another instance has taken
+    /// over are left to it.
+    static let updateOutcomes = """
+        UPDATE deliveries d
+        SET status = u.status, next_attempt_at = coalesce(u.next_at, d.next_attempt_at), provider_id = u.provider_id,
+            last_error = u.error, attempts = d.attempts + u.adjustment, lease_owner = NULL, lease_expires_at = NULL,
+            delivered_at = CASE WHEN u.status = 'delivered' THEN now() END, updated_at = now()
+        FROM unnest($1::bigint[], $2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::int[])
+            AS u(id, status, next_at, provider_id, error, adjustment)
+        WHERE d.id = u.id AND d.lease_owner = $7
+        RETURNING 1
+        """
+
+    /// ``updateOutcomes`` alone, with the relaxed commit.
+    static let storeOutcomes = "WITH updated AS (\(updateOutcomes)) SELECT (SELECT count(*) FROM updated), \(relaxedCommit)"
 }

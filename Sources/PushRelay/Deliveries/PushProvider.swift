@@ -21,6 +21,9 @@ struct ClaimedDelivery: Sendable {
     var deviceActive: Bool
     /// The owner's total unread count, when counters exist.
     var badge: Int?
+    /// Taken just before the statement that claimed the row: its lease ends no earlier than this
+    /// plus the lease.
+    var claimedAt: ContinuousClock.Instant
 }
 
 /// Sends one push to a provider and says what the answer means.

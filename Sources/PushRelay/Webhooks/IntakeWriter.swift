@@ -179,10 +179,11 @@ final class IntakeWriter: Service, Sendable {
             }
         }
         let claimFlags = claims ?? Array(repeating: false, count: tokens.count)
+        let claimedAt = ContinuousClock.now
         let result = try await client.query(
             """
             WITH input AS MATERIALIZED (
-                SELECT nextval(pg_get_serial_sequence('notifications', 'id')) AS id, t.*
+                SELECT nextval('notifications_id_seq'::regclass) AS id, t.*
                 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY
                     AS t(app_id, ticket_id, title, body, request_id, ord)
             ),
@@ -267,7 +268,8 @@ final class IntakeWriter: Service, Sendable {
                     id: deliveryID, appID: item.appID, token: try row.decode(String.self, at: 3),
                     platform: Platform(rawValue: try row.decode(String.self, at: 5)) ?? .ios, kind: "alert", attempts: 1, createdAt: now,
                     ticketID: item.webhook.ticketID, title: item.webhook.title, body: item.webhook.body,
-                    environment: try row.decode(String?.self, at: 6), deviceActive: true, badge: try row.decode(Int?.self, at: 7)
+                    environment: try row.decode(String?.self, at: 6), deviceActive: true, badge: try row.decode(Int?.self, at: 7),
+                    claimedAt: claimedAt
                 )
             )
         }
