@@ -7,4 +7,6 @@ cd "$(dirname "$0")/.."
 
 Deploy/bootstrap.sh
 swift build --build-tests
+# Free space where the build and the test clusters live, for reading a failed run.
+df -h . /dev/shm 2>/dev/null | sed 's/^/test.sh: /' >&2 || true
 swift test "$@"

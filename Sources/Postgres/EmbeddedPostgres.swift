@@ -110,11 +110,14 @@ public final class EmbeddedPostgres: Sendable {
 
     /// Sends SIGQUIT (immediate shutdown) to the postmaster without waiting. Safe to call from an
     /// `atexit` handler, where nothing asynchronous may run.
-    public func signalImmediateShutdown() {
+    ///
+    /// - Returns: the postmaster's process id, or `nil` when no server ran.
+    @discardableResult
+    public func signalImmediateShutdown() -> pid_t? {
         guard let text = try? String(contentsOfFile: (dataDirectory as NSString).appendingPathComponent("postmaster.pid"), encoding: .utf8),
             let first = text.split(separator: "\n").first, let pid = pid_t(first)
-        else { return }
-        kill(pid, SIGQUIT)
+        else { return nil }
+        return kill(pid, SIGQUIT) == 0 ? pid : nil
     }
 
     /// Whether a server runs on the data directory.
@@ -189,7 +192,9 @@ public final class EmbeddedPostgres: Sendable {
 
             """
         if !configuration.durable {
-            settings += "fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n"
+            // Throwaway clusters also keep little WAL: a checkpoint every 64 MB instead of 1 GB,
+            // so a test run's clusters fit a small temporary file system.
+            settings += "fsync = off\nsynchronous_commit = off\nfull_page_writes = off\nmax_wal_size = 64MB\nmin_wal_size = 32MB\n"
         }
         guard FileManager.default.createFile(atPath: settingsFile, contents: Data(settings.utf8), attributes: [.posixPermissions: 0o644]) else {
             throw PostgresError(code: .embeddedServer, message: "cannot write \(settingsFile)")
