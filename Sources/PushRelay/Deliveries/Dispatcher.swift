@@ -30,13 +30,20 @@ final class Dispatcher: Service, Sendable {
         var nextAttemptAt: Date?
         var providerID: String?
         var error: String?
-        /// -1 when the attempt does not count (our credentials were rejected).
+        /// -1 when the attempt does not count (our credentials were rejected, or the delivery was
+        /// handed back unsent).
         var attemptAdjustment: Int
         var deadToken: Bool
         /// For a dead token: when the provider says it stopped being valid, if it said.
         var deadSince: Date? = nil
         /// The APNs environment that accepted a device registered without one.
         var learnedEnvironment: String? = nil
+
+        /// Back to `pending` without counting the attempt, due at `next` (`nil`: when its lease
+        /// would have ended).
+        static func uncounted(_ delivery: ClaimedDelivery, next: Date?, error: String?) -> Result {
+            Result(delivery: delivery, status: "pending", nextAttemptAt: next, error: error, attemptAdjustment: -1, deadToken: false)
+        }
     }
 
     /// One provider's line: an app's APNs or FCM deliveries.
@@ -255,13 +262,10 @@ final class Dispatcher: Service, Sendable {
         }) {
             if stopping {
                 handedBack += 1
-                finish(Result(delivery: delivery, status: "pending", nextAttemptAt: Date(), error: nil, attemptAdjustment: -1, deadToken: false), outcome: "handed_back")
+                finish(.uncounted(delivery, next: Date(), error: nil), outcome: "handed_back")
             } else if ContinuousClock.now - delivery.claimedAt > settings.sendWindow {
                 lapsed += 1
-                finish(
-                    Result(delivery: delivery, status: "pending", error: "waited for a sender past its lease; claimed again later", attemptAdjustment: -1, deadToken: false),
-                    outcome: "lapsed"
-                )
+                finish(.uncounted(delivery, next: nil, error: "waited for a sender past its lease; claimed again later"), outcome: "lapsed")
             } else {
                 await deliver(delivery)
             }
@@ -345,10 +349,7 @@ final class Dispatcher: Service, Sendable {
                 "the provider rejected this app's credentials or connection; deliveries wait without using attempts",
                 metadata: ["push.app": "\(delivery.appID)", "push.platform": "\(delivery.platform.rawValue)", "push.reason": "\(clean(reason))"]
             )
-            return Result(
-                delivery: delivery, status: "pending", nextAttemptAt: Date().addingTimeInterval(settings.credentialRetry.timeInterval),
-                error: clean(reason), attemptAdjustment: -1, deadToken: false
-            )
+            return .uncounted(delivery, next: Date().addingTimeInterval(settings.credentialRetry.timeInterval), error: clean(reason))
         case .retry(let reason, let retryAfter):
             let delay = settings.retryDelay(attempt: delivery.attempts, retryAfter: retryAfter).timeInterval
             let next = Date().addingTimeInterval(delay)
