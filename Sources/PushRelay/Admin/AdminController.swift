@@ -37,7 +37,7 @@ struct AdminController<Context: RequestContext>: Sendable {
     /// `{"tokens":[…],"propagate_to_zendesk":bool}` or a `text/plain` / `text/csv` body of one token
     /// per line (first column; `?propagate_to_zendesk=true`), streamed into the job as it arrives.
     @Sendable func bulkUnregister(_ request: Request, context: Context) async throws -> EditedResponse<Created> {
-        let app = try context.parameters.require("app")
+        let app = try context.pathParameter("app")
         try await requireAdmin(request, app: app)
         _ = try apps.requireKnown(app)
         let type = (request.headers[.contentType] ?? "").lowercased()
@@ -59,7 +59,7 @@ struct AdminController<Context: RequestContext>: Sendable {
                 created = try await store.create(app: app, propagate: propagate) { sink in
                     for (index, token) in tokens.enumerated() {
                         guard sink.add(token.utf8) else {
-                            throw JSONBody.invalidField("tokens[\(index)]", "must be a device token (1-4096 printable characters without spaces)")
+                            throw JSONBody.invalidField("tokens[\(index)]", "must be a device token (1-\(InputRules.maxTokenBytes) printable characters without spaces)")
                         }
                         if index % 4096 == 0 { try await sink.flushIfFull() }
                     }
@@ -97,8 +97,8 @@ struct AdminController<Context: RequestContext>: Sendable {
 
     @Sendable func list(_ request: Request, context: Context) async throws -> JobList {
         try await requireAdmin(request, app: nil)
-        let limit = min(max(Int(request.uri.queryParameters["limit"].map(String.init) ?? "") ?? 50, 1), 500)
-        let app = request.uri.queryParameters["app"].map(String.init)
+        let limit = try Self.limit(request.uri.queryParameters["limit"])
+        let app = try request.uri.queryParameters["app"].map { try InputRules.identifier(String($0), field: "app", maxBytes: 256) }
         return JobList(jobs: try await store.list(limit: limit, app: app))
     }
 
@@ -119,13 +119,22 @@ struct AdminController<Context: RequestContext>: Sendable {
     static var jobNotFound: APIError { APIError(.notFound, code: "job_not_found", message: "no such job") }
 
     private func jobID(_ context: Context) throws -> UUID {
-        guard let id = UUID(uuidString: try context.parameters.require("id")) else { throw Self.jobNotFound }
+        guard let id = UUID(uuidString: try context.pathParameter("id")) else { throw Self.jobNotFound }
         return id
     }
 
     private func requireAdmin(_ request: Request, app: String?) async throws {
         let principal = try await authenticator.authenticate(request, app: app)
         guard case .admin = principal else { throw Authenticator.forbidden("this operation needs an admin API key") }
+    }
+
+    /// `limit` of a list: 1-500, 50 when absent; anything else is a 400 (the OpenAPI document says so).
+    static func limit(_ value: Substring?) throws -> Int {
+        guard let value else { return 50 }
+        guard value.utf8.count <= 3, value.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let limit = Int(value), (1...500).contains(limit) else {
+            throw InputRules.invalid("limit", "must be an integer from 1 to 500")
+        }
+        return limit
     }
 
     private static func flag(_ value: String?) throws -> Bool {
@@ -148,7 +157,7 @@ struct AdminController<Context: RequestContext>: Sendable {
         if field.isEmpty { return }
         if csv && number == 1 && field.elementsEqual("token".utf8) { return }
         guard sink.add(field) else {
-            throw JSONBody.invalidField("line \(number)", "is not a device token (1-4096 printable characters without spaces)")
+            throw JSONBody.invalidField("line \(number)", "is not a device token (1-\(InputRules.maxTokenBytes) printable characters without spaces)")
         }
     }
 }

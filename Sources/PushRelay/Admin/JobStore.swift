@@ -85,7 +85,7 @@ final class JobTokenSink {
         prefix = Array(jobID.utf8) + [UInt8(ascii: "\t")]
     }
 
-    /// Adds one token if it is 1-4096 printable ASCII characters without spaces; hex tokens are
+    /// Adds one token if it is 1-``InputRules/maxTokenBytes`` printable ASCII characters without spaces; hex tokens are
     /// lower-cased, as the registry stores them. Returns false (adding nothing) otherwise.
     func add(_ token: some Collection<UInt8>) -> Bool {
         var length = 0
@@ -95,7 +95,7 @@ final class JobTokenSink {
             length += 1
             if allHex && !DeviceToken.isHex(byte) { allHex = false }
         }
-        guard length > 0, length <= 4096 else { return false }
+        guard length > 0, length <= InputRules.maxTokenBytes else { return false }
         count += 1
         let line = count
         writer.appendFormatted { buffer in

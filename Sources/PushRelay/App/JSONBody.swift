@@ -1,84 +1,89 @@
-import Foundation
 import Hummingbird
 import NIOCore
 
 /// A JSON object read from a request body, with accessors that fail with a 400 naming the field.
 ///
-/// Hand-checked rather than `Decodable` so that every rejection says exactly which field is wrong
-/// and why, in the words an integrator needs.
+/// Bodies are parsed by ``StrictJSON`` (RFC 8259 and nothing more: no trailing commas, comments,
+/// NaN, leading zeros, invalid UTF-8, lone surrogates or duplicate names), so the relay never
+/// accepts a document that another JSON parser would read differently. Fields are hand-checked
+/// rather than `Decodable` so that every rejection says exactly which field is wrong and why.
 struct JSONBody {
-    let object: [String: Any]
+    let object: JSONObject
     /// The path of this object inside the document, for messages (`notification`, `devices[2]`).
     let path: String
 
-    init(object: [String: Any], path: String) {
+    init(object: JSONObject, path: String) {
         self.object = object
         self.path = path
     }
 
     /// Parses `buffer` as a JSON object.
     init(buffer: ByteBuffer) throws {
-        let data = Data(buffer.readableBytesView)
-        guard !data.isEmpty else { throw Self.invalid("the request body is empty; expected a JSON object") }
-        let value: Any
+        guard buffer.readableBytes > 0 else { throw Self.invalid("the request body is empty; expected a JSON object") }
+        let value: JSONValue
         do {
-            value = try JSONSerialization.jsonObject(with: data, options: [])
+            value = try buffer.withUnsafeReadableBytes { bytes throws(JSONParseError) in try StrictJSON.parse(bytes) }
         } catch {
-            throw Self.invalid("the request body is not valid JSON")
+            throw Self.invalid("the request body is not valid JSON: \(error.message)")
         }
-        guard let object = value as? [String: Any] else { throw Self.invalid("the request body must be a JSON object") }
+        guard case .object(let object) = value else { throw Self.invalid("the request body must be a JSON object") }
         self.init(object: object, path: "")
     }
 
     func name(_ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
 
-    // Each accessor tries the expected type before `NSNull`: asking whether a string is an
-    // `NSNull` bridges it to an `NSString` first, which cost more than the rest of the parse.
-
     /// A required string.
     func string(_ key: String) throws -> String {
-        guard let value = object[key] else { throw Self.invalidField(name(key), "is required") }
-        if let string = value as? String { return string }
-        throw Self.invalidField(name(key), value is NSNull ? "is required" : "must be a string")
+        switch object[key] {
+        case .string(let string): return string
+        case nil, .null: throw Self.invalidField(name(key), "is required")
+        default: throw Self.invalidField(name(key), "must be a string")
+        }
     }
 
     /// An optional string (absent or null → nil).
     func optionalString(_ key: String) throws -> String? {
-        guard let value = object[key] else { return nil }
-        if let string = value as? String { return string }
-        if value is NSNull { return nil }
-        throw Self.invalidField(name(key), "must be a string")
+        switch object[key] {
+        case .string(let string): return string
+        case nil, .null: return nil
+        default: throw Self.invalidField(name(key), "must be a string")
+        }
     }
 
     /// A required list of strings.
     func stringArray(_ key: String) throws -> [String] {
         let list = try array(key)
         return try list.enumerated().map { index, value in
-            guard let string = value as? String else { throw Self.invalidField("\(name(key))[\(index)]", "must be a string") }
+            guard case .string(let string) = value else { throw Self.invalidField("\(name(key))[\(index)]", "must be a string") }
             return string
         }
     }
 
     /// An optional boolean (absent or null → nil).
     func optionalBool(_ key: String) throws -> Bool? {
-        guard let value = object[key] else { return nil }
-        if let bool = value as? Bool { return bool }
-        if value is NSNull { return nil }
-        throw Self.invalidField(name(key), "must be true or false")
+        switch object[key] {
+        case .bool(let bool): return bool
+        case nil, .null: return nil
+        default: throw Self.invalidField(name(key), "must be true or false")
+        }
     }
 
     /// A required object.
     func object(_ key: String) throws -> JSONBody {
-        guard let value = object[key] else { throw Self.invalidField(name(key), "is required") }
-        if let nested = value as? [String: Any] { return JSONBody(object: nested, path: name(key)) }
-        throw Self.invalidField(name(key), value is NSNull ? "is required" : "must be an object")
+        switch object[key] {
+        case .object(let nested): return JSONBody(object: nested, path: name(key))
+        case nil, .null: throw Self.invalidField(name(key), "is required")
+        default: throw Self.invalidField(name(key), "must be an object")
+        }
     }
 
     /// A required array.
-    func array(_ key: String) throws -> [Any] {
-        guard let value = object[key] else { throw Self.invalidField(name(key), "is required") }
-        if let array = value as? [Any] { return array }
-        throw Self.invalidField(name(key), value is NSNull ? "is required" : "must be a list")
+    func array(_ key: String) throws -> [JSONValue] {
+        switch object[key] {
+        case .array(let array): return array
+        case nil, .null: throw Self.invalidField(name(key), "is required")
+        default: throw Self.invalidField(name(key), "must be a list")
+        }
     }
 
     static func invalid(_ message: String) -> APIError {

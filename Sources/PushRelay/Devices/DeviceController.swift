@@ -35,17 +35,16 @@ struct DeviceController<Repository: DeviceRepository, Context: RequestContext>: 
             throw JSONBody.invalidField("platform", "must be \"ios\" or \"android\"")
         }
         let token = try DeviceToken.normalise(try pathToken(context), platform: platform).get()
-        var userID = try body.optionalString("user_id")
-        if let userID, userID.isEmpty || userID.utf8.count > 256 {
-            throw JSONBody.invalidField("user_id", "must be 1-256 characters")
+        var userID = try body.optionalString("user_id").map {
+            try InputRules.identifier($0, field: "user_id", maxBytes: InputRules.maxUserBytes)
         }
         let environment = try body.optionalString("environment")
         if let environment, environment != "production" && environment != "sandbox" {
             throw JSONBody.invalidField("environment", "must be \"production\" or \"sandbox\"")
         }
         let locale = try body.optionalString("locale")
-        if let locale, locale.isEmpty || locale.utf8.count > 35 {
-            throw JSONBody.invalidField("locale", "must be a language tag of 1-35 characters")
+        if let locale, locale.isEmpty || locale.utf8.count > 35 || !locale.utf8.allSatisfy(Self.isLanguageTagByte) {
+            throw JSONBody.invalidField("locale", "must be a language tag of 1-35 letters, digits, '-' or '_'")
         }
 
         var onlyForUser: String?
@@ -111,22 +110,26 @@ struct DeviceController<Repository: DeviceRepository, Context: RequestContext>: 
     @Sendable func list(_ request: Request, context: Context) async throws -> DeviceList {
         let app = try knownApp(context)
         let principal = try await authenticator.authenticate(request, app: app)
-        let user = try context.parameters.require("user")
+        let user = try InputRules.identifier(try context.pathParameter("user"), field: "user", maxBytes: InputRules.maxTokenBytes)
         try principal.require(app, scope: .devicesRead, user: user)
         return DeviceList(devices: try await repository.list(app: app, user: user))
     }
 
     // MARK: Helpers
 
+    /// BCP 47 tags (`pt-BR`) and the POSIX form (`pt_BR`) apps often send.
+    static func isLanguageTagByte(_ byte: UInt8) -> Bool {
+        (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A) || byte == 0x2D || byte == 0x5F
+    }
+
     static var deviceNotFound: APIError { APIError(.notFound, code: "device_not_found", message: "no such device") }
 
     private func knownApp(_ context: Context) throws -> String {
-        try apps.requireKnown(try context.parameters.require("app"))
+        try apps.requireKnown(try context.pathParameter("app"))
     }
 
     private func pathToken(_ context: Context) throws -> String {
-        let raw = try context.parameters.require("token")
-        return raw.contains("%") ? (raw.removingPercentEncoding ?? raw) : raw
+        try context.pathParameter("token")
     }
 
     /// The token for lookups: hex tokens are compared lower-case, as they are stored.

@@ -10,7 +10,7 @@ public enum Platform: String, Sendable, Codable, CaseIterable {
 enum DeviceToken {
     /// Normalises and checks a token for the registry API: iOS tokens are hex of even length,
     /// 32–200 characters, stored lower-case; Android tokens are printable ASCII without spaces, at
-    /// most 4096 bytes. Returns `nil` with the reason when the token is unacceptable.
+    /// most ``InputRules/maxTokenBytes`` bytes. Returns `nil` with the reason when the token is unacceptable.
     static func normalise(_ token: String, platform: Platform) -> Result<String, APIError> {
         switch platform {
         case .ios:
@@ -24,7 +24,7 @@ enum DeviceToken {
         case .android:
             guard isPrintable(token) else {
                 return .failure(
-                    APIError(.badRequest, code: "invalid_field", message: "token must be 1-4096 bytes of printable characters without spaces")
+                    APIError(.badRequest, code: "invalid_field", message: "token must be 1-\(InputRules.maxTokenBytes) bytes of printable characters without spaces")
                 )
             }
             return .success(token)
@@ -41,7 +41,7 @@ enum DeviceToken {
     }
 
     static func isPrintable(_ token: String) -> Bool {
-        !token.isEmpty && token.utf8.count <= 4096 && token.unicodeScalars.allSatisfy { $0.value > 0x20 && $0.value != 0x7f && $0.isASCII }
+        !token.isEmpty && token.utf8.count <= InputRules.maxTokenBytes && token.unicodeScalars.allSatisfy { $0.value > 0x20 && $0.value != 0x7f && $0.isASCII }
     }
 
     static func isHex(_ byte: UInt8) -> Bool {

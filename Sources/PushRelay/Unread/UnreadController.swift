@@ -52,8 +52,7 @@ struct UnreadController<Context: RequestContext>: Sendable {
     /// `POST …/tickets/{ticket}/read`, optional body `{"device": "<token read on>"}`.
     @Sendable func readTicket(_ request: Request, context: Context) async throws -> Total {
         let (app, owner) = try await authorize(request, context: context, scope: .unreadWrite)
-        let ticket = try context.parameters.require("ticket")
-        guard !ticket.isEmpty, ticket.utf8.count <= 256 else { throw JSONBody.invalidField("ticket", "must be 1-256 characters") }
+        let ticket = try InputRules.identifier(try context.pathParameter("ticket"), field: "ticket", maxBytes: InputRules.maxTicketBytes)
         let device = try await readDevice(request, context: context)
         let result = try await store.markRead(app: app, owner: owner, ticket: ticket, readOn: device)
         return Total(total: result.total, synced: result.synced)
@@ -129,12 +128,9 @@ struct UnreadController<Context: RequestContext>: Sendable {
     }
 
     private func authorize(_ request: Request, context: Context, scope: APIKeyScope) async throws -> (app: String, owner: String) {
-        let app = try apps.requireKnown(try context.parameters.require("app"))
-        var owner = try context.parameters.require("user")
-        if owner.contains("%") { owner = owner.removingPercentEncoding ?? owner }
-        guard !owner.isEmpty, owner.utf8.count <= 4096, !owner.contains(where: \.isNewline) else {
-            throw JSONBody.invalidField("user", "must be a user id or a device token")
-        }
+        let app = try apps.requireKnown(try context.pathParameter("app"))
+        // The owner is a user id or, for a device linked to no user, its token.
+        let owner = try InputRules.identifier(try context.pathParameter("user"), field: "user", maxBytes: InputRules.maxTokenBytes)
         let principal = try await authenticator.authenticate(request, app: app)
         try principal.require(app, scope: scope, user: owner)
         return (app, owner)

@@ -38,8 +38,8 @@ struct WebhookController<Context: RequestContext>: Sendable {
     static var notFound: APIError { APIError(.notFound, code: "not_found", message: "not found") }
 
     @Sendable func receive(_ request: Request, context: Context) async throws -> Response {
-        let app = try context.parameters.require("app")
-        let secret = try context.parameters.require("secret")
+        let app = try context.pathParameter("app")
+        let secret = try context.pathParameter("secret")
         guard apps.acceptsWebhook(app: app, secret: secret), let configuration = apps.app(app) else { throw Self.notFound }
 
         var request = request
