@@ -64,9 +64,24 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
         }
     }
 
+    /// Whether the server refused a value of the command (SQLSTATE class 22, data exception, such
+    /// as a malformed array literal or a byte sequence invalid in the encoding) or hit a limit with
+    /// one (class 54, such as an index row too large): the cause is in the data, so a statement
+    /// that carried many callers' data can succeed for the others without the one at fault.
+    public var isDataException: Bool {
+        guard code == .server, let sqlState else { return false }
+        return sqlState.hasPrefix("22") || sqlState.hasPrefix("54")
+    }
+
+    /// Never the server's own words for a data exception: its primary message quotes the refused
+    /// value (`malformed array literal: "{…}"` holds every element of the array), and that value
+    /// is request data (notification text, device tokens).
     public var description: String {
         var text = "PostgresError(\(code)"
         if let sqlState { text += ", sqlstate \(sqlState)" }
+        if code == .server, let sqlState, sqlState.hasPrefix("22") {
+            return text + "): the server refused a value (its message is withheld: it may quote the value)"
+        }
         return text + "): \(message)"
     }
 }

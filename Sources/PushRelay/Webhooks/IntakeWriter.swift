@@ -25,8 +25,10 @@ struct IntakeReceipt: Sendable, Hashable {
 /// up to `maxBatch`, and stores the whole batch with one SQL statement (its own transaction), so
 /// many concurrent webhooks share one WAL flush while `synchronous_commit` stays on. Up to
 /// `maxConcurrentWrites` batches are in flight at once; while they are, new webhooks pile up and
-/// form the next, larger batch. A caller is answered only after its batch has committed; if the
-/// statement fails, every webhook in the batch fails together and nothing of it is stored.
+/// form the next, larger batch. A caller is answered only after its batch has committed. If the
+/// statement fails because of one webhook's data (a data exception), the batch is split and its
+/// halves stored apart until only that webhook fails; any other failure fails the whole batch and
+/// stores nothing of it.
 final class IntakeWriter: Service, Sendable {
     /// The channel the dispatchers listen on; notified by each batch that stores a delivery unclaimed.
     static let channel = "push_relay_deliveries"
@@ -134,8 +136,28 @@ final class IntakeWriter: Service, Sendable {
             stored = try await store(items, claims: dispatcher == nil ? nil : claims)
         } catch {
             for (app, count) in reserved { dispatcher?.release(app: app, count: count) }
+            let postgres = error as? PostgresError
+            if batch.count > 1, postgres?.isDataException == true {
+                // One member's data failed the statement for everyone: store the halves apart, so
+                // the others commit and only the member at fault fails (log2(batch) rounds at most).
+                logger.warning(
+                    "a webhook batch failed on a value of one of its webhooks; storing its halves separately",
+                    metadata: ["error": "\(error)", "push.batch_size": "\(batch.count)"]
+                )
+                let half = batch.count / 2
+                await write(Array(batch[..<half]))
+                await write(Array(batch[half...]))
+                return
+            }
             logger.warning("storing a webhook batch failed", metadata: ["error": "\(error)", "push.batch_size": "\(batch.count)"])
-            let failure: any Error = (error as? PostgresError)?.isUnavailable == true ? APIError.databaseUnavailable() : error
+            let failure: any Error =
+                if postgres?.isUnavailable == true {
+                    APIError.databaseUnavailable()
+                } else if postgres?.isDataException == true {
+                    APIError(.badRequest, code: "unstorable_input", message: "the webhook holds a value the database cannot store")
+                } else {
+                    error
+                }
             for entry in batch { entry.waiter.resume(throwing: failure) }
             return
         }
