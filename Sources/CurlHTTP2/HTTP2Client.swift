@@ -111,6 +111,16 @@ public struct CurlError: Error, Sendable, CustomStringConvertible {
         }
     }
 
+    /// Whether libcurl or the client refused the request itself before sending it: a header that
+    /// would break a line, a URL it cannot parse, an option it rejects. Sending it again fails the same way.
+    public var isRequestInvalid: Bool {
+        if code < 0 { return code == Self.invalidHeader }
+        return switch CURLcode(rawValue: UInt32(code)) {
+        case CURLE_URL_MALFORMAT, CURLE_BAD_FUNCTION_ARGUMENT, CURLE_UNSUPPORTED_PROTOCOL: true
+        default: false
+        }
+    }
+
     public var description: String { "CurlError(\(code)): \(message)" }
 }
 
@@ -313,15 +323,17 @@ final class Transfer: @unchecked Sendable {
         continuation = nil
     }
 
-    /// The request's header list, built in one allocation. Fails when a name or value holds CR, LF
-    /// or NUL, which would end or split a header line.
+    /// The request's header list, built in one allocation. Fails when a name or value holds a
+    /// control character (CR, LF and NUL would end or split a header line; nghttp2 refuses the
+    /// others) or a name is empty, so such a request fails here as ``CurlError/invalidHeader``
+    /// instead of somewhere inside libcurl.
     static func makeHeaderList(_ headers: [(name: String, value: String)]) throws(CurlError) -> UnsafeMutablePointer<curl_slist> {
-        func breaksLine(_ byte: UInt8) -> Bool { byte == 0 || byte == 0x0A || byte == 0x0D }
+        func breaksLine(_ byte: UInt8) -> Bool { byte < 0x20 || byte == 0x7F }
         var lines: [UInt8] = []
         lines.reserveCapacity(headers.reduce(20) { $0 + $1.name.utf8.count + $1.value.utf8.count + 3 })
         for (name, value) in headers {
             guard !name.isEmpty, !name.utf8.contains(where: breaksLine), !value.utf8.contains(where: breaksLine) else {
-                throw CurlError(code: CurlError.invalidHeader, message: "a request header name or value contains CR, LF or NUL")
+                throw CurlError(code: CurlError.invalidHeader, message: "a request header name or value contains a control character")
             }
             lines.append(contentsOf: name.utf8)
             lines.append(UInt8(ascii: ":"))

@@ -90,15 +90,19 @@ struct HTTP2ClientTests {
         }
     }
 
-    @Test("a header name or value holding CR, LF or NUL fails the request before anything is sent")
+    @Test("a header name or value holding a control character (CR, LF, NUL, tab, DEL) fails the request as invalid before anything is sent")
     func headerInjection() async throws {
         try await SandboxHarness.with { sandbox in
             let client = try HTTP2Client(configuration: .init(caFile: sandbox.caFile))
-            for bad in [("apns-topic", "com.example.app\r\napns-priority: 5"), ("apns-topic", "a\u{0}b"), ("x-bad\nname", "1")] {
+            for bad in [
+                ("apns-topic", "com.example.app\r\napns-priority: 5"), ("apns-topic", "a\u{0}b"), ("x-bad\nname", "1"),
+                ("apns-collapse-id", "zendesk-ticket-\t5"), ("apns-collapse-id", "a\u{7F}b"),
+            ] {
                 let error = await #expect(throws: CurlError.self) {
                     try await client.send(HTTP2Request(url: "\(sandbox.base)/3/device/\(Self.token)", headers: Self.apnsHeaders(topic: nil) + [bad], body: Self.payload))
                 }
                 #expect(error?.isRetryable == false)
+                #expect(error?.isRequestInvalid == true)
             }
             #expect(sandbox.state.requests(service: "apns").isEmpty)
             // The client still works afterwards.

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 
 /// Builds APNs request bodies as DESIGN.md describes them, within APNs' 4096-byte limit.
@@ -30,18 +31,34 @@ struct APNsHeaders {
         case background
     }
 
-    /// `apns-collapse-id` from the ticket, at most 64 bytes: a duplicate delivery of the same
-    /// ticket's reply collapses on the device.
+    /// `apns-collapse-id` from the ticket: a duplicate delivery of the same ticket's reply
+    /// collapses on the device. Safe as a header value for any ticket id, by construction: a ticket
+    /// id of letters, digits, `-`, `_` and `.` that fits in APNs' 64 bytes is used as it is
+    /// (`zendesk-ticket-4711`); any other becomes `zendesk-ticket~` and 128 bits of its SHA-256 in
+    /// hex. `~` never appears in the first form, so the two cannot meet, and distinct ticket ids give
+    /// distinct collapse ids.
     static func collapseID(ticketID: String) -> String {
-        let candidate = "zendesk-ticket-\(ticketID)"
-        if candidate.utf8.count <= 64 { return candidate }
-        // Long ticket ids: a stable digest instead (FNV-1a 64, hex).
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in ticketID.utf8 {
-            hash ^= UInt64(byte)
-            hash = hash &* 0x0000_0100_0000_01b3
+        let prefix = "zendesk-ticket-"
+        if prefix.utf8.count + ticketID.utf8.count <= 64, !ticketID.isEmpty, ticketID.utf8.allSatisfy(isPlainIDByte) {
+            return prefix + ticketID
         }
-        return "zendesk-ticket-" + String(hash, radix: 16)
+        return "zendesk-ticket~" + SHA256.hash(data: Array(ticketID.utf8)).prefix(16).map { byte in
+            let digits = Array("0123456789abcdef".utf8)
+            return String(decoding: [digits[Int(byte >> 4)], digits[Int(byte & 0x0F)]], as: UTF8.self)
+        }.joined()
+    }
+
+    private static func isPlainIDByte(_ byte: UInt8) -> Bool {
+        (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+            || byte == 0x2D || byte == 0x5F || byte == 0x2E
+    }
+
+    /// The request path for a device token. A registered iOS token is hex; a webhook may name any
+    /// printable identifier, and one holding `/`, `?`, `#` or `%` must stay one path segment (APNs
+    /// then answers `BadDeviceToken` for it), so every byte outside RFC 3986's unreserved set is
+    /// percent-encoded.
+    static func devicePath(token: String) -> String {
+        "/3/device/" + PathSegment.encode(token)
     }
 
     /// The header list for an alert (priority 10) or a background badge sync (priority 5, as APNs

@@ -38,6 +38,9 @@ final class Dispatcher: Service, Sendable {
         var deadSince: Date? = nil
         /// The APNs environment that accepted a device registered without one.
         var learnedEnvironment: String? = nil
+        /// The metric's outcome label when the status does not tell it (`unsendable` for a
+        /// `failed` push whose request could not be built).
+        var metricOutcome: String? = nil
 
         /// Back to `pending` without counting the attempt, due at `next` (`nil`: when its lease
         /// would have ended).
@@ -300,6 +303,7 @@ final class Dispatcher: Service, Sendable {
         }
         let outcome: String
         switch (result.status, result.deadToken, result.attemptAdjustment) {
+        case _ where result.metricOutcome != nil: outcome = result.metricOutcome!
         case (_, true, _): outcome = "dead_token"
         case ("pending", _, -1): outcome = "credential"
         case ("pending", _, _): outcome = "retry"
@@ -344,6 +348,14 @@ final class Dispatcher: Service, Sendable {
                 metadata: ["push.app": "\(delivery.appID)", "push.device": "\(token)", "push.reason": "\(clean(reason))"]
             )
             return Result(delivery: delivery, status: "failed", error: clean(reason), attemptAdjustment: 0, deadToken: false)
+        case .unsendable(let reason):
+            logger.error(
+                "the relay could not build the request for this push; the delivery is failed",
+                metadata: ["push.app": "\(delivery.appID)", "push.platform": "\(delivery.platform.rawValue)", "push.reason": "\(clean(reason))"]
+            )
+            return Result(
+                delivery: delivery, status: "failed", error: clean(reason), attemptAdjustment: 0, deadToken: false, metricOutcome: "unsendable"
+            )
         case .credential(let reason, _):
             logger.error(
                 "the provider rejected this app's credentials or connection; deliveries wait without using attempts",

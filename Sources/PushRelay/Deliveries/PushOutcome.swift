@@ -15,6 +15,9 @@ enum PushOutcome: Equatable, Sendable {
     case deadToken(reason: String, since: Date? = nil)
     /// Our credentials are wrong or expired: refresh once, then alarm; the push is not at fault.
     case credential(reason: String, refreshToken: Bool)
+    /// The relay could not build a request for this push (curl refused a header or the URL);
+    /// nothing was sent, and sending again would fail the same way.
+    case unsendable(reason: String)
 
     /// Classifies an APNs answer: the status, the body's `reason` (and, for 410, `timestamp`) and
     /// the `retry-after` header.

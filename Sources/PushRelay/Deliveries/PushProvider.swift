@@ -86,7 +86,7 @@ struct APNsProvider: PushProvider {
             let response: HTTP2Response
             do {
                 response = try await client.send(
-                    HTTP2Request(url: "\(base)/3/device/\(delivery.token)", headers: headers, body: body, timeout: timeout)
+                    HTTP2Request(url: base + APNsHeaders.devicePath(token: delivery.token), headers: headers, body: body, timeout: timeout)
                 )
             } catch {
                 return .transportFailure(error)
@@ -170,11 +170,14 @@ struct FCMProvider: PushProvider {
 }
 
 extension PushOutcome {
-    /// A failure below HTTP: connection loss, GOAWAY, refused streams and timeouts are retried;
-    /// anything else (TLS verification, a bad certificate) is a configuration problem, which waits
-    /// without using up the delivery's attempts.
+    /// A failure below HTTP. A request the relay could not build (a header or URL curl refuses) is
+    /// the push's own problem and fails it: nothing was sent, so no provider judged the
+    /// credentials. Connection loss, GOAWAY, refused streams and timeouts are retried. Anything else
+    /// (TLS verification, a client certificate the handshake rejects) is a problem of the app's
+    /// connection settings, which waits without using up the delivery's attempts.
     static func transportFailure(_ error: any Error) -> PushOutcome {
         guard let error = error as? CurlError else { return .retry(reason: "transport: \(error)", retryAfter: nil) }
+        if error.isRequestInvalid { return .unsendable(reason: "the relay could not build the request: \(error.message)") }
         if error.isRetryable { return .retry(reason: "transport: curl \(error.code): \(error.message)", retryAfter: nil) }
         return .credential(reason: "transport: curl \(error.code): \(error.message)", refreshToken: false)
     }
