@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import NIOCore
+import NIOHTTP1
 import Logging
 import Postgres
 
@@ -61,6 +62,11 @@ extension APIError {
                 message: error.body ?? error.status.reasonPhrase.lowercased(),
                 headers: error.headers
             )
+        case let error as HTTPParserError:
+            // The request's own bytes are not HTTP (a bad chunk size, a body cut short by the
+            // client's close): the client's fault, and often there is no one left to answer.
+            logger.debug("request body could not be read", metadata: ["error": "\(error)"])
+            return APIError(.badRequest, code: "invalid_request", message: "the request is not well-formed HTTP: \(error)")
         case let error as PostgresError where error.isUnavailable:
             logger.warning("database unavailable", metadata: ["error": "\(error)"])
             return .databaseUnavailable()

@@ -1,9 +1,15 @@
 import Hummingbird
 import Logging
 
-/// Logs one line per request (method, path, status, duration) with secrets taken out of the path:
-/// the webhook secret becomes `…` and device tokens keep only their first 6 and last 4 characters.
-/// Hummingbird's own request logger would log the raw path, and with it both.
+/// Logs one line per request (method, route, status, duration) without secrets.
+///
+/// The line names the route the router matched, with its parameters filled in from what the router
+/// extracted, never the raw path: `{secret}` becomes `…`, `{token}` keeps its first 6 and last 4
+/// characters, and so does a `{user}` long enough to be a device token (the unread owner of a
+/// device linked to no user is its token). Redacting by position in the raw path could be bypassed
+/// by its shape (`//v1/…`, `/v1//webhooks/…`), which the router still matches. A path that matches
+/// no route is logged as `(no route)`: any of its segments could be a secret sent to the wrong place.
+/// Hummingbird's own request logger would log the raw path.
 struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let start = ContinuousClock.now
@@ -12,8 +18,8 @@ struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
         context.logger.info(
             "request",
             metadata: [
-                "http.method": "\(request.method.rawValue)",
-                "http.path": "\(Self.redacted(request.uri.path))",
+                "http.method": "\(Self.method(request.method.rawValue))",
+                "http.route": "\(Self.route(context.endpointPath, parameters: context.parameters))",
                 "http.status": "\(response.status.code)",
                 "http.duration_ms": "\(Double(elapsed.components.attoseconds / 1_000_000_000_000) / 1000 + Double(elapsed.components.seconds) * 1000)",
             ]
@@ -21,23 +27,53 @@ struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
         return response
     }
 
-    /// `/v1/webhooks/zendesk/{app}/{secret}`, `/v1/apps/{app}/devices/{token}` and a token-sized
-    /// `/v1/apps/{app}/users/{owner}` lose their secrets.
-    static func redacted(_ path: String) -> String {
-        var segments = path.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
-        // ["", "v1", "webhooks", "zendesk", app, secret, …]
-        if segments.count >= 6, segments[1] == "v1", segments[2] == "webhooks" {
-            segments[5] = "…"
+    static var unmatched: String { "(no route)" }
+
+    /// The matched route's pattern with its parameters filled in, redacted as the type's comment
+    /// says; ``unmatched`` when no route matched (the router then names the endpoint `NotFound`).
+    static func route(_ pattern: String?, parameters: Parameters) -> String {
+        guard let pattern, pattern.hasPrefix("/") else { return unmatched }
+        var result = ""
+        for component in pattern.split(separator: "/") {
+            result += "/"
+            guard component.first == "{", component.last == "}" else {
+                result += component
+                continue
+            }
+            let name = String(component.dropFirst().dropLast())
+            guard let raw = parameters.get(name) else {
+                result += component
+                continue
+            }
+            result += redacted(name: name, value: PathSegment.decode(raw) ?? raw)
         }
-        // ["", "v1", "apps", app, "devices", token, …]
-        if segments.count >= 6, segments[1] == "v1", segments[2] == "apps", segments[4] == "devices" {
-            segments[5] = DeviceToken.redacted(segments[5])
+        return result.isEmpty ? "/" : result
+    }
+
+    /// One parameter as it may be logged.
+    static func redacted(name: String, value: String) -> String {
+        switch name {
+        case "secret":
+            return "…"
+        case "token":
+            return DeviceToken.redacted(printable(value))
+        case "user" where value.utf8.count >= 32:
+            return DeviceToken.redacted(printable(value))
+        default:
+            return printable(value)
         }
-        // ["", "v1", "apps", app, "users", owner, …]: the unread owner of a device linked to no user
-        // is its token. Device tokens are at least 32 characters; user ids that long are shortened too.
-        if segments.count >= 6, segments[1] == "v1", segments[2] == "apps", segments[4] == "users", segments[5].count >= 32 {
-            segments[5] = DeviceToken.redacted(segments[5])
-        }
-        return segments.joined(separator: "/")
+    }
+
+    /// Control characters escaped (`\n`), so a value cannot break or forge a log line, and at most
+    /// 128 characters.
+    static func printable(_ value: String) -> String {
+        let clipped = value.count > 128 ? value.prefix(127) + "…" : Substring(value)
+        guard clipped.unicodeScalars.contains(where: InputRules.isControl) else { return String(clipped) }
+        return clipped.unicodeScalars.map { InputRules.isControl($0) ? $0.escaped(asASCII: true) : String($0) }.joined()
+    }
+
+    /// The method as sent when it is a plain token of at most 16 letters, else `(other)`.
+    static func method(_ raw: String) -> String {
+        raw.utf8.count <= 16 && raw.utf8.allSatisfy({ ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x2D }) ? raw : "(other)"
     }
 }

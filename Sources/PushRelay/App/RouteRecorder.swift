@@ -12,6 +12,20 @@ struct RouteRecorder<Context: RequestContext>: RouterMethods {
         private let routes = Mutex<[Route]>([])
         func append(_ route: Route) { routes.withLock { $0.append(route) } }
         var all: [Route] { routes.withLock { $0 } }
+
+        /// The methods of the routes whose pattern matches `path` (segments compared as the router
+        /// splits them, a `{parameter}` matching any one segment), sorted.
+        func methods(servingPath path: String) -> [String] {
+            let segments = path.split(separator: "/")
+            let methods = all.filter { route in
+                let pattern = route.path.split(separator: "/")
+                return pattern.count == segments.count
+                    && zip(pattern, segments).allSatisfy { expected, actual in
+                        (expected.first == "{" && expected.last == "}") || expected == actual
+                    }
+            }.map(\.method)
+            return Set(methods).sorted()
+        }
     }
 
     @discardableResult
