@@ -1,6 +1,7 @@
 import Configuration
 import Foundation
 import Hummingbird
+import HummingbirdCore
 import Logging
 import Postgres
 
@@ -72,9 +73,14 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
         lease: Double(max(1, reader.int(forKey: "jobs.lease_seconds", default: 30))), metrics: metrics, logger: logger
     )
     let (router, _) = buildRouter(database: database, apps: directory, writer: writer, settings: settings, hub: hub, metrics: metrics)
+    let limits = ConnectionLimits(config: reader.scoped(to: "http"))
     var app = Application(
         router: router,
-        configuration: .init(address: .hostname(http.host, port: http.port), serverName: "PushRelay"),
+        server: limits.server(logger: logger),
+        configuration: .init(
+            address: .hostname(http.host, port: http.port), serverName: "PushRelay",
+            availableConnectionsDelegate: MaximumAvailableConnections(limits.maxConnections, logger: logger)
+        ),
         logger: logger
     )
     // Start order; shutdown runs in reverse after the HTTP server: the writer drains, the
@@ -96,12 +102,12 @@ func buildRouter(
     database: Database, apps: AppDirectory, writer: IntakeWriter, settings: WebhookSettings, hub: UnreadHub, metrics: RelayMetrics
 ) -> (Router<AppRequestContext>, [Route]) {
     let router = Router(context: AppRequestContext.self)
+    let routes = RouteRecorder(router: router)
     router.addMiddleware {
         RequestIDMiddleware()
         RequestLogMiddleware()
-        ErrorMiddleware()
+        ErrorMiddleware(routes: routes.recorded)
     }
-    let routes = RouteRecorder(router: router)
     let authenticator = Authenticator(keys: APIKeyStore(client: database.client), apps: apps)
     routes.addRoutes(HealthController(database: database).endpoints)
     routes.addRoutes(OpenAPIController().endpoints)

@@ -1,0 +1,181 @@
+import Configuration
+import Hummingbird
+import HummingbirdCore
+import Logging
+import NIOCore
+import NIOHTTPTypes
+
+/// Limits on HTTP connections, so slow or idle clients cannot hold the relay's connections.
+///
+/// Keys, read from a reader scoped to `http`:
+/// - `max_connections` (int, default 2048): connections open at once; more wait in the listen
+///   backlog until one closes.
+/// - `idle_timeout_seconds` (int, default 75): a connection with no request in progress and no byte
+///   of a new one is closed after this long.
+/// - `header_timeout_seconds` (int, default 10): a request's head (request line and headers) must
+///   be complete this long after its first byte.
+/// - `body_timeout_seconds` (int, default 30): a request body must end, or another 64 KiB of it
+///   arrive, within this long; a large upload at a steady rate is never cut off, a trickle is.
+public struct ConnectionLimits: Sendable {
+    public var maxConnections: Int
+    public var idleTimeout: TimeAmount
+    public var headerTimeout: TimeAmount
+    public var bodyTimeout: TimeAmount
+    /// Body bytes that must arrive within each `bodyTimeout`.
+    public var bodyProgressBytes: Int = 64 * 1024
+
+    public init(config: ConfigReader) {
+        maxConnections = max(1, config.int(forKey: "max_connections", default: 2048))
+        idleTimeout = .seconds(Int64(max(1, config.int(forKey: "idle_timeout_seconds", default: 75))))
+        headerTimeout = .seconds(Int64(max(1, config.int(forKey: "header_timeout_seconds", default: 10))))
+        bodyTimeout = .seconds(Int64(max(1, config.int(forKey: "body_timeout_seconds", default: 30))))
+    }
+
+    /// Hummingbird's HTTP/1.1 server with these limits.
+    func server(logger: Logger) -> HTTPServerBuilder {
+        HTTPServerBuilder { responder in
+            GuardedHTTP1Channel(responder: responder, limits: self, logger: logger)
+        }
+    }
+}
+
+/// HTTP/1.1 with ``ConnectionLimits``: a handler in front of the HTTP decoder sees the first byte of
+/// each request, one behind it sees where heads and bodies end, and both share one deadline.
+struct GuardedHTTP1Channel: ServerChildChannel {
+    let responder: HTTPChannelHandler.Responder
+    let limits: ConnectionLimits
+    let logger: Logger
+
+    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<HTTP1Channel.Value> {
+        let deadline = ConnectionDeadline(limits: limits, logger: self.logger)
+        let inner = HTTP1Channel(
+            responder: responder,
+            configuration: .init(additionalChannelHandlers: [RequestProgressHandler(deadline: deadline)], idleTimeout: nil)
+        )
+        return channel.eventLoop.makeCompletedFuture {
+            try channel.pipeline.syncOperations.addHandler(FirstByteHandler(deadline: deadline), position: .first)
+        }.flatMap {
+            inner.setup(channel: channel, logger: logger)
+        }
+    }
+
+    func handle(value: HTTP1Channel.Value, logger: Logger) async {
+        await HTTP1Channel(responder: responder).handle(value: value, logger: logger)
+    }
+}
+
+/// One connection's deadline: what the connection is waiting for and when it gives up. Used only on
+/// the connection's event loop, by its two handlers.
+final class ConnectionDeadline: @unchecked Sendable {
+    enum Phase {
+        /// No request in progress and no byte of the next one.
+        case idle
+        /// Bytes of a request head have arrived; the head is not complete.
+        case head
+        /// The head is complete, the body is not.
+        case body(sinceProgress: Int)
+        /// The request is read; the relay is answering (a live stream may answer for hours).
+        case answering
+    }
+
+    private let limits: ConnectionLimits
+    private let logger: Logger
+    private(set) var phase = Phase.idle
+    private var scheduled: Scheduled<Void>?
+
+    init(limits: ConnectionLimits, logger: Logger) {
+        self.limits = limits
+        self.logger = logger
+    }
+
+    func enter(_ phase: Phase, context: ChannelHandlerContext) {
+        self.phase = phase
+        scheduled?.cancel()
+        scheduled = nil
+        let (timeout, waitingFor): (TimeAmount, String)
+        switch phase {
+        case .idle: (timeout, waitingFor) = (limits.idleTimeout, "a request")
+        case .head: (timeout, waitingFor) = (limits.headerTimeout, "the rest of the request headers")
+        case .body: (timeout, waitingFor) = (limits.bodyTimeout, "more of the request body")
+        case .answering: return
+        }
+        let channel = context.channel
+        let logger = self.logger
+        scheduled = context.eventLoop.scheduleTask(in: timeout) {
+            logger.debug("closing a slow or idle connection", metadata: ["http.waited_for": "\(waitingFor)", "http.timeout_s": "\(timeout.nanoseconds / 1_000_000_000)"])
+            channel.close(promise: nil)
+        }
+    }
+
+    /// Body bytes arrived: a new window once another `bodyProgressBytes` have.
+    func bodyBytes(_ count: Int, context: ChannelHandlerContext) {
+        guard case .body(let sinceProgress) = phase else { return }
+        if sinceProgress + count >= limits.bodyProgressBytes {
+            enter(.body(sinceProgress: 0), context: context)
+        } else {
+            phase = .body(sinceProgress: sinceProgress + count)
+        }
+    }
+
+    func cancel() {
+        scheduled?.cancel()
+        scheduled = nil
+    }
+}
+
+/// In front of the HTTP decoder: the first byte of a request while idle starts the head's deadline.
+final class FirstByteHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+    let deadline: ConnectionDeadline
+
+    init(deadline: ConnectionDeadline) { self.deadline = deadline }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        deadline.enter(.idle, context: context)
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        deadline.cancel()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if case .idle = deadline.phase { deadline.enter(.head, context: context) }
+        context.fireChannelRead(data)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        deadline.cancel()
+        context.fireChannelInactive()
+    }
+}
+
+/// Behind the HTTP decoder: a complete head starts the body's deadline, the end of the body stops
+/// it, and the end of the response starts the idle one.
+final class RequestProgressHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias InboundOut = HTTPRequestPart
+    typealias OutboundIn = HTTPResponsePart
+    typealias OutboundOut = HTTPResponsePart
+    let deadline: ConnectionDeadline
+
+    init(deadline: ConnectionDeadline) { self.deadline = deadline }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head: deadline.enter(.body(sinceProgress: 0), context: context)
+        case .body(let buffer): deadline.bodyBytes(buffer.readableBytes, context: context)
+        case .end: deadline.enter(.answering, context: context)
+        }
+        context.fireChannelRead(data)
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if case .end = unwrapOutboundIn(data) {
+            // Answered before the body was read (a 413, a 404): the rest of the request is the
+            // decoder's to skip, still within the body's deadline.
+            if case .answering = deadline.phase { deadline.enter(.idle, context: context) }
+        }
+        context.write(data, promise: promise)
+    }
+}
