@@ -96,6 +96,7 @@ struct APNsEndpoint: Sendable {
             throw Failure(status: 403, reason: "MissingProviderToken")
         }
         guard authorization.lowercased().hasPrefix("bearer ") else { throw Failure(status: 403, reason: "InvalidProviderToken") }
+        state.presented(String(authorization.dropFirst(7)))
         if let keys {
             let jwt = String(authorization.dropFirst(7))
             let claims: ProviderClaims

@@ -17,6 +17,7 @@ final class FCMEndpoints: Sendable {
         let form = Self.form(String(decoding: request.body, as: UTF8.self))
         var status = 200
         var reason: String?
+        if let assertion = form["assertion"] { state.presented(assertion) }
         if form["grant_type"] != "urn:ietf:params:oauth:grant-type:jwt-bearer" {
             (status, reason) = (400, "unsupported_grant_type")
         } else if let assertion = form["assertion"], let claims = Self.claims(of: assertion),
@@ -48,6 +49,7 @@ final class FCMEndpoints: Sendable {
         let message = object?["message"] as? [String: Any]
         let token = message?["token"] as? String ?? ""
         let bearer = request.headers["authorization"].flatMap { $0.lowercased().hasPrefix("bearer ") ? String($0.dropFirst(7)) : nil }
+        if let bearer { state.presented(bearer) }
         if bearer == nil || !issued.withLock({ $0.contains(bearer!) }) {
             (status, code) = (401, "UNAUTHENTICATED")
         } else if message == nil || token.isEmpty {

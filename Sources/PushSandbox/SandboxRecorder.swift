@@ -86,6 +86,18 @@ public final class SandboxState: Sendable {
 
     public func clear() { received.withLock { $0.removeAll() } }
 
+    private let credentials = Mutex<Set<String>>([])
+
+    /// Every credential presented to the sandbox: APNs provider tokens, OAuth assertions, FCM
+    /// access tokens, Zendesk Basic credentials. Recorded requests leave them out; tests use this
+    /// list to check that none of them reaches a log.
+    public func presentedCredentials() -> Set<String> { credentials.withLock { $0 } }
+
+    func presented(_ credential: String) {
+        guard !credential.isEmpty else { return }
+        credentials.withLock { _ = $0.insert(credential) }
+    }
+
     func record(_ request: SandboxRequest) {
         observer?(request)
         if recording { received.withLock { $0.append(request) } }

@@ -11,6 +11,9 @@ struct ZendeskEndpoint: Sendable {
         var reason: String?
         var headers: [(String, String)] = []
         let object = (try? JSONSerialization.jsonObject(with: request.body)) as? [String: Any]
+        if let authorization = request.headers["authorization"], authorization.lowercased().hasPrefix("basic ") {
+            state.presented(String(authorization.dropFirst(6)))
+        }
         if request.headers["authorization"]?.lowercased().hasPrefix("basic ") != true {
             (status, reason) = (401, "Couldn't authenticate you")
         } else if !(object?["push_notification_devices"] is [String]) {

@@ -105,14 +105,23 @@ struct ApplicationTests {
         }
     }
 
-    @Test("wrong method on a known path is a JSON error, not an empty body")
+    @Test("a method a known path does not serve is a JSON 405 naming the allowed methods; an unknown path stays 404")
     func methodNotAllowed() async throws {
         let app = try await makeApp(conninfo: try await TestDatabase.makeDatabase())
         try await app.test(.router) { client in
-            try await client.execute(uri: "/health", method: .post) { response in
-                #expect(response.status.code >= 400 && response.status.code < 500)
-                let body = try JSONDecoder().decode(ErrorEnvelope.self, from: Data(buffer: response.body))
-                #expect(!body.error.code.isEmpty)
+            for (uri, method, allowed) in [
+                ("/health", HTTPRequest.Method.post, "GET"), ("/ready", HTTPRequest.Method(rawValue: "TRACE")!, "GET"),
+                ("/metrics", .delete, "GET"), ("/v1/apps/support/devices/abc", .post, "DELETE, GET, PUT"),
+            ] {
+                try await client.execute(uri: uri, method: method) { response in
+                    #expect(response.status == .methodNotAllowed, "\(method) \(uri)")
+                    #expect(response.headers[.allow] == allowed)
+                    let body = try JSONDecoder().decode(ErrorEnvelope.self, from: Data(buffer: response.body))
+                    #expect(body.error.code == "method_not_allowed")
+                }
+            }
+            try await client.execute(uri: "/v1/nothing/here", method: .post) { response in
+                #expect(response.status == .notFound)
             }
         }
     }
@@ -185,20 +194,32 @@ struct ConfigurationTests {
 
 @Suite("Request log")
 struct RequestLogTests {
-    @Test("logged paths carry neither the webhook secret nor a full device token")
+    @Test("the logged route carries neither the webhook secret nor a full device token, and unmatched paths log no segment")
     func redaction() throws {
+        typealias Log = RequestLogMiddleware<AppRequestContext>
         let secret = "support-secret-0123456789"
         let token = String(repeating: "ab", count: 32)
-        let webhook = RequestLogMiddleware<AppRequestContext>.redacted("/v1/webhooks/zendesk/support/\(secret)")
-        #expect(webhook == "/v1/webhooks/zendesk/support/…")
-        let device = RequestLogMiddleware<AppRequestContext>.redacted("/v1/apps/support/devices/\(token)")
+        var parameters = Parameters()
+        parameters["app"] = "support"
+        parameters["secret"] = Substring(secret)
+        #expect(Log.route("/v1/webhooks/zendesk/{app}/{secret}", parameters: parameters) == "/v1/webhooks/zendesk/support/…")
+        parameters = Parameters()
+        parameters["app"] = "support"
+        parameters["token"] = Substring(token)
+        let device = Log.route("/v1/apps/{app}/devices/{token}", parameters: parameters)
         #expect(!device.contains(token))
         #expect(device.hasPrefix("/v1/apps/support/devices/ababab"))
         // Unread counts of a device linked to no user are addressed by its token.
-        let owner = RequestLogMiddleware<AppRequestContext>.redacted("/v1/apps/support/users/\(token)/unread")
+        parameters = Parameters()
+        parameters["app"] = "support"
+        parameters["user"] = Substring(token)
+        let owner = Log.route("/v1/apps/{app}/users/{user}/unread", parameters: parameters)
         #expect(!owner.contains(token))
         #expect(owner.hasSuffix("/unread"))
-        #expect(RequestLogMiddleware<AppRequestContext>.redacted("/v1/apps/support/users/alice/unread") == "/v1/apps/support/users/alice/unread")
-        #expect(RequestLogMiddleware<AppRequestContext>.redacted("/health") == "/health")
+        parameters["user"] = "Jos%C3%A9%0A"
+        #expect(Log.route("/v1/apps/{app}/users/{user}/unread", parameters: parameters) == "/v1/apps/support/users/José\\n/unread")
+        #expect(Log.route("/health", parameters: Parameters()) == "/health")
+        #expect(Log.route("NotFound", parameters: Parameters()) == "(no route)")
+        #expect(Log.route(nil, parameters: Parameters()) == "(no route)")
     }
 }

@@ -27,11 +27,12 @@ struct RelayProcess {
         }
     }
 
-    /// Starts `push-relay serve` with `configFile` and waits until `/health` answers.
-    static func start(configFile: String, port: Int, log: String) async throws -> RelayProcess {
+    /// Starts `push-relay serve` with `configFile`, logging at `logLevel` to `log`, and waits until
+    /// `/health` answers.
+    static func start(configFile: String, port: Int, log: String, logLevel: String = "warning") async throws -> RelayProcess {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: try executable)
-        process.arguments = ["serve", "--config", configFile, "--port", String(port), "--log-level", "warning"]
+        process.arguments = ["serve", "--config", configFile, "--port", String(port), "--log-level", logLevel]
         FileManager.default.createFile(atPath: log, contents: nil)
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
         try handle.seekToEnd()
