@@ -70,6 +70,8 @@ struct FuzzCase: Sendable {
     var brokenFraming = false
     /// A valid webhook: it must get 202.
     var mustBeAccepted = false
+    /// Input the rules refuse: it must get a 4xx.
+    var mustBeRefused = false
 }
 
 enum Fuzz {
@@ -122,21 +124,24 @@ enum Fuzz {
         switch rng.next() % 16 {
         case 0:
             let bytes = (0..<Int.random(in: 0...2000, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) }
-            return FuzzCase(label: "random bytes", bytes: post(hookPath, bytes))
+            // Random bytes are almost never a JSON object with the webhook's fields.
+            return FuzzCase(label: "random bytes", bytes: post(hookPath, bytes), mustBeRefused: true)
         case 1:
-            return FuzzCase(label: "truncated JSON", bytes: post(hookPath, Array(valid.prefix(Int.random(in: 0..<valid.count, using: &rng)))))
+            let prefix = Array(valid.prefix(Int.random(in: 0..<valid.count, using: &rng)))
+            return FuzzCase(label: "truncated JSON", bytes: post(hookPath, prefix), mustBeRefused: true)
         case 2:
             let depth = [10, 63, 64, 65, 1000, 100_000].randomElement(using: &rng)!
             let closed = Bool.random(using: &rng)
             let text = String(repeating: "[", count: depth) + (closed ? String(repeating: "]", count: depth) : "")
             let body = Bool.random(using: &rng) ? text : #"{"devices":\#(text),"notification":{"title":"t","body":"b","ticket_id":"1"}}"#
-            return FuzzCase(label: "deep nesting \(depth)", bytes: post(hookPath, Array(body.utf8)))
+            return FuzzCase(label: "deep nesting \(depth)", bytes: post(hookPath, Array(body.utf8)), mustBeRefused: true)
         case 3:
             // Control characters and NUL, escaped (legal JSON) or raw (not), in every string field.
             let control = Unicode.Scalar(UInt8([0, 1, 7, 8, 9, 10, 13, 27, 31, 127].randomElement(using: &rng)!))
             let text = "a\(Character(control))b"
             var title = "t", body = "b", ticket = "7", identifier = hexToken(&rng), type = "ios"
-            switch rng.next() % 5 {
+            let field = rng.next() % 5
+            switch field {
             case 0: title = text
             case 1: body = text
             case 2: ticket = text
@@ -144,23 +149,30 @@ enum Fuzz {
             default: type = text
             }
             var json = webhook(title: title, body: body, ticket: ticket, devices: [(identifier, type)])
-            if Bool.random(using: &rng) { json = json.replacingOccurrences(of: String(format: "\\u%04x", control.value), with: String(Character(control))) }
-            return FuzzCase(label: "control character \(control.value)", bytes: post(hookPath, Array(json.utf8)))
+            let raw = Bool.random(using: &rng)
+            if raw { json = json.replacingOccurrences(of: String(format: "\\u%04x", control.value), with: String(Character(control))) }
+            // Free text takes any character but NUL; raw characters below U+0020 are not JSON; ids,
+            // tokens and types take no control character at all.
+            let acceptable = field < 2 && control.value != 0 && (control.value == 127 || !raw)
+            return FuzzCase(
+                label: "control character \(control.value) in field \(field)\(raw ? ", raw" : "")", bytes: post(hookPath, Array(json.utf8)),
+                mustBeAccepted: acceptable, mustBeRefused: !acceptable
+            )
         case 4:
             let number = ["1e999999", String(repeating: "9", count: 400), "-0", "1.5", "-1e-999999", "0"].randomElement(using: &rng)!
             let json = #"{"devices":[{"identifier":"\#(hexToken(&rng))","type":"ios"}],"notification":{"title":"t","body":"b","ticket_id":\#(number)}}"#
-            return FuzzCase(label: "huge number", bytes: post(hookPath, Array(json.utf8)))
+            return FuzzCase(label: "number as ticket_id", bytes: post(hookPath, Array(json.utf8)), mustBeRefused: true)
         case 5:
             let text = String(decoding: valid, as: UTF8.self)
             let json =
                 Bool.random(using: &rng)
                 ? text.replacingOccurrences(of: #""notification":{"#, with: #""notification":{"title":"dup","#)
                 : String(text.dropLast()) + #","devices":[]}"#
-            return FuzzCase(label: "duplicate keys", bytes: post(hookPath, Array(json.utf8)))
+            return FuzzCase(label: "duplicate keys", bytes: post(hookPath, Array(json.utf8)), mustBeRefused: true)
         case 6:
             let size = (1 << 20) + Int.random(in: 1...200_000, using: &rng)
             let json = Array(webhook(title: String(repeating: "x", count: size), devices: [(hexToken(&rng), "ios")]).utf8)
-            return FuzzCase(label: "oversize body", bytes: post(hookPath, json))
+            return FuzzCase(label: "oversize body", bytes: post(hookPath, json), mustBeRefused: true)
         case 7:
             let text = String(decoding: valid, as: UTF8.self)
             let broken: [UInt8]
@@ -178,7 +190,7 @@ enum Fuzz {
                 if let quote = bytes.firstIndex(of: UInt8(ascii: "R")) { bytes.insert(contentsOf: [0xED, 0xA0, 0x80], at: quote) }
                 broken = bytes
             }
-            return FuzzCase(label: "not JSON", bytes: post(hookPath, broken))
+            return FuzzCase(label: "not JSON", bytes: post(hookPath, broken), mustBeRefused: true)
         case 8:
             let json = [
                 #"{"devices":{},"notification":{"title":"t","body":"b","ticket_id":"1"}}"#,
@@ -188,7 +200,7 @@ enum Fuzz {
                 #"{"devices":[null],"notification":{"title":"t","body":"b","ticket_id":"1"}}"#,
                 #"[1,2,3]"#, #""just a string""#, "null", "{}",
             ].randomElement(using: &rng)!
-            return FuzzCase(label: "wrong shape", bytes: post(hookPath, Array(json.utf8)))
+            return FuzzCase(label: "wrong shape", bytes: post(hookPath, Array(json.utf8)), mustBeRefused: true)
         case 9:
             // Chunked, split at random places: a legal request, which must be accepted.
             var chunks: [[UInt8]] = []
@@ -298,6 +310,7 @@ struct HostileInputTests {
                 answers += 1
                 #expect(answer.status < 500, "seed \(seed): \(item.label) got \(answer.status) \(answer.text.prefix(300))")
                 if item.mustBeAccepted { #expect(answer.status == 202, "seed \(seed): \(item.label) got \(answer.status) \(answer.text.prefix(300))") }
+                if item.mustBeRefused { #expect((400..<500).contains(answer.status), "seed \(seed): \(item.label) got \(answer.status)") }
                 if answer.status >= 400 && !item.brokenFraming {
                     let error = try? JSONDecoder().decode(ErrorEnvelope.self, from: Data(answer.body))
                     #expect(error != nil && error?.error.code.isEmpty == false, "seed \(seed): \(item.label) got a non-JSON \(answer.status): \(answer.text.prefix(200))")
