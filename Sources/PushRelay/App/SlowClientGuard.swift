@@ -66,6 +66,10 @@ struct GuardedHTTP1Channel: ServerChildChannel {
 
 /// One connection's deadline: what the connection is waiting for and when it gives up. Used only on
 /// the connection's event loop, by its two handlers.
+///
+/// A phase change only moves `deadline`; one timer per connection follows it lazily (when it fires
+/// early it is scheduled again for the current deadline), so a request costs no timer scheduling or
+/// cancelling: NIO cancels a scheduled task with a linear search of the loop's timers.
 final class ConnectionDeadline: @unchecked Sendable {
     enum Phase {
         /// No request in progress and no byte of the next one.
@@ -81,7 +85,10 @@ final class ConnectionDeadline: @unchecked Sendable {
     private let limits: ConnectionLimits
     private let logger: Logger
     private(set) var phase = Phase.idle
-    private var scheduled: Scheduled<Void>?
+    /// When the connection is closed unless the phase changes first; `nil` while answering.
+    private var deadline: NIODeadline?
+    private var timer: Scheduled<Void>?
+    private var closed = false
 
     init(limits: ConnectionLimits, logger: Logger) {
         self.limits = limits
@@ -90,20 +97,36 @@ final class ConnectionDeadline: @unchecked Sendable {
 
     func enter(_ phase: Phase, context: ChannelHandlerContext) {
         self.phase = phase
-        scheduled?.cancel()
-        scheduled = nil
-        let (timeout, waitingFor): (TimeAmount, String)
         switch phase {
-        case .idle: (timeout, waitingFor) = (limits.idleTimeout, "a request")
-        case .head: (timeout, waitingFor) = (limits.headerTimeout, "the rest of the request headers")
-        case .body: (timeout, waitingFor) = (limits.bodyTimeout, "more of the request body")
-        case .answering: return
+        case .idle: deadline = .now() + limits.idleTimeout
+        case .head: deadline = .now() + limits.headerTimeout
+        case .body: deadline = .now() + limits.bodyTimeout
+        case .answering: deadline = nil
         }
-        let channel = context.channel
-        let logger = self.logger
-        scheduled = context.eventLoop.scheduleTask(in: timeout) {
-            logger.debug("closing a slow or idle connection", metadata: ["http.waited_for": "\(waitingFor)", "http.timeout_s": "\(timeout.nanoseconds / 1_000_000_000)"])
+        if deadline != nil, timer == nil, !closed { arm(context.eventLoop, channel: context.channel) }
+    }
+
+    private func arm(_ loop: any EventLoop, channel: any Channel) {
+        guard let deadline else { return }
+        timer = loop.scheduleTask(deadline: deadline) { [self] in
+            timer = nil
+            guard let current = self.deadline, !closed else { return }
+            if current > .now() {
+                arm(loop, channel: channel)
+                return
+            }
+            closed = true
+            logger.debug("closing a slow or idle connection", metadata: ["http.waited_for": "\(describe(phase))"])
             channel.close(promise: nil)
+        }
+    }
+
+    private func describe(_ phase: Phase) -> String {
+        switch phase {
+        case .idle: "a request"
+        case .head: "the rest of the request headers"
+        case .body: "more of the request body"
+        case .answering: "nothing"
         }
     }
 
@@ -118,8 +141,9 @@ final class ConnectionDeadline: @unchecked Sendable {
     }
 
     func cancel() {
-        scheduled?.cancel()
-        scheduled = nil
+        closed = true
+        timer?.cancel()
+        timer = nil
     }
 }
 
