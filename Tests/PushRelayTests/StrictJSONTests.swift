@@ -20,18 +20,6 @@ struct StrictJSONTests {
         }
     }
 
-    /// SplitMix64: a tiny deterministic generator, so that a failing random case reproduces exactly.
-    struct SplitMix64: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     static func parse(_ text: String) throws(JSONParseError) -> JSONValue {
         try StrictJSON.parse(Array(text.utf8))
     }
@@ -338,7 +326,7 @@ struct StrictJSONTests {
 
     @Test("random values survive a round trip through a serializer that varies escapes and whitespace")
     func roundTrip() throws {
-        var random = SplitMix64(state: 0x5EED_1234)
+        var random = SeededGenerator(state: 0x5EED_1234)
         for _ in 0..<2_000 {
             let value = Self.randomValue(depth: 0, &random)
             var bytes: [UInt8] = []
@@ -356,7 +344,7 @@ struct StrictJSONTests {
 
     @Test("corrupted documents either parse or throw an in-range error, never trap")
     func corruptionNeverTraps() {
-        var random = SplitMix64(state: 42)
+        var random = SeededGenerator(state: 42)
         let alphabet = Array(#"{}[]",:\/ -+.eE0123456789abcdefnrtu"#.utf8) + [0x00, 0x1F, 0x7F, 0x80, 0xBF, 0xC2, 0xE0, 0xED, 0xF0, 0xF4, 0xFF]
         for _ in 0..<3_000 {
             var bytes: [UInt8] = []
@@ -378,7 +366,7 @@ struct StrictJSONTests {
 
     // MARK: Generator and serializer
 
-    static func randomValue(depth: Int, _ random: inout SplitMix64) -> JSONValue {
+    static func randomValue(depth: Int, _ random: inout SeededGenerator) -> JSONValue {
         let kinds = depth < 4 ? 7 : 5
         switch Int.random(in: 0..<kinds, using: &random) {
         case 0: return .null
@@ -399,8 +387,8 @@ struct StrictJSONTests {
         }
     }
 
-    static func randomNumber(_ random: inout SplitMix64) -> String {
-        func digits(_ count: Int, _ random: inout SplitMix64) -> String {
+    static func randomNumber(_ random: inout SeededGenerator) -> String {
+        func digits(_ count: Int, _ random: inout SeededGenerator) -> String {
             String((0..<count).map { _ in Character(String(Int.random(in: 0...9, using: &random))) })
         }
         var text = Bool.random(using: &random) ? "-" : ""
@@ -417,7 +405,7 @@ struct StrictJSONTests {
         return text
     }
 
-    static func randomString(_ random: inout SplitMix64) -> String {
+    static func randomString(_ random: inout SeededGenerator) -> String {
         let pools: [ClosedRange<UInt32>] = [
             0x20...0x7E, 0x20...0x7E, 0x20...0x7E, 0x00...0x1F, 0x22...0x22, 0x5C...0x5C, 0x7F...0x7F,
             0x80...0x7FF, 0x800...0xD7FF, 0xE000...0xFFFF, 0x10000...0x10FFFF, 0x1F600...0x1F64F,
@@ -431,8 +419,8 @@ struct StrictJSONTests {
     }
 
     /// Writes `value` as JSON, choosing at random between raw and escaped forms and adding whitespace.
-    static func serialize(_ value: JSONValue, into out: inout [UInt8], _ random: inout SplitMix64) {
-        func space(_ random: inout SplitMix64) {
+    static func serialize(_ value: JSONValue, into out: inout [UInt8], _ random: inout SeededGenerator) {
+        func space(_ random: inout SeededGenerator) {
             for _ in 0..<Int.random(in: 0...2, using: &random) {
                 out.append([0x20, 0x09, 0x0A, 0x0D].randomElement(using: &random)!)
             }
@@ -467,8 +455,8 @@ struct StrictJSONTests {
         space(&random)
     }
 
-    static func serializeString(_ string: String, into out: inout [UInt8], _ random: inout SplitMix64) {
-        func hex(_ unit: UInt32, _ random: inout SplitMix64) {
+    static func serializeString(_ string: String, into out: inout [UInt8], _ random: inout SeededGenerator) {
+        func hex(_ unit: UInt32, _ random: inout SeededGenerator) {
             let digits = Array((Bool.random(using: &random) ? "0123456789abcdef" : "0123456789ABCDEF").utf8)
             out += [UInt8(ascii: "\\"), UInt8(ascii: "u")]
             for shift in stride(from: 12, through: 0, by: -4) {
