@@ -146,6 +146,9 @@ struct AdminTests {
                 (json, #"{"tokens":["a"],"propagate_to_zendesk":"yes"}"#, .badRequest),
                 (Self.text(admin), "ok-token\nbad token\n", .badRequest),
                 (Self.text(admin), "\n\n", .badRequest),
+                // A "line" that never ends is refused once it outgrows any token, not buffered whole.
+                (Self.text(admin), "ok-token\n" + String(repeating: "a", count: 200_000), .badRequest),
+                (Self.text(admin), "\u{0}token\n", .badRequest),
                 ([.authorization: "Bearer \(admin)", .contentType: "application/xml"], "<tokens/>", .unsupportedMediaType),
             ]
             for (headers, body, status) in cases {
@@ -163,6 +166,12 @@ struct AdminTests {
             #expect(try await client.execute(uri: "/v1/admin/jobs", method: .get, headers: bearer(appKey)).status == .forbidden)
             #expect(try await client.execute(uri: Self.url, method: .post, body: jsonBody(#"{"tokens":["a"]}"#)).status == .unauthorized)
             #expect(try await client.execute(uri: "/v1/admin/jobs/\(UUID())", method: .get, headers: bearer(admin)).status == .notFound)
+            for limit in ["0", "501", "abc", "-1", "1e2"] {
+                let list = try await client.execute(uri: "/v1/admin/jobs?limit=\(limit)", method: .get, headers: bearer(admin))
+                #expect(list.status == .badRequest, "limit=\(limit)")
+                #expect(list.errorBody?.message.hasPrefix("limit ") == true)
+            }
+            #expect(try await client.execute(uri: "/v1/admin/jobs?limit=500", method: .get, headers: bearer(admin)).status == .ok)
         }
     }
 

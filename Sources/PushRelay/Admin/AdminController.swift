@@ -71,9 +71,13 @@ struct AdminController<Context: RequestContext>: Sendable {
                     var lines = LineSplitter()
                     var number = 0
                     for try await chunk in request.body {
-                        try lines.feed(chunk) { line in
-                            number += 1
-                            try Self.add(line: line, number: number, csv: csv, to: sink)
+                        do {
+                            try lines.feed(chunk) { line in
+                                number += 1
+                                try Self.add(line: line, number: number, csv: csv, to: sink)
+                            }
+                        } catch is LineSplitter.LineTooLong {
+                            throw JSONBody.invalidField("line \(number + 1)", "is longer than \(LineSplitter.maxLineBytes) bytes")
                         }
                         try await sink.flushIfFull()
                     }
@@ -162,12 +166,19 @@ struct AdminController<Context: RequestContext>: Sendable {
     }
 }
 
-/// Splits a byte stream into lines (`\n` or `\r\n`) across chunk boundaries.
+/// Splits a byte stream into lines (`\n` or `\r\n`) across chunk boundaries. A line longer than
+/// ``maxLineBytes`` is an error as soon as its bytes are seen, so an upload without newlines cannot
+/// make the relay buffer it whole.
 struct LineSplitter {
+    /// Far above a token (1024 bytes) plus the other columns a CSV export may carry.
+    static let maxLineBytes = 64 * 1024
+
+    struct LineTooLong: Error {}
+
     private var pending: [UInt8] = []
 
     /// Calls `line` with each complete line of `chunk` (and of what earlier chunks left over).
-    mutating func feed(_ chunk: ByteBuffer, _ line: (ArraySlice<UInt8>) throws -> Void) rethrows {
+    mutating func feed(_ chunk: ByteBuffer, _ line: (ArraySlice<UInt8>) throws -> Void) throws {
         let bytes = Array(chunk.readableBytesView)
         var start = 0
         while let newline = bytes[start...].firstIndex(of: UInt8(ascii: "\n")) {
@@ -181,6 +192,7 @@ struct LineSplitter {
             start = newline + 1
         }
         pending.append(contentsOf: bytes[start...])
+        if pending.count > Self.maxLineBytes { throw LineTooLong() }
     }
 
     /// The last line, when the stream did not end with a newline.
