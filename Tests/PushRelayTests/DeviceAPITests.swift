@@ -145,6 +145,14 @@ struct DeviceAPITests {
             let late = try await client.execute(uri: Self.path(Self.androidToken), method: .put, headers: bearer(expired), body: put)
             #expect(late.status == .unauthorized)
 
+            // A subject that could not be stored as a user id (NUL, a newline) is not a user.
+            for subject in ["al\u{0}ice", "al\nice"] {
+                let odd = try await TestApp.userToken(subject)
+                let refused = try await client.execute(uri: Self.path(Self.androidToken), method: .put, headers: bearer(odd), body: put)
+                #expect(refused.status == .unauthorized)
+                #expect(refused.errorBody?.message.contains("sub") == true)
+            }
+
             let forged = try await TestApp.userToken("alice", key: "another-key-0123456789abcdef0123456789")
             let forgery = try await client.execute(uri: Self.path(Self.androidToken), method: .put, headers: bearer(forged), body: put)
             #expect(forgery.status == .unauthorized)

@@ -57,7 +57,13 @@ public struct Authenticator: Sendable {
         }
         do {
             let claims = try await collection.verify(credential, as: UserTokenClaims.self)
+            // The subject becomes a stored user id: it follows the same rule as `user_id`.
+            guard (try? InputRules.identifier(claims.sub.value, field: "sub", maxBytes: InputRules.maxUserBytes)) != nil else {
+                throw Self.unauthorized("the user token's sub must be a user id of 1-\(InputRules.maxUserBytes) bytes without control characters")
+            }
             return .user(app: app, userID: claims.sub.value)
+        } catch let error as APIError {
+            throw error
         } catch {
             throw Self.unauthorized("invalid or expired user token")
         }
