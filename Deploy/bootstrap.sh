@@ -9,6 +9,7 @@ packages=(
     libssl-dev             # TLS under libcurl
     pkg-config             # lets SwiftPM find the two libraries above
     postgresql             # initdb and pg_ctl for the embedded cluster and the tests
+    curl                   # Deploy/schemathesis.sh sets up its test data over HTTP
 )
 
 missing=()

@@ -10,3 +10,4 @@ swift build --build-tests
 # Free space where the build and the test clusters live, for reading a failed run.
 df -h . /dev/shm 2>/dev/null | sed 's/^/test.sh: /' >&2 || true
 swift test "$@"
+if [ "$#" -eq 0 ]; then Deploy/schemathesis.sh; fi  # whole suite only: the served OpenAPI document vs the server

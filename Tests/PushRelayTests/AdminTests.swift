@@ -166,6 +166,14 @@ struct AdminTests {
             #expect(try await client.execute(uri: "/v1/admin/jobs", method: .get, headers: bearer(appKey)).status == .forbidden)
             #expect(try await client.execute(uri: Self.url, method: .post, body: jsonBody(#"{"tokens":["a"]}"#)).status == .unauthorized)
             #expect(try await client.execute(uri: "/v1/admin/jobs/\(UUID())", method: .get, headers: bearer(admin)).status == .notFound)
+            for type in ["application/json", "text/plain"] {
+                let flagged = try await client.execute(
+                    uri: Self.url + "?propagate_to_zendesk=maybe", method: .post, headers: [.authorization: "Bearer \(admin)", .contentType: type],
+                    body: ByteBuffer(string: type == "text/plain" ? "abc\n" : #"{"tokens":["abc"]}"#)
+                )
+                #expect(flagged.status == .badRequest, "\(type)")
+                #expect(flagged.errorBody?.message.hasPrefix("propagate_to_zendesk ") == true)
+            }
             for limit in ["0", "501", "abc", "-1", "1e2"] {
                 let list = try await client.execute(uri: "/v1/admin/jobs?limit=\(limit)", method: .get, headers: bearer(admin))
                 #expect(list.status == .badRequest, "limit=\(limit)")

@@ -41,6 +41,8 @@ struct AdminController<Context: RequestContext>: Sendable {
         try await requireAdmin(request, app: app)
         _ = try apps.requireKnown(app)
         let type = (request.headers[.contentType] ?? "").lowercased()
+        // Checked whatever the body's type: a JSON body's own field wins over it.
+        let queryFlag = try Self.flag(request.uri.queryParameters["propagate_to_zendesk"].map(String.init))
         let created: (id: UUID, total: Int)
         do {
             if type.hasPrefix("application/json") {
@@ -55,7 +57,7 @@ struct AdminController<Context: RequestContext>: Sendable {
                 }
                 let body = try JSONBody(buffer: buffer)
                 let tokens = try body.stringArray("tokens")
-                let propagate = try body.optionalBool("propagate_to_zendesk") ?? false
+                let propagate = try body.optionalBool("propagate_to_zendesk") ?? queryFlag
                 created = try await store.create(app: app, propagate: propagate) { sink in
                     for (index, token) in tokens.enumerated() {
                         guard sink.add(token.utf8) else {
@@ -65,7 +67,7 @@ struct AdminController<Context: RequestContext>: Sendable {
                     }
                 }
             } else if type.hasPrefix("text/plain") || type.hasPrefix("text/csv") {
-                let propagate = try Self.flag(request.uri.queryParameters["propagate_to_zendesk"].map(String.init))
+                let propagate = queryFlag
                 let csv = type.hasPrefix("text/csv")
                 created = try await store.create(app: app, propagate: propagate) { sink in
                     var lines = LineSplitter()

@@ -52,7 +52,10 @@ public struct Authenticator: Sendable {
         guard credential.split(separator: ".", omittingEmptySubsequences: false).count == 3 else {
             throw Self.unauthorized("the credential is neither an API key nor a JWT")
         }
-        guard let app, let collection = apps.entry(app)?.userTokenKeys else {
+        guard let app else {
+            throw Self.unauthorized("a user token cannot be used here; this operation needs an API key")
+        }
+        guard let collection = apps.entry(app)?.userTokenKeys else {
             throw Self.unauthorized("user tokens are not enabled for this app")
         }
         do {

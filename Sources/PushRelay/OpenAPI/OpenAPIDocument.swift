@@ -10,7 +10,9 @@ enum OpenAPIDocument {
           version: 0.1.0
           description: >-
             Self-hosted push-notification relay. Zendesk Support SDK webhooks in, APNs and FCM pushes
-            out. Every error response is {"error":{"code","message"}}.
+            out. Every error response is {"error":{"code","message"}}. Path parameters are
+            percent-decoded once; one that is not percent-encoded UTF-8 or holds a control character
+            (U+0000-U+001F, U+007F-U+009F) is a 400. A method a path does not serve is a 405 with Allow.
         servers:
           - url: http://127.0.0.1:8080
         components:
@@ -26,21 +28,55 @@ enum OpenAPIDocument {
               name: app
               in: path
               required: true
+              description: A configured app's id; any other is a 404.
               schema: {type: string, pattern: "^[a-z0-9][a-z0-9_-]{0,63}$"}
+              example: support
             token:
               name: token
               in: path
               required: true
-              description: "iOS: 32-200 hex characters (stored lower-case). Android: 1-4096 printable characters."
-              schema: {type: string}
+              description: >-
+                A device token: 1-1024 printable ASCII characters without spaces. Registering an iOS
+                device (PUT) needs an APNs token, hex of even length, 32-200 characters (stored
+                lower-case; hex tokens are looked up lower-case).
+              schema: {$ref: "#/components/schemas/Token"}
+              example: 6b1c0f5e8d2a4b7c9e3f1a0d5c8b2e4f6a9d1c3b5e7f0a2d4c6b8e1f3a5c7d9e
             user:
               name: user
               in: path
               required: true
-              schema: {type: string}
+              description: >-
+                The owner of devices and counts: a user id or, for devices linked to no user, a device
+                token. 1-1024 bytes (UTF-8), no control character.
+              schema: {type: string, minLength: 1, maxLength: 1024, pattern: '^[^\x00-\x1F\x7F-\x9F]+$'}
+              example: alice
+            ticket:
+              name: ticket
+              in: path
+              required: true
+              description: A ticket id, as the webhook's notification.ticket_id. 1-255 bytes (UTF-8), no control character.
+              schema: {$ref: "#/components/schemas/TicketID"}
+              example: "5"
+            job:
+              name: id
+              in: path
+              required: true
+              description: A job id; an id that is not a UUID names no job (404).
+              schema: {type: string, format: uuid}
           schemas:
+            Token:
+              type: string
+              description: 1-1024 printable ASCII characters without spaces.
+              pattern: "^[!-~]{1,1024}$"
+            TicketID:
+              type: string
+              description: 1-255 bytes (UTF-8), no control character.
+              minLength: 1
+              maxLength: 255
+              pattern: '^[^\x00-\x1F\x7F-\x9F]+$'
             Job:
               type: object
+              required: [id, app_id, kind, status, propagate_to_zendesk, total, processed, removed, not_found, failed, forwarded, created_at]
               properties:
                 id: {type: string, format: uuid}
                 app_id: {type: string}
@@ -73,7 +109,11 @@ enum OpenAPIDocument {
             ReadRequest:
               type: object
               properties:
-                device: {type: string, description: "The device the ticket was read on; it gets no badge update."}
+                device:
+                  type: string
+                  nullable: true
+                  pattern: "^[!-~]{1,1024}$"
+                  description: "The device token the ticket was read on; it gets no badge update. Absent or null: none."
             ReadResult:
               type: object
               required: [total, synced_devices]
@@ -107,11 +147,12 @@ enum OpenAPIDocument {
             DeviceRegistration:
               type: object
               required: [platform]
+              description: Optional fields may be absent or null. With a user JWT, user_id defaults to its sub.
               properties:
                 platform: {type: string, enum: [ios, android]}
-                user_id: {type: string, minLength: 1, maxLength: 256}
-                environment: {type: string, enum: [production, sandbox]}
-                locale: {type: string, minLength: 1, maxLength: 35}
+                user_id: {type: string, nullable: true, minLength: 1, maxLength: 256, pattern: '^[^\x00-\x1F\x7F-\x9F]+$', description: "1-256 bytes (UTF-8), no control character."}
+                environment: {type: string, nullable: true, enum: [production, sandbox, null]}
+                locale: {type: string, nullable: true, pattern: "^[A-Za-z0-9_-]{1,35}$", description: "A language tag (pt-BR) or POSIX locale (pt_BR)."}
             ZendeskWebhook:
               type: object
               required: [devices, notification]
@@ -120,19 +161,20 @@ enum OpenAPIDocument {
                   type: array
                   minItems: 1
                   maxItems: 1000
+                  description: At most webhooks.max_devices (1000 by default); duplicates count once.
                   items:
                     type: object
                     required: [identifier, type]
                     properties:
-                      identifier: {type: string}
+                      identifier: {$ref: "#/components/schemas/Token"}
                       type: {type: string, enum: [ios, android]}
                 notification:
                   type: object
                   required: [title, body, ticket_id]
                   properties:
-                    title: {type: string}
-                    body: {type: string}
-                    ticket_id: {type: string, minLength: 1, maxLength: 255}
+                    title: {type: string, pattern: '^[^\x00]*$', description: Any text without U+0000.}
+                    body: {type: string, pattern: '^[^\x00]*$', description: Any text without U+0000.}
+                    ticket_id: {$ref: "#/components/schemas/TicketID"}
           responses:
             Error:
               description: An error.
@@ -149,7 +191,7 @@ enum OpenAPIDocument {
                   description: Alive.
                   content:
                     application/json:
-                      schema: {type: object, properties: {status: {type: string, enum: [ok]}}}
+                      schema: {type: object, required: [status], properties: {status: {type: string, enum: [ok]}}}
           /ready:
             get:
               operationId: ready
@@ -161,11 +203,18 @@ enum OpenAPIDocument {
                     application/json:
                       schema:
                         type: object
+                        required: [status, schema_version, expected_schema_version]
                         properties:
                           status: {type: string, enum: [ready]}
                           schema_version: {type: integer}
                           expected_schema_version: {type: integer}
-                "503": {$ref: "#/components/responses/Error"}
+                "503":
+                  description: database_unavailable or migrations_pending.
+                  headers:
+                    Retry-After: {schema: {type: integer}}
+                  content:
+                    application/json:
+                      schema: {$ref: "#/components/schemas/Error"}
           /openapi.yaml:
             get:
               operationId: openapi
@@ -175,7 +224,7 @@ enum OpenAPIDocument {
                   description: OpenAPI 3 document.
                   content:
                     application/yaml:
-                      schema: {type: string}
+                      schema: {type: object, required: [openapi, info, paths]}
           /v1/webhooks/zendesk/{app}/{secret}:
             post:
               operationId: receiveZendeskWebhook
@@ -184,20 +233,24 @@ enum OpenAPIDocument {
                 Unknown app and wrong secret both answer 404 with the same body. Apps with a
                 webhook_signing_secret require X-Zendesk-Webhook-Signature and
                 X-Zendesk-Webhook-Signature-Timestamp. Devices not yet registered are registered
-                implicitly; devices marked invalid are skipped.
+                implicitly; devices marked invalid are skipped. A body with no Content-Type is read as
+                JSON; another type than application/json is a 415, a body over 1 MiB a 413.
               parameters:
                 - $ref: "#/components/parameters/app"
                 - name: secret
                   in: path
                   required: true
+                  description: One of the app's webhook_secrets (16-256 characters of A-Z a-z 0-9 - _ . ~); any other is a 404.
                   schema: {type: string}
                 - name: X-Zendesk-Webhook-Signature
                   in: header
                   required: false
+                  description: base64(HMAC-SHA256(webhook_signing_secret, timestamp + body)); read only when the app has a signing secret.
                   schema: {type: string}
                 - name: X-Zendesk-Webhook-Signature-Timestamp
                   in: header
                   required: false
+                  description: ISO 8601 or Unix seconds; read only when the app has a signing secret.
                   schema: {type: string}
               requestBody:
                 required: true
@@ -216,6 +269,13 @@ enum OpenAPIDocument {
                           notification_id: {type: integer, format: int64}
                           deliveries: {type: integer}
                           skipped: {type: integer}
+                  links:
+                    GetFirstDevice:
+                      operationId: getDevice
+                      description: The webhook's first device is in the registry now (registered implicitly when it was not).
+                      parameters:
+                        app: "$request.path.app"
+                        token: "$request.body#/devices/0/identifier"
                 "400": {$ref: "#/components/responses/Error"}
                 "401": {$ref: "#/components/responses/Error"}
                 "404": {$ref: "#/components/responses/Error"}
@@ -229,6 +289,7 @@ enum OpenAPIDocument {
             put:
               operationId: registerDevice
               summary: Register or update a device (upsert); revives an invalidated token.
+              description: An iOS device's token must be an APNs token (hex of even length, 32-200 characters); anything else is a 400.
               security: [{bearer: []}]
               requestBody:
                 required: true
@@ -241,15 +302,47 @@ enum OpenAPIDocument {
                   content:
                     application/json:
                       schema: {$ref: "#/components/schemas/Device"}
+                  links:
+                    GetDevice:
+                      operationId: getDevice
+                      parameters: {app: "$request.path.app", token: "$response.body#/token"}
+                    UnregisterDevice:
+                      operationId: unregisterDevice
+                      parameters: {app: "$request.path.app", token: "$response.body#/token"}
+                    ListUserDevices:
+                      operationId: listUserDevices
+                      description: The devices of the user the device is linked to.
+                      parameters: {app: "$request.path.app", user: "$response.body#/user_id"}
+                    GetUnread:
+                      operationId: getUnread
+                      description: The counts of the user the device is linked to.
+                      parameters: {app: "$request.path.app", user: "$response.body#/user_id"}
                 "201":
                   description: Created.
                   content:
                     application/json:
                       schema: {$ref: "#/components/schemas/Device"}
+                  links:
+                    GetDevice:
+                      operationId: getDevice
+                      parameters: {app: "$request.path.app", token: "$response.body#/token"}
+                    UnregisterDevice:
+                      operationId: unregisterDevice
+                      parameters: {app: "$request.path.app", token: "$response.body#/token"}
+                    ListUserDevices:
+                      operationId: listUserDevices
+                      description: The devices of the user the device is linked to.
+                      parameters: {app: "$request.path.app", user: "$response.body#/user_id"}
+                    GetUnread:
+                      operationId: getUnread
+                      description: The counts of the user the device is linked to.
+                      parameters: {app: "$request.path.app", user: "$response.body#/user_id"}
                 "400": {$ref: "#/components/responses/Error"}
                 "401": {$ref: "#/components/responses/Error"}
                 "403": {$ref: "#/components/responses/Error"}
                 "404": {$ref: "#/components/responses/Error"}
+                "413": {$ref: "#/components/responses/Error"}
+                "415": {$ref: "#/components/responses/Error"}
             get:
               operationId: getDevice
               summary: Read one device.
@@ -260,6 +353,7 @@ enum OpenAPIDocument {
                   content:
                     application/json:
                       schema: {$ref: "#/components/schemas/Device"}
+                "400": {$ref: "#/components/responses/Error"}
                 "401": {$ref: "#/components/responses/Error"}
                 "403": {$ref: "#/components/responses/Error"}
                 "404": {$ref: "#/components/responses/Error"}
@@ -269,6 +363,7 @@ enum OpenAPIDocument {
               security: [{bearer: []}]
               responses:
                 "204": {description: Gone.}
+                "400": {$ref: "#/components/responses/Error"}
                 "401": {$ref: "#/components/responses/Error"}
                 "403": {$ref: "#/components/responses/Error"}
                 "404": {$ref: "#/components/responses/Error"}
@@ -287,10 +382,12 @@ enum OpenAPIDocument {
                     application/json:
                       schema:
                         type: object
+                        required: [devices]
                         properties:
                           devices:
                             type: array
                             items: {$ref: "#/components/schemas/Device"}
+                "400": {$ref: "#/components/responses/Error"}
                 "401": {$ref: "#/components/responses/Error"}
                 "403": {$ref: "#/components/responses/Error"}
                 "404": {$ref: "#/components/responses/Error"}
@@ -313,7 +410,11 @@ enum OpenAPIDocument {
                   content:
                     application/json:
                       schema: {$ref: "#/components/schemas/Unread"}
-                "304": {description: Unchanged since the ETag given.}
+                "304":
+                  description: Unchanged since the ETag given.
+                  headers:
+                    ETag: {schema: {type: string}}
+                "400": {$ref: "#/components/responses/Error"}
                 "401": {$ref: "#/components/responses/Error"}
                 "403": {$ref: "#/components/responses/Error"}
                 "404": {$ref: "#/components/responses/Error"}
@@ -323,14 +424,21 @@ enum OpenAPIDocument {
               - $ref: "#/components/parameters/user"
             get:
               operationId: streamUnread
-              summary: "Live counts as Server-Sent Events: an `unread` event (data = the Unread object) on connect and after each change, `: heartbeat` comments in between."
+              summary: "Live counts as Server-Sent Events: an `unread` event (data = the Unread object as JSON) on connect and after each change, `: heartbeat` comments in between."
               security: [{bearer: []}]
               responses:
                 "200":
-                  description: The event stream.
+                  description: The event stream; it ends when the client goes or the relay shuts down.
                   content:
                     text/event-stream:
-                      schema: {type: string}
+                      schema:
+                        description: One event.
+                        type: object
+                        required: [event, data]
+                        properties:
+                          event: {type: string, enum: [unread]}
+                          data: {type: string, description: The Unread object as JSON.}
+                "400": {$ref: "#/components/responses/Error"}
                 "401": {$ref: "#/components/responses/Error"}
                 "403": {$ref: "#/components/responses/Error"}
                 "404": {$ref: "#/components/responses/Error"}
@@ -338,7 +446,7 @@ enum OpenAPIDocument {
             parameters:
               - $ref: "#/components/parameters/app"
               - $ref: "#/components/parameters/user"
-              - {name: ticket, in: path, required: true, schema: {type: string}}
+              - $ref: "#/components/parameters/ticket"
             post:
               operationId: readTicket
               summary: Clears one ticket's unread count and sends a silent badge update to the user's other active devices.
@@ -354,10 +462,16 @@ enum OpenAPIDocument {
                   content:
                     application/json:
                       schema: {$ref: "#/components/schemas/ReadResult"}
+                  links:
+                    GetUnread:
+                      operationId: getUnread
+                      parameters: {app: "$request.path.app", user: "$request.path.user"}
                 "400": {$ref: "#/components/responses/Error"}
                 "401": {$ref: "#/components/responses/Error"}
                 "403": {$ref: "#/components/responses/Error"}
                 "404": {$ref: "#/components/responses/Error"}
+                "413": {$ref: "#/components/responses/Error"}
+                "415": {$ref: "#/components/responses/Error"}
           /v1/apps/{app}/users/{user}/read-all:
             parameters:
               - $ref: "#/components/parameters/app"
@@ -377,10 +491,16 @@ enum OpenAPIDocument {
                   content:
                     application/json:
                       schema: {$ref: "#/components/schemas/ReadResult"}
+                  links:
+                    GetUnread:
+                      operationId: getUnread
+                      parameters: {app: "$request.path.app", user: "$request.path.user"}
                 "400": {$ref: "#/components/responses/Error"}
                 "401": {$ref: "#/components/responses/Error"}
                 "403": {$ref: "#/components/responses/Error"}
                 "404": {$ref: "#/components/responses/Error"}
+                "413": {$ref: "#/components/responses/Error"}
+                "415": {$ref: "#/components/responses/Error"}
           /metrics:
             get:
               operationId: metrics
@@ -398,6 +518,11 @@ enum OpenAPIDocument {
             post:
               operationId: bulkUnregister
               summary: "Starts a background job removing tokens from the registry (admin key). JSON {tokens, propagate_to_zendesk}, or text/plain / text/csv with one token per line, streamed (millions of lines)."
+              description: >-
+                Text uploads: one token per line (LF or CRLF), blanks (space, tab) around it ignored,
+                blank lines skipped; in CSV only the first field counts, with double quotes around it
+                ignored, and a `token` header on line 1 is skipped. At least one token; a line that is
+                not a token is a 400 naming it, and nothing is stored. JSON uploads are at most 64 MiB.
               security: [{bearer: []}]
               requestBody:
                 required: true
@@ -407,12 +532,16 @@ enum OpenAPIDocument {
                       type: object
                       required: [tokens]
                       properties:
-                        tokens: {type: array, items: {type: string}}
-                        propagate_to_zendesk: {type: boolean}
+                        tokens: {type: array, minItems: 1, items: {$ref: "#/components/schemas/Token"}}
+                        propagate_to_zendesk: {type: boolean, nullable: true, description: "Absent or null: false."}
                   text/plain:
-                    schema: {type: string}
+                    schema:
+                      type: string
+                      pattern: '^([ \t]*\r?\n)*[ \t]*[!-~]{1,1024}[ \t]*\r?(\n([ \t]*([!-~]{1,1024}[ \t]*)?)\r?)*$'
                   text/csv:
-                    schema: {type: string}
+                    schema:
+                      type: string
+                      pattern: '^([ \t"]*(,[^\n]*|\r?)\n)*[ \t"]*[!#-+\--~]([!-+\--~]{0,1022}[!#-+\--~])?[ \t"]*(,[^\n]*|\r?)(\n([ \t"]*([!#-+\--~]([!-+\--~]{0,1022}[!#-+\--~])?[ \t"]*)?(,[^\n]*|\r?)))*$'
               responses:
                 "202":
                   description: The job is queued.
@@ -420,9 +549,17 @@ enum OpenAPIDocument {
                     application/json:
                       schema:
                         type: object
+                        required: [job_id, total]
                         properties:
                           job_id: {type: string, format: uuid}
                           total: {type: integer}
+                  links:
+                    GetJob:
+                      operationId: getJob
+                      parameters: {id: "$response.body#/job_id"}
+                    CancelJob:
+                      operationId: cancelJob
+                      parameters: {id: "$response.body#/job_id"}
                 "400": {$ref: "#/components/responses/Error"}
                 "401": {$ref: "#/components/responses/Error"}
                 "403": {$ref: "#/components/responses/Error"}
@@ -435,8 +572,8 @@ enum OpenAPIDocument {
               summary: Recent jobs, newest first (admin key).
               security: [{bearer: []}]
               parameters:
-                - {name: limit, in: query, required: false, schema: {type: integer, default: 50, maximum: 500}}
-                - {name: app, in: query, required: false, schema: {type: string}}
+                - {name: limit, in: query, required: false, schema: {type: integer, default: 50, minimum: 1, maximum: 500}}
+                - {name: app, in: query, required: false, description: "Only this app's jobs; 1-256 bytes (UTF-8), no control character.", schema: {type: string, minLength: 1, maxLength: 256, pattern: '^[^\x00-\x1F\x7F-\x9F]+$'}}
               responses:
                 "200":
                   description: The jobs.
@@ -444,13 +581,15 @@ enum OpenAPIDocument {
                     application/json:
                       schema:
                         type: object
+                        required: [jobs]
                         properties:
                           jobs: {type: array, items: {$ref: "#/components/schemas/Job"}}
+                "400": {$ref: "#/components/responses/Error"}
                 "401": {$ref: "#/components/responses/Error"}
                 "403": {$ref: "#/components/responses/Error"}
           /v1/admin/jobs/{id}:
             parameters:
-              - {name: id, in: path, required: true, schema: {type: string, format: uuid}}
+              - $ref: "#/components/parameters/job"
             get:
               operationId: getJob
               summary: One job's status and counts (admin key).
@@ -461,12 +600,13 @@ enum OpenAPIDocument {
                   content:
                     application/json:
                       schema: {$ref: "#/components/schemas/Job"}
+                "400": {$ref: "#/components/responses/Error"}
                 "401": {$ref: "#/components/responses/Error"}
                 "403": {$ref: "#/components/responses/Error"}
                 "404": {$ref: "#/components/responses/Error"}
           /v1/admin/jobs/{id}/cancel:
             parameters:
-              - {name: id, in: path, required: true, schema: {type: string, format: uuid}}
+              - $ref: "#/components/parameters/job"
             post:
               operationId: cancelJob
               summary: Cancels a queued or running job; a finished job is returned unchanged (admin key).
@@ -477,6 +617,7 @@ enum OpenAPIDocument {
                   content:
                     application/json:
                       schema: {$ref: "#/components/schemas/Job"}
+                "400": {$ref: "#/components/responses/Error"}
                 "401": {$ref: "#/components/responses/Error"}
                 "403": {$ref: "#/components/responses/Error"}
                 "404": {$ref: "#/components/responses/Error"}
