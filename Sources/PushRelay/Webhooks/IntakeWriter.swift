@@ -139,7 +139,8 @@ final class IntakeWriter: Service, Sendable {
             let postgres = error as? PostgresError
             if batch.count > 1, postgres?.isDataException == true {
                 // One member's data failed the statement for everyone: store the halves apart, so
-                // the others commit and only the member at fault fails (log2(batch) rounds at most).
+                // the others commit and only the member at fault fails (for one such member, about
+                // 2·log2(batch) more statements, on a path valid input never takes).
                 logger.warning(
                     "a webhook batch failed on a value of one of its webhooks; storing its halves separately",
                     metadata: ["error": "\(error)", "push.batch_size": "\(batch.count)"]
