@@ -164,6 +164,7 @@ let package = Package(
             name: "PushRelayTests",
             dependencies: [
                 "PushRelay",
+                "CurlHTTP2",
                 "PushSandbox",
                 "Postgres",
                 "TestSupport",

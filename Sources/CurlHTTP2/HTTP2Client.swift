@@ -89,6 +89,11 @@ public struct CurlError: Error, Sendable, CustomStringConvertible {
     public var code: Int
     public var message: String
 
+    public init(code: Int, message: String) {
+        self.code = code
+        self.message = message
+    }
+
     /// The client's own codes, below libcurl's range.
     public static let setupFailed = -1
     public static let shutDown = -2
@@ -117,6 +122,20 @@ public struct CurlError: Error, Sendable, CustomStringConvertible {
         if code < 0 { return code == Self.invalidHeader }
         return switch CURLcode(rawValue: UInt32(code)) {
         case CURLE_URL_MALFORMAT, CURLE_BAD_FUNCTION_ARGUMENT, CURLE_UNSUPPORTED_PROTOCOL: true
+        default: false
+        }
+    }
+
+    /// Whether the TLS set-up failed on configuration: the server's certificate did not verify
+    /// against the trusted CAs, or the client certificate, its key or a CA file could not be used.
+    /// The settings must change; no request can fix it.
+    public var isTLSConfiguration: Bool {
+        guard code >= 0 else { return false }
+        return switch CURLcode(rawValue: UInt32(code)) {
+        case CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_CRL_BADFILE,
+            CURLE_SSL_ISSUER_ERROR, CURLE_SSL_PINNEDPUBKEYNOTMATCH, CURLE_SSL_INVALIDCERTSTATUS, CURLE_SSL_ENGINE_NOTFOUND,
+            CURLE_SSL_ENGINE_SETFAILED, CURLE_SSL_ENGINE_INITFAILED, CURLE_SSL_CLIENTCERT:
+            true
         default: false
         }
     }

@@ -1,3 +1,4 @@
+import CurlHTTP2
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -125,6 +126,20 @@ struct StorableInputTests {
         #expect(APNsHeaders.collapseID(ticketID: "4711") == "zendesk-ticket-4711")
         #expect(APNsHeaders.collapseID(ticketID: "a\tb").hasPrefix("zendesk-ticket~"))
         #expect(APNsHeaders.devicePath(token: "ab/c?d#e") == "/3/device/ab%2Fc%3Fd%23e")
+    }
+
+    @Test("below HTTP, only a TLS set-up that fails on configuration waits as credential; a request curl refuses is unsendable, the rest retry")
+    func transportFailures() {
+        #expect(PushOutcome.transportFailure(CurlError(code: CurlError.invalidHeader, message: "bad")) == .unsendable(reason: "the relay could not build the request: bad"))
+        #expect(PushOutcome.transportFailure(CurlError(code: 3, message: "URL")) == .unsendable(reason: "the relay could not build the request: URL"))
+        #expect(PushOutcome.transportFailure(CurlError(code: 60, message: "verify")) == .credential(reason: "transport: curl 60: verify", refreshToken: false))
+        #expect(PushOutcome.transportFailure(CurlError(code: 58, message: "cert")) == .credential(reason: "transport: curl 58: cert", refreshToken: false))
+        for code in [7, 8, 16, 28, 56, 92] {
+            guard case .retry = PushOutcome.transportFailure(CurlError(code: code, message: "x")) else {
+                Issue.record("curl \(code) should be retried")
+                continue
+            }
+        }
     }
 
     @Test("a request the relay cannot build fails the delivery as unsendable, never as rejected credentials")

@@ -172,13 +172,15 @@ struct FCMProvider: PushProvider {
 extension PushOutcome {
     /// A failure below HTTP. A request the relay could not build (a header or URL curl refuses) is
     /// the push's own problem and fails it: nothing was sent, so no provider judged the
-    /// credentials. Connection loss, GOAWAY, refused streams and timeouts are retried. Anything else
-    /// (TLS verification, a client certificate the handshake rejects) is a problem of the app's
-    /// connection settings, which waits without using up the delivery's attempts.
+    /// credentials. A TLS set-up that fails on configuration (the provider's certificate does not
+    /// verify, the client certificate cannot be used) is a problem of the app's connection
+    /// settings, which waits without using up the delivery's attempts. Anything else (connection
+    /// loss, GOAWAY, refused streams, timeouts, an answer curl cannot read) is retried with
+    /// backoff and counts as an attempt, so a failure nobody foresaw still ends.
     static func transportFailure(_ error: any Error) -> PushOutcome {
         guard let error = error as? CurlError else { return .retry(reason: "transport: \(error)", retryAfter: nil) }
         if error.isRequestInvalid { return .unsendable(reason: "the relay could not build the request: \(error.message)") }
-        if error.isRetryable { return .retry(reason: "transport: curl \(error.code): \(error.message)", retryAfter: nil) }
-        return .credential(reason: "transport: curl \(error.code): \(error.message)", refreshToken: false)
+        if error.isTLSConfiguration { return .credential(reason: "transport: curl \(error.code): \(error.message)", refreshToken: false) }
+        return .retry(reason: "transport: curl \(error.code): \(error.message)", retryAfter: nil)
     }
 }
