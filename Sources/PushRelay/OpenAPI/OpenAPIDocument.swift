@@ -181,6 +181,22 @@ enum OpenAPIDocument {
               content:
                 application/json:
                   schema: {$ref: "#/components/schemas/Error"}
+          links:
+            # From a registered device (the PUT's 200 and 201 bodies).
+            GetDevice:
+              operationId: getDevice
+              parameters: {app: "$request.path.app", token: "$response.body#/token"}
+            UnregisterDevice:
+              operationId: unregisterDevice
+              parameters: {app: "$request.path.app", token: "$response.body#/token"}
+            ListUserDevices:
+              operationId: listUserDevices
+              description: The devices of the user the device is linked to.
+              parameters: {app: "$request.path.app", user: "$response.body#/user_id"}
+            GetUnread:
+              operationId: getUnread
+              description: The counts of the user the device is linked to.
+              parameters: {app: "$request.path.app", user: "$response.body#/user_id"}
         paths:
           /health:
             get:
@@ -303,40 +319,20 @@ enum OpenAPIDocument {
                     application/json:
                       schema: {$ref: "#/components/schemas/Device"}
                   links:
-                    GetDevice:
-                      operationId: getDevice
-                      parameters: {app: "$request.path.app", token: "$response.body#/token"}
-                    UnregisterDevice:
-                      operationId: unregisterDevice
-                      parameters: {app: "$request.path.app", token: "$response.body#/token"}
-                    ListUserDevices:
-                      operationId: listUserDevices
-                      description: The devices of the user the device is linked to.
-                      parameters: {app: "$request.path.app", user: "$response.body#/user_id"}
-                    GetUnread:
-                      operationId: getUnread
-                      description: The counts of the user the device is linked to.
-                      parameters: {app: "$request.path.app", user: "$response.body#/user_id"}
+                    GetDevice: {$ref: "#/components/links/GetDevice"}
+                    UnregisterDevice: {$ref: "#/components/links/UnregisterDevice"}
+                    ListUserDevices: {$ref: "#/components/links/ListUserDevices"}
+                    GetUnread: {$ref: "#/components/links/GetUnread"}
                 "201":
                   description: Created.
                   content:
                     application/json:
                       schema: {$ref: "#/components/schemas/Device"}
                   links:
-                    GetDevice:
-                      operationId: getDevice
-                      parameters: {app: "$request.path.app", token: "$response.body#/token"}
-                    UnregisterDevice:
-                      operationId: unregisterDevice
-                      parameters: {app: "$request.path.app", token: "$response.body#/token"}
-                    ListUserDevices:
-                      operationId: listUserDevices
-                      description: The devices of the user the device is linked to.
-                      parameters: {app: "$request.path.app", user: "$response.body#/user_id"}
-                    GetUnread:
-                      operationId: getUnread
-                      description: The counts of the user the device is linked to.
-                      parameters: {app: "$request.path.app", user: "$response.body#/user_id"}
+                    GetDevice: {$ref: "#/components/links/GetDevice"}
+                    UnregisterDevice: {$ref: "#/components/links/UnregisterDevice"}
+                    ListUserDevices: {$ref: "#/components/links/ListUserDevices"}
+                    GetUnread: {$ref: "#/components/links/GetUnread"}
                 "400": {$ref: "#/components/responses/Error"}
                 "401": {$ref: "#/components/responses/Error"}
                 "403": {$ref: "#/components/responses/Error"}
