@@ -77,13 +77,13 @@ struct DeliveryTests {
         #expect(ids[1] == apns.headers["apns-id"])
     }
 
-    @Test("410 Unregistered marks the device invalid, queues it for Zendesk, and later webhooks skip it")
-    func deadToken() async throws {
+    @Test("410 Unregistered or ExpiredToken marks the device invalid, queues it for Zendesk, and later webhooks skip it", arguments: ["Unregistered", "ExpiredToken"])
+    func deadToken(reason: String) async throws {
         let harness = try await DeliveryHarness.make()
         defer { Task { await harness.shutdown() } }
         let dead = apnsToken()
         let alive = apnsToken()
-        harness.state.setBehaviour(SandboxBehaviour(status: 410, reason: "Unregistered"), for: dead)
+        harness.state.setBehaviour(SandboxBehaviour(status: 410, reason: reason), for: dead)
         try await harness.application().test(.router) { client in
             let first = try await client.execute(
                 uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(dead, "ios"), (alive, "ios")]))
@@ -95,13 +95,13 @@ struct DeliveryTests {
                 "SELECT status, invalid_reason FROM devices WHERE app_id = 'support' AND token = $1", [dead]
             ).first).decode((String, String?).self)
             #expect(device.0 == "invalid")
-            #expect(device.1 == "Unregistered")
+            #expect(device.1 == reason)
             let queued = try await harness.test.client.query(
                 "SELECT token, platform, reason FROM zendesk_unregister_queue WHERE app_id = 'support'"
             ).rows.map { try $0.decode((String, String, String).self) }
             #expect(queued.count == 1)
             #expect(queued.first?.0 == dead)
-            #expect(queued.first?.2 == "Unregistered")
+            #expect(queued.first?.2 == reason)
 
             let second = try await client.execute(
                 uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(dead, "ios"), (alive, "ios")], ticket: "6"))

@@ -18,6 +18,12 @@ struct FCMTests {
         let android = try #require(message["android"] as? [String: Any])
         #expect(android["priority"] as? String == "HIGH")
         #expect(android["collapse_key"] as? String == "zendesk-ticket-5")
+        #expect(android["ttl"] as? String == "86400s")
+        let short = FCMMessage.reply(token: "t", title: "t", body: "b", ticketID: "5", unreadCount: nil, ttl: .seconds(600))
+        let shortAndroid = try #require(
+            ((try JSONSerialization.jsonObject(with: Data(short)) as? [String: Any])?["message"] as? [String: Any])?["android"] as? [String: Any]
+        )
+        #expect(shortAndroid["ttl"] as? String == "600s", "delivery.push_ttl_seconds reaches FCM as it reaches APNs")
     }
 
     @Test("an oversized body is shortened so the data map stays within 4096 bytes")

@@ -67,7 +67,10 @@ final class ProviderSet: Sendable {
                     } catch {
                         throw ConfigurationError("app '\(app.id)': the private_key of fcm.service_account_file is not an RSA key")
                     }
-                    fcm = FCMProvider(settings: fcmSettings, projectID: account.projectID, client: http, tokens: manager, timeout: settings.requestTimeout)
+                    fcm = FCMProvider(
+                        settings: fcmSettings, projectID: account.projectID, client: http, tokens: manager, pushTTL: settings.pushTTL,
+                        timeout: settings.requestTimeout
+                    )
                 }
                 providers[app.id] = (apns, fcm)
             }

@@ -115,6 +115,7 @@ struct FCMProvider: PushProvider {
     let projectID: String
     let client: HTTP2Client
     let tokens: FCMAccessTokenManager
+    let pushTTL: Duration
     let timeout: Duration
 
     func send(_ delivery: ClaimedDelivery) async -> PushOutcome {
@@ -122,7 +123,8 @@ struct FCMProvider: PushProvider {
             delivery.kind == "badge_sync"
             ? FCMMessage.badgeSync(token: delivery.token, unreadCount: delivery.badge ?? 0)
             : FCMMessage.reply(
-                token: delivery.token, title: delivery.title, body: delivery.body, ticketID: delivery.ticketID, unreadCount: delivery.badge
+                token: delivery.token, title: delivery.title, body: delivery.body, ticketID: delivery.ticketID, unreadCount: delivery.badge,
+                ttl: pushTTL
             )
         let url = "\(settings.baseURL)/v1/projects/\(projectID)/messages:send"
         var refreshed = false

@@ -8,8 +8,9 @@ import Foundation
 enum FCMMessage {
     static let maxDataBytes = 4096
 
-    /// A reply: ticket, title, body and the owner's unread count, high priority, collapsing per ticket.
-    static func reply(token: String, title: String, body: String, ticketID: String, unreadCount: Int?) -> [UInt8] {
+    /// A reply: ticket, title, body and the owner's unread count, high priority, collapsing per ticket,
+    /// kept by FCM for `ttl` (`delivery.push_ttl_seconds`, as APNs' `apns-expiration`).
+    static func reply(token: String, title: String, body: String, ticketID: String, unreadCount: Int?, ttl: Duration = .seconds(86400)) -> [UInt8] {
         func data(_ body: String) -> [String: String] {
             var data = ["zendesk_sdk_request_id": ticketID, "title": title, "body": body]
             if let unreadCount { data["unread_count"] = String(unreadCount) }
@@ -21,7 +22,7 @@ enum FCMMessage {
                 "token": .string(token),
                 "data": .object(fitted.mapValues(PayloadJSON.string)),
                 "android": .object([
-                    "priority": .string("HIGH"), "ttl": .string("86400s"),
+                    "priority": .string("HIGH"), "ttl": .string("\(ttl.components.seconds)s"),
                     "collapse_key": .string(APNsHeaders.collapseID(ticketID: ticketID)),
                 ]),
             ])
