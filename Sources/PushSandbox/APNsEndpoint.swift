@@ -7,6 +7,8 @@ struct APNsEndpoint: Sendable {
     let state: SandboxState
     let keys: JWTKeyCollection?
     let teams: [String: String]
+    /// Keys tied to one environment, by key id.
+    let keyEnvironments: [String: String]
     /// Provider tokens whose signature was already checked: a client reuses one token for up to an
     /// hour, and checking an ES256 signature per push would make the sandbox, not the client, the
     /// bottleneck of a benchmark. Age is still checked on every request.
@@ -111,9 +113,21 @@ struct APNsEndpoint: Sendable {
                 verified.put(jwt, claims)
             }
             guard teams.values.contains(claims.iss.value) else { throw Failure(status: 403, reason: "InvalidProviderToken") }
+            if let kid = Self.keyID(of: jwt), let home = keyEnvironments[kid], home != environment {
+                throw Failure(status: 403, reason: "BadEnvironmentKeyInToken")
+            }
             if Date().timeIntervalSince(claims.iat.value) > 3600 { throw Failure(status: 403, reason: "ExpiredProviderToken") }
         }
         try validateRequest(request, topic: request.headers["apns-topic"])
+    }
+
+    /// The `kid` of a JWT's header (already verified, so well-formed).
+    static func keyID(of jwt: String) -> String? {
+        guard var header = jwt.split(separator: ".").first.map(String.init) else { return nil }
+        header = header.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        header += String(repeating: "=", count: (4 - header.count % 4) % 4)
+        guard let data = Data(base64Encoded: header), let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return nil }
+        return object["kid"] as? String
     }
 
     /// The checks after authentication: headers and payload.

@@ -14,9 +14,14 @@ public struct SandboxConfiguration: Sendable {
     public struct APNsKey: Sendable {
         public var teamID: String
         public var publicKeyPEM: String
-        public init(teamID: String, publicKeyPEM: String) {
+        /// `production` or `sandbox` for a key Apple issued for one environment only: a token
+        /// signed with it on the other environment's host gets 403 `BadEnvironmentKeyInToken`.
+        /// `nil`: both environments.
+        public var environment: String?
+        public init(teamID: String, publicKeyPEM: String, environment: String? = nil) {
             self.teamID = teamID
             self.publicKeyPEM = publicKeyPEM
+            self.environment = environment
         }
     }
 

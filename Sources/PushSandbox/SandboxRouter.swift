@@ -27,7 +27,10 @@ struct SandboxRouter: Sendable {
             }
             keys = collection
         }
-        apns = APNsEndpoint(state: state, keys: keys, teams: configuration.apnsKeys.mapValues(\.teamID))
+        apns = APNsEndpoint(
+            state: state, keys: keys, teams: configuration.apnsKeys.mapValues(\.teamID),
+            keyEnvironments: configuration.apnsKeys.compactMapValues(\.environment)
+        )
         fcm = FCMEndpoints(state: state)
         zendesk = ZendeskEndpoint(state: state)
     }

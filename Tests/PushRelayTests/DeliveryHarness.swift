@@ -57,12 +57,16 @@ struct DeliveryHarness: Sendable {
         "delivery.request_timeout_seconds": .init(.int(10), isSecret: false),
     ]
 
-    static func make(conninfo: String? = nil) async throws -> DeliveryHarness {
+    /// - Parameter apnsKeyEnvironment: ties the sandbox's APNs key to `production` or `sandbox` only.
+    static func make(conninfo: String? = nil, apnsKeyEnvironment: String? = nil) async throws -> DeliveryHarness {
         let directory = (NSTemporaryDirectory() as NSString).appendingPathComponent("push-relay-delivery-\(UUID().uuidString.prefix(8))")
         let credentials = try await credentials()
-        let sandbox = try await SandboxServer.start(
-            configuration: .init(directory: directory, apnsKeys: credentials.apnsKeys), logger: logger
-        )
+        let keys = credentials.apnsKeys.mapValues { key in
+            var key = key
+            key.environment = apnsKeyEnvironment
+            return key
+        }
+        let sandbox = try await SandboxServer.start(configuration: .init(directory: directory, apnsKeys: keys), logger: logger)
         var test = try await TestApp.make(conninfo: conninfo)
         let gateway = "https://localhost:\(sandbox.port)"
         let serviceAccount = try credentials.writeServiceAccount(sandboxURL: gateway)

@@ -359,6 +359,27 @@ struct DeliveryTests {
         #expect(harness.requests(token: ios).count == 1)
     }
 
+    @Test("a key tied to the other environment (403 BadEnvironmentKeyInToken, answered by the sandbox) waits as a credential problem")
+    func keyOfTheOtherEnvironment() async throws {
+        // The app sends to the production host; its key is for the development environment only.
+        let harness = try await DeliveryHarness.make(apnsKeyEnvironment: "sandbox")
+        defer { Task { await harness.shutdown() } }
+        let ios = apnsToken()
+        try await harness.application(extra: ["delivery.credential_retry_seconds": .init(.int(60), isSecret: false)]).test(.router) { client in
+            _ = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios")])))
+            #expect(try await eventually {
+                try await harness.deliveries(token: ios).first?.status == "pending" && !harness.requests(token: ios).isEmpty
+            })
+        }
+        let row = try #require(try await harness.test.client.query(
+            "SELECT status, attempts, last_error FROM deliveries WHERE device_token = $1", [ios]
+        ).first).decode((String, Int, String?).self)
+        #expect(row.0 == "pending")
+        #expect(row.1 == 0)
+        #expect(row.2 == "BadEnvironmentKeyInToken")
+        #expect(harness.requests(token: ios).allSatisfy { $0.status == 403 && $0.reason == "BadEnvironmentKeyInToken" })
+    }
+
     @Test("a delivery that keeps failing expires after max_attempts")
     func expiresAfterMaxAttempts() async throws {
         let harness = try await DeliveryHarness.make()
