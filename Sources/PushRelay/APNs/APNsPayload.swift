@@ -42,15 +42,16 @@ struct APNsHeaders {
         if prefix.utf8.count + ticketID.utf8.count <= 64, !ticketID.isEmpty, ticketID.utf8.allSatisfy(isPlainIDByte) {
             return prefix + ticketID
         }
-        return "zendesk-ticket~" + SHA256.hash(data: Array(ticketID.utf8)).prefix(16).map { byte in
-            let digits = Array("0123456789abcdef".utf8)
-            return String(decoding: [digits[Int(byte >> 4)], digits[Int(byte & 0x0F)]], as: UTF8.self)
-        }.joined()
+        let digits = Array("0123456789abcdef".utf8)
+        var hex = Array("zendesk-ticket~".utf8)
+        for byte in SHA256.hash(data: Array(ticketID.utf8)).prefix(16) {
+            hex += [digits[Int(byte >> 4)], digits[Int(byte & 0x0F)]]
+        }
+        return String(decoding: hex, as: UTF8.self)
     }
 
     private static func isPlainIDByte(_ byte: UInt8) -> Bool {
-        (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
-            || byte == 0x2D || byte == 0x5F || byte == 0x2E
+        InputRules.isAlphanumericASCII(byte) || byte == 0x2D || byte == 0x5F || byte == 0x2E
     }
 
     /// The request path for a device token. A registered iOS token is hex; a webhook may name any

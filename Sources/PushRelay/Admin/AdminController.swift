@@ -138,7 +138,7 @@ struct AdminController<Context: RequestContext>: Sendable {
     static func limit(_ value: Substring?) throws -> Int {
         guard let value else { return 50 }
         guard value.utf8.count <= 3, value.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let limit = Int(value), (1...500).contains(limit) else {
-            throw InputRules.invalid("limit", "must be an integer from 1 to 500")
+            throw JSONBody.invalidField("limit", "must be an integer from 1 to 500")
         }
         return limit
     }

@@ -18,16 +18,16 @@ enum InputRules {
     /// Free text (a notification's title and body): any Unicode but U+0000, which PostgreSQL's
     /// `text` cannot hold.
     static func text(_ value: String, field: String) throws(APIError) -> String {
-        guard !value.utf8.contains(0) else { throw invalid(field, "must not contain the NUL character (\\u0000)") }
+        guard !value.utf8.contains(0) else { throw JSONBody.invalidField(field, "must not contain the NUL character (\\u0000)") }
         return value
     }
 
     /// An identifier (ticket id, user id): 1 to `maxBytes` bytes with no control character (C0, DEL
     /// or C1). Identifiers travel in URL paths, NOTIFY payloads (one per line) and log metadata.
     static func identifier(_ value: String, field: String, maxBytes: Int) throws(APIError) -> String {
-        guard !value.isEmpty, value.utf8.count <= maxBytes else { throw invalid(field, "must be 1-\(maxBytes) bytes") }
+        guard !value.isEmpty, value.utf8.count <= maxBytes else { throw JSONBody.invalidField(field, "must be 1-\(maxBytes) bytes") }
         guard !value.unicodeScalars.contains(where: isControl) else {
-            throw invalid(field, "must not contain control characters (U+0000-U+001F, U+007F-U+009F)")
+            throw JSONBody.invalidField(field, "must not contain control characters (U+0000-U+001F, U+007F-U+009F)")
         }
         return value
     }
@@ -36,8 +36,10 @@ enum InputRules {
         scalar.value < 0x20 || (scalar.value >= 0x7F && scalar.value <= 0x9F)
     }
 
-    static func invalid(_ field: String, _ problem: String) -> APIError {
-        APIError(.badRequest, code: "invalid_field", message: "\(field) \(problem)")
+    /// `0-9`, `A-Z`, `a-z`: the core of every ASCII-only value class (collapse ids, language tags,
+    /// unreserved URL characters).
+    static func isAlphanumericASCII(_ byte: UInt8) -> Bool {
+        (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
     }
 }
 
@@ -85,8 +87,7 @@ enum PathSegment {
     }
 
     static func isUnreserved(_ byte: UInt8) -> Bool {
-        (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
-            || byte == 0x2D || byte == 0x2E || byte == 0x5F || byte == 0x7E
+        InputRules.isAlphanumericASCII(byte) || byte == 0x2D || byte == 0x2E || byte == 0x5F || byte == 0x7E
     }
 
     private static func hexValue(_ byte: UInt8) -> UInt8? {
@@ -108,10 +109,10 @@ extension RequestContext {
             throw APIError(.internalServerError, code: "internal_error", message: "the route has no parameter \(name)")
         }
         guard let value = PathSegment.decode(raw) else {
-            throw InputRules.invalid(name, "in the path must be percent-encoded UTF-8")
+            throw JSONBody.invalidField(name, "in the path must be percent-encoded UTF-8")
         }
         guard !value.unicodeScalars.contains(where: InputRules.isControl) else {
-            throw InputRules.invalid(name, "in the path must not contain control characters")
+            throw JSONBody.invalidField(name, "in the path must not contain control characters")
         }
         return value
     }

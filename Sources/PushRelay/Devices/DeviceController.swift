@@ -119,7 +119,7 @@ struct DeviceController<Repository: DeviceRepository, Context: RequestContext>: 
 
     /// BCP 47 tags (`pt-BR`) and the POSIX form (`pt_BR`) apps often send.
     static func isLanguageTagByte(_ byte: UInt8) -> Bool {
-        (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A) || byte == 0x2D || byte == 0x5F
+        InputRules.isAlphanumericASCII(byte) || byte == 0x2D || byte == 0x5F
     }
 
     static var deviceNotFound: APIError { APIError(.notFound, code: "device_not_found", message: "no such device") }
