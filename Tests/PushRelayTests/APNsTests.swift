@@ -97,9 +97,9 @@ struct APNsTests {
         )
         #expect(background["apns-priority"] == "5")
         #expect(background["apns-collapse-id"] == nil)
-        let long = APNsHeaders.collapseID(ticketID: String(repeating: "x", count: 100))
+        let long = TicketCollapseID.make(ticketID: String(repeating: "x", count: 100))
         #expect(long.utf8.count <= 64)
-        #expect(long == APNsHeaders.collapseID(ticketID: String(repeating: "x", count: 100)))
+        #expect(long == TicketCollapseID.make(ticketID: String(repeating: "x", count: 100)))
     }
 
     @Test("every APNs answer is classified", arguments: [

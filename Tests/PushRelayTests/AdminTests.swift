@@ -90,42 +90,42 @@ struct AdminTests {
 
     @Test("propagated tokens reach Zendesk once each, in batches of at most 100, with a 429 retried")
     func zendeskForwarding() async throws {
-        let harness = try await DeliveryHarness.make()
-        defer { Task { await harness.shutdown() } }
-        harness.state.setBehaviour(SandboxBehaviour(status: 429, reason: "Too Many Requests", retryAfter: 1, times: 1), for: "zendesk")
-        try await harness.application(extra: [
-            "zendesk.poll_interval_ms": .init(.int(50), isSecret: false), "zendesk.retry_base_ms": .init(.int(100), isSecret: false),
-        ]).test(.router) { client in
-            try await Self.register(harness.test, count: 250)
-            let admin = try await harness.test.key(app: nil)
-            let tokens = (0..<250).map { "\"bulk-\($0)\"" }.joined(separator: ",") + ",\"never-registered\""
-            let response = try await client.execute(
-                uri: Self.url, method: .post, headers: bearer(admin), body: jsonBody(#"{"tokens":[\#(tokens)],"propagate_to_zendesk":true}"#)
-            )
-            #expect(response.status == .accepted)
-            let id = try #require(response.json?["job_id"] as? String)
-            _ = try await Self.waitForJob(client, id, key: admin)
-            #expect(try await eventually {
-                try await client.execute(uri: "/v1/admin/jobs/\(id)", method: .get, headers: bearer(admin)).json?["forwarded"] as? Int == 250
-            })
-            let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
-            #expect(metricValue(metrics, "push_relay_zendesk_forwarded_tokens_total", ["app": "support"]) == 250)
-            #expect(metricValue(metrics, "push_relay_zendesk_forward_failures_total", ["app": "support", "reason": "HTTP 429"]) == 1)
-            #expect(metricValue(metrics, "push_relay_bulk_unregister_removed_total", ["app": "support"]) == 250)
-            #expect(metricValue(metrics, "push_relay_bulk_unregister_not_found_total", ["app": "support"]) == 1)
-        }
-        let calls = harness.state.requests(service: "zendesk")
-        #expect(calls.first?.status == 429)
-        var forwarded: [String] = []
-        for call in calls where call.status == 200 {
-            let list = try #require((try JSONSerialization.jsonObject(with: Data(call.body.utf8)) as? [String: Any])?["push_notification_devices"] as? [String])
-            #expect(list.count <= 100)
-            forwarded += list
-        }
-        #expect(forwarded.count == 250)
-        #expect(Set(forwarded) == Set((0..<250).map { "bulk-\($0)" }))
-        if calls.count >= 2 {
-            #expect(calls[1].receivedAt.timeIntervalSince(calls[0].receivedAt) >= 0.9, "Retry-After: 1 was honoured")
+        try await DeliveryHarness.with { harness in
+            harness.state.setBehaviour(SandboxBehaviour(status: 429, reason: "Too Many Requests", retryAfter: 1, times: 1), for: "zendesk")
+            try await harness.application(extra: [
+                "zendesk.poll_interval_ms": .init(.int(50), isSecret: false), "zendesk.retry_base_ms": .init(.int(100), isSecret: false),
+            ]).test(.router) { client in
+                try await Self.register(harness.test, count: 250)
+                let admin = try await harness.test.key(app: nil)
+                let tokens = (0..<250).map { "\"bulk-\($0)\"" }.joined(separator: ",") + ",\"never-registered\""
+                let response = try await client.execute(
+                    uri: Self.url, method: .post, headers: bearer(admin), body: jsonBody(#"{"tokens":[\#(tokens)],"propagate_to_zendesk":true}"#)
+                )
+                #expect(response.status == .accepted)
+                let id = try #require(response.json?["job_id"] as? String)
+                _ = try await Self.waitForJob(client, id, key: admin)
+                #expect(try await eventually {
+                    try await client.execute(uri: "/v1/admin/jobs/\(id)", method: .get, headers: bearer(admin)).json?["forwarded"] as? Int == 250
+                })
+                let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+                #expect(metricValue(metrics, "push_relay_zendesk_forwarded_tokens_total", ["app": "support"]) == 250)
+                #expect(metricValue(metrics, "push_relay_zendesk_forward_failures_total", ["app": "support", "reason": "HTTP 429"]) == 1)
+                #expect(metricValue(metrics, "push_relay_bulk_unregister_removed_total", ["app": "support"]) == 250)
+                #expect(metricValue(metrics, "push_relay_bulk_unregister_not_found_total", ["app": "support"]) == 1)
+            }
+            let calls = harness.state.requests(service: "zendesk")
+            #expect(calls.first?.status == 429)
+            var forwarded: [String] = []
+            for call in calls where call.status == 200 {
+                let list = try #require((try JSONSerialization.jsonObject(with: Data(call.body.utf8)) as? [String: Any])?["push_notification_devices"] as? [String])
+                #expect(list.count <= 100)
+                forwarded += list
+            }
+            #expect(forwarded.count == 250)
+            #expect(Set(forwarded) == Set((0..<250).map { "bulk-\($0)" }))
+            if calls.count >= 2 {
+                #expect(calls[1].receivedAt.timeIntervalSince(calls[0].receivedAt) >= 0.9, "Retry-After: 1 was honoured")
+            }
         }
     }
 

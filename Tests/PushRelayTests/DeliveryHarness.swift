@@ -83,6 +83,24 @@ struct DeliveryHarness: Sendable {
         return DeliveryHarness(sandbox: sandbox, test: test, directory: directory)
     }
 
+    /// Makes a harness, runs `body` with it and shuts the sandbox down before returning or throwing.
+    ///
+    /// A test that changes the harness (its apps' settings) works on a copy: every copy shares the
+    /// one sandbox that this shuts down.
+    static func with<T: Sendable>(
+        conninfo: String? = nil, apnsKeyEnvironment: String? = nil, _ body: (DeliveryHarness) async throws -> T
+    ) async throws -> T {
+        let harness = try await make(conninfo: conninfo, apnsKeyEnvironment: apnsKeyEnvironment)
+        do {
+            let result = try await body(harness)
+            await harness.shutdown()
+            return result
+        } catch {
+            await harness.shutdown()
+            throw error
+        }
+    }
+
     /// The relay with delivery on, trusting the sandbox's CA.
     func application(extra: [AbsoluteConfigKey: ConfigValue] = [:]) async throws -> some ApplicationProtocol {
         var values = Self.fastDelivery

@@ -16,495 +16,521 @@ struct DeliveryTests {
 
     @Test("the fixture webhook becomes one correct APNs request and one correct FCM request, both delivered")
     func fixtureDelivered() async throws {
-        let harness = try await DeliveryHarness.make()
-        defer { Task { await harness.shutdown() } }
-        // The fixture's shape, with an APNs-shaped iOS token (the guide's sample is not one).
-        let ios = apnsToken()
-        let body = fixtureWebhook.replacingOccurrences(of: "oiuytrdsdfghjk", with: ios)
-        let started = Date()
-        try await harness.application().test(.router) { client in
-            let response = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(body))
-            #expect(response.status == .accepted)
-            let done = try await eventually {
-                try await harness.test.count("SELECT count(*) FROM deliveries WHERE status = 'delivered'") == 2
+        try await DeliveryHarness.with { harness in
+            // The fixture's shape, with an APNs-shaped iOS token (the guide's sample is not one).
+            let ios = apnsToken()
+            let body = fixtureWebhook.replacingOccurrences(of: "oiuytrdsdfghjk", with: ios)
+            let started = Date()
+            try await harness.application().test(.router) { client in
+                let response = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(body))
+                #expect(response.status == .accepted)
+                let done = try await eventually {
+                    try await harness.test.count("SELECT count(*) FROM deliveries WHERE status = 'delivered'") == 2
+                }
+                let rows = try await harness.test.client.query("SELECT platform, status, attempts, last_error FROM deliveries ORDER BY platform").rows
+                    .map { try $0.decode((String, String, Int, String?).self) }
+                #expect(done, "deliveries: \(rows); sandbox: \(harness.state.requests().map { "\($0.service) \($0.status)" })")
+                let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+                #expect(metricValue(metrics, "push_relay_webhooks_accepted_total", ["app": "support"]) == 1)
+                #expect(metricValue(metrics, "push_relay_deliveries_queued_total", ["app": "support"]) == 2)
+                for platform in ["ios", "android"] {
+                    #expect(metricValue(metrics, "push_relay_push_outcomes_total", ["app": "support", "platform": platform, "outcome": "delivered"]) == 1)
+                }
             }
-            let rows = try await harness.test.client.query("SELECT platform, status, attempts, last_error FROM deliveries ORDER BY platform").rows
-                .map { try $0.decode((String, String, Int, String?).self) }
-            #expect(done, "deliveries: \(rows); sandbox: \(harness.state.requests().map { "\($0.service) \($0.status)" })")
-            let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
-            #expect(metricValue(metrics, "push_relay_webhooks_accepted_total", ["app": "support"]) == 1)
-            #expect(metricValue(metrics, "push_relay_deliveries_queued_total", ["app": "support"]) == 2)
-            for platform in ["ios", "android"] {
-                #expect(metricValue(metrics, "push_relay_push_outcomes_total", ["app": "support", "platform": platform, "outcome": "delivered"]) == 1)
-            }
-        }
-        let apns = try #require(harness.state.requests(service: "apns").first)
-        #expect(harness.state.requests(service: "apns").count == 1)
-        #expect(apns.path == "/3/device/\(ios)")
-        #expect(apns.status == 200)
-        #expect(apns.headers["apns-push-type"] == "alert")
-        #expect(apns.headers["apns-topic"] == "com.example.support")
-        #expect(apns.headers["apns-priority"] == "10")
-        #expect(apns.headers["apns-collapse-id"] == "zendesk-ticket-5")
-        #expect(UUID(uuidString: apns.headers["apns-id"] ?? "") != nil)
-        let expiration = try #require(apns.headers["apns-expiration"].flatMap(Double.init))
-        #expect(expiration > started.timeIntervalSince1970 + 3600)
-        let payload = try #require(try JSONSerialization.jsonObject(with: Data(apns.body.utf8)) as? [String: Any])
-        #expect(payload["zendesk_sdk_request_id"] as? String == "5")
-        let aps = try #require(payload["aps"] as? [String: Any])
-        #expect(aps["sound"] as? String == "default")
-        #expect(aps["badge"] as? Int == 1)
-        #expect(aps["alert"] as? [String: String] == ["title": "Agent replied", "body": "Agent replied something something"])
+            let apns = try #require(harness.state.requests(service: "apns").first)
+            #expect(harness.state.requests(service: "apns").count == 1)
+            #expect(apns.path == "/3/device/\(ios)")
+            #expect(apns.status == 200)
+            #expect(apns.headers["apns-push-type"] == "alert")
+            #expect(apns.headers["apns-topic"] == "com.example.support")
+            #expect(apns.headers["apns-priority"] == "10")
+            #expect(apns.headers["apns-collapse-id"] == "zendesk-ticket-5")
+            #expect(UUID(uuidString: apns.headers["apns-id"] ?? "") != nil)
+            let expiration = try #require(apns.headers["apns-expiration"].flatMap(Double.init))
+            #expect(expiration > started.timeIntervalSince1970 + 3600)
+            let payload = try #require(try JSONSerialization.jsonObject(with: Data(apns.body.utf8)) as? [String: Any])
+            #expect(payload["zendesk_sdk_request_id"] as? String == "5")
+            let aps = try #require(payload["aps"] as? [String: Any])
+            #expect(aps["sound"] as? String == "default")
+            #expect(aps["badge"] as? Int == 1)
+            #expect(aps["alert"] as? [String: String] == ["title": "Agent replied", "body": "Agent replied something something"])
 
-        let fcm = try #require(harness.state.requests(service: "fcm").first)
-        #expect(harness.state.requests(service: "fcm").count == 1)
-        #expect(fcm.path == "/v1/projects/\(SandboxCredentials.fcmProjectID)/messages:send")
-        #expect(fcm.status == 200)
-        let message = try #require((try JSONSerialization.jsonObject(with: Data(fcm.body.utf8)) as? [String: Any])?["message"] as? [String: Any])
-        #expect(message["token"] as? String == "iuytfrdcvbnmkl")
-        // Each device has its own owner (no user linked): one unread reply each.
-        #expect(
-            message["data"] as? [String: String]
-                == ["zendesk_sdk_request_id": "5", "title": "Agent replied", "body": "Agent replied something something", "unread_count": "1"]
-        )
-        let android = try #require(message["android"] as? [String: Any])
-        #expect(android["priority"] as? String == "HIGH")
-        #expect(android["collapse_key"] as? String == "zendesk-ticket-5")
-        // One OAuth exchange; the sandbox only accepts access tokens it issued.
-        #expect(harness.state.requests(service: "oauth").count == 1)
-        let ids = try await harness.test.client.query("SELECT provider_id FROM deliveries ORDER BY platform").rows.map { try $0.decode(String?.self, at: 0) }
-        #expect(ids[0]?.hasPrefix("projects/\(SandboxCredentials.fcmProjectID)/messages/") == true)
-        #expect(ids[1] == apns.headers["apns-id"])
+            let fcm = try #require(harness.state.requests(service: "fcm").first)
+            #expect(harness.state.requests(service: "fcm").count == 1)
+            #expect(fcm.path == "/v1/projects/\(SandboxCredentials.fcmProjectID)/messages:send")
+            #expect(fcm.status == 200)
+            let message = try #require((try JSONSerialization.jsonObject(with: Data(fcm.body.utf8)) as? [String: Any])?["message"] as? [String: Any])
+            #expect(message["token"] as? String == "iuytfrdcvbnmkl")
+            // Each device has its own owner (no user linked): one unread reply each.
+            #expect(
+                message["data"] as? [String: String]
+                    == ["zendesk_sdk_request_id": "5", "title": "Agent replied", "body": "Agent replied something something", "unread_count": "1"]
+            )
+            let android = try #require(message["android"] as? [String: Any])
+            #expect(android["priority"] as? String == "HIGH")
+            #expect(android["collapse_key"] as? String == "zendesk-ticket-5")
+            // One OAuth exchange; the sandbox only accepts access tokens it issued.
+            #expect(harness.state.requests(service: "oauth").count == 1)
+            let ids = try await harness.test.client.query("SELECT provider_id FROM deliveries ORDER BY platform").rows.map { try $0.decode(String?.self, at: 0) }
+            #expect(ids[0]?.hasPrefix("projects/\(SandboxCredentials.fcmProjectID)/messages/") == true)
+            #expect(ids[1] == apns.headers["apns-id"])
+        }
     }
 
     @Test("410 Unregistered or ExpiredToken marks the device invalid, queues it for Zendesk, and later webhooks skip it", arguments: ["Unregistered", "ExpiredToken"])
     func deadToken(reason: String) async throws {
-        let harness = try await DeliveryHarness.make()
-        defer { Task { await harness.shutdown() } }
-        let dead = apnsToken()
-        let alive = apnsToken()
-        harness.state.setBehaviour(SandboxBehaviour(status: 410, reason: reason), for: dead)
-        try await harness.application().test(.router) { client in
-            let first = try await client.execute(
-                uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(dead, "ios"), (alive, "ios")]))
-            )
-            #expect(first.status == .accepted)
-            #expect(try await eventually { try await harness.deliveries(token: dead).first?.status == "failed" })
-            #expect(try await eventually { try await harness.deliveries(token: alive).first?.status == "delivered" })
-            let device = try #require(try await harness.test.client.query(
-                "SELECT status, invalid_reason FROM devices WHERE app_id = 'support' AND token = $1", [dead]
-            ).first).decode((String, String?).self)
-            #expect(device.0 == "invalid")
-            #expect(device.1 == reason)
-            let queued = try await harness.test.client.query(
-                "SELECT token, platform, reason FROM zendesk_unregister_queue WHERE app_id = 'support'"
-            ).rows.map { try $0.decode((String, String, String).self) }
-            #expect(queued.count == 1)
-            #expect(queued.first?.0 == dead)
-            #expect(queued.first?.2 == reason)
+        try await DeliveryHarness.with { harness in
+            let dead = apnsToken()
+            let alive = apnsToken()
+            harness.state.setBehaviour(SandboxBehaviour(status: 410, reason: reason), for: dead)
+            try await harness.application().test(.router) { client in
+                let first = try await client.execute(
+                    uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(dead, "ios"), (alive, "ios")]))
+                )
+                #expect(first.status == .accepted)
+                #expect(try await eventually { try await harness.deliveries(token: dead).first?.status == "failed" })
+                #expect(try await eventually { try await harness.deliveries(token: alive).first?.status == "delivered" })
+                let device = try #require(try await harness.test.client.query(
+                    "SELECT status, invalid_reason FROM devices WHERE app_id = 'support' AND token = $1", [dead]
+                ).first).decode((String, String?).self)
+                #expect(device.0 == "invalid")
+                #expect(device.1 == reason)
+                let queued = try await harness.test.client.query(
+                    "SELECT token, platform, reason FROM zendesk_unregister_queue WHERE app_id = 'support'"
+                ).rows.map { try $0.decode((String, String, String).self) }
+                #expect(queued.count == 1)
+                #expect(queued.first?.0 == dead)
+                #expect(queued.first?.2 == reason)
 
-            let second = try await client.execute(
-                uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(dead, "ios"), (alive, "ios")], ticket: "6"))
-            )
-            #expect(second.json?["skipped"] as? Int == 1)
-            // The forwarder hands the dead token to the app's Zendesk (destroy_many), once.
-            #expect(try await eventually {
-                harness.state.requests(service: "zendesk").contains { $0.status == 200 && $0.body.contains(dead) }
-            })
-            // Recorded once Zendesk's answer is back (the sandbox logs the call before answering).
-            #expect(try await eventually {
-                try await harness.test.count("SELECT count(*) FROM zendesk_unregister_queue WHERE forwarded_at IS NOT NULL") == 1
-            })
-            #expect(try await eventually {
-                let rows = try await harness.deliveries(token: alive)
-                return rows.count == 2 && rows.allSatisfy { $0.status == "delivered" }
-            })
+                let second = try await client.execute(
+                    uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(dead, "ios"), (alive, "ios")], ticket: "6"))
+                )
+                #expect(second.json?["skipped"] as? Int == 1)
+                // The forwarder hands the dead token to the app's Zendesk (destroy_many), once.
+                #expect(try await eventually {
+                    harness.state.requests(service: "zendesk").contains { $0.status == 200 && $0.body.contains(dead) }
+                })
+                // Recorded once Zendesk's answer is back (the sandbox logs the call before answering).
+                #expect(try await eventually {
+                    try await harness.test.count("SELECT count(*) FROM zendesk_unregister_queue WHERE forwarded_at IS NOT NULL") == 1
+                })
+                #expect(try await eventually {
+                    let rows = try await harness.deliveries(token: alive)
+                    return rows.count == 2 && rows.allSatisfy { $0.status == "delivered" }
+                })
+            }
+            // The dead token was sent to once only.
+            #expect(harness.requests(token: dead).count == 1)
         }
-        // The dead token was sent to once only.
-        #expect(harness.requests(token: dead).count == 1)
     }
 
     @Test("410 whose timestamp is older than the device's registration leaves the device registered")
     func deadTokenRegisteredAgain() async throws {
-        let harness = try await DeliveryHarness.make()
-        defer { Task { await harness.shutdown() } }
-        let token = apnsToken()
-        // APNs says the token died a minute ago; the webhook below registers it now.
-        let minuteAgo = Int64((Date().timeIntervalSince1970 - 60) * 1000)
-        harness.state.setBehaviour(SandboxBehaviour(status: 410, reason: "Unregistered", times: 1, invalidSinceMilliseconds: minuteAgo), for: token)
-        try await harness.application().test(.router) { client in
-            _ = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(token, "ios")])))
-            #expect(try await eventually { try await harness.deliveries(token: token).first?.status == "failed" })
-            #expect(try await harness.test.count("SELECT count(*) FROM devices WHERE token = $1 AND status = 'active'", [token]) == 1)
-            #expect(try await harness.test.count("SELECT count(*) FROM zendesk_unregister_queue WHERE token = $1", [token]) == 0)
-            // The next webhook is sent to it.
-            let next = try await client.execute(
-                uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(token, "ios")], ticket: "6"))
-            )
-            #expect(next.json?["skipped"] as? Int == 0)
-            #expect(try await eventually { try await harness.deliveries(token: token).last?.status == "delivered" })
+        try await DeliveryHarness.with { harness in
+            let token = apnsToken()
+            // APNs says the token died a minute ago; the webhook below registers it now.
+            let minuteAgo = Int64((Date().timeIntervalSince1970 - 60) * 1000)
+            harness.state.setBehaviour(SandboxBehaviour(status: 410, reason: "Unregistered", times: 1, invalidSinceMilliseconds: minuteAgo), for: token)
+            try await harness.application().test(.router) { client in
+                _ = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(token, "ios")])))
+                #expect(try await eventually { try await harness.deliveries(token: token).first?.status == "failed" })
+                #expect(try await harness.test.count("SELECT count(*) FROM devices WHERE token = $1 AND status = 'active'", [token]) == 1)
+                #expect(try await harness.test.count("SELECT count(*) FROM zendesk_unregister_queue WHERE token = $1", [token]) == 0)
+                // The next webhook is sent to it.
+                let next = try await client.execute(
+                    uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(token, "ios")], ticket: "6"))
+                )
+                #expect(next.json?["skipped"] as? Int == 0)
+                #expect(try await eventually { try await harness.deliveries(token: token).last?.status == "delivered" })
+            }
+            #expect(harness.requests(token: token).map(\.status) == [410, 200])
         }
-        #expect(harness.requests(token: token).map(\.status) == [410, 200])
     }
 
     @Test("BadDeviceToken for a device of unknown environment is checked on the other APNs environment, which is then remembered")
     func otherEnvironment() async throws {
-        let base = try await DeliveryHarness.make()
-        defer { Task { await base.shutdown() } }
-        // Each environment on its own path of the sandbox, as production_url / sandbox_url would name Apple's two hosts.
-        var test = base.test
-        let index = try #require(test.apps.firstIndex { $0.id == "support" })
-        test.apps[index].apns = APNsSettings(
-            topic: "com.example.support", productionURL: base.gateway, sandboxURL: base.gateway + "/apns-sandbox", token: test.apps[index].apns?.token
-        )
-        let harness = DeliveryHarness(sandbox: base.sandbox, test: test, directory: base.directory)
-        let development = apnsToken()
-        let production = apnsToken()
-        let bad = apnsToken()
-        harness.state.setBehaviour(SandboxBehaviour(status: 0, environment: "sandbox"), for: development)
-        harness.state.setBehaviour(SandboxBehaviour(status: 400, reason: "BadDeviceToken"), for: bad)
-        try await harness.application().test(.router) { client in
-            let first = try await client.execute(
-                uri: Self.url, method: .post, headers: Self.json,
-                body: jsonBody(webhook(devices: [(development, "ios"), (production, "ios"), (bad, "ios")]))
+        try await DeliveryHarness.with { base in
+            // Each environment on its own path of the sandbox, as production_url / sandbox_url would name Apple's two hosts.
+            var test = base.test
+            let index = try #require(test.apps.firstIndex { $0.id == "support" })
+            test.apps[index].apns = APNsSettings(
+                topic: "com.example.support", productionURL: base.gateway, sandboxURL: base.gateway + "/apns-sandbox", token: test.apps[index].apns?.token
             )
-            #expect(first.status == .accepted)
-            #expect(try await eventually { try await harness.deliveries(token: development).first?.status == "delivered" })
-            #expect(try await eventually { try await harness.deliveries(token: production).first?.status == "delivered" })
-            #expect(try await eventually { try await harness.deliveries(token: bad).first?.status == "failed" })
-            // Remembered, still registered, not forwarded to Zendesk.
-            #expect(try await eventually {
-                try await harness.test.count("SELECT count(*) FROM devices WHERE token = $1 AND environment = 'sandbox' AND status = 'active'", [development]) == 1
-            })
-            #expect(try await harness.test.count("SELECT count(*) FROM zendesk_unregister_queue WHERE token = $1", [development]) == 0)
-            // A token bad on both hosts is dead.
-            #expect(try await harness.test.count("SELECT count(*) FROM devices WHERE token = $1 AND status = 'invalid'", [bad]) == 1)
-            // The next push goes straight to the development environment.
-            _ = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(development, "ios")], ticket: "6")))
-            #expect(try await eventually { try await harness.deliveries(token: development).last?.status == "delivered" })
+            let harness = DeliveryHarness(sandbox: base.sandbox, test: test, directory: base.directory)
+            let development = apnsToken()
+            let production = apnsToken()
+            let bad = apnsToken()
+            harness.state.setBehaviour(SandboxBehaviour(status: 0, environment: "sandbox"), for: development)
+            harness.state.setBehaviour(SandboxBehaviour(status: 400, reason: "BadDeviceToken"), for: bad)
+            try await harness.application().test(.router) { client in
+                let first = try await client.execute(
+                    uri: Self.url, method: .post, headers: Self.json,
+                    body: jsonBody(webhook(devices: [(development, "ios"), (production, "ios"), (bad, "ios")]))
+                )
+                #expect(first.status == .accepted)
+                #expect(try await eventually { try await harness.deliveries(token: development).first?.status == "delivered" })
+                #expect(try await eventually { try await harness.deliveries(token: production).first?.status == "delivered" })
+                #expect(try await eventually { try await harness.deliveries(token: bad).first?.status == "failed" })
+                // Remembered, still registered, not forwarded to Zendesk.
+                #expect(try await eventually {
+                    try await harness.test.count("SELECT count(*) FROM devices WHERE token = $1 AND environment = 'sandbox' AND status = 'active'", [development]) == 1
+                })
+                #expect(try await harness.test.count("SELECT count(*) FROM zendesk_unregister_queue WHERE token = $1", [development]) == 0)
+                // A token bad on both hosts is dead.
+                #expect(try await harness.test.count("SELECT count(*) FROM devices WHERE token = $1 AND status = 'invalid'", [bad]) == 1)
+                // The next push goes straight to the development environment.
+                _ = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(development, "ios")], ticket: "6")))
+                #expect(try await eventually { try await harness.deliveries(token: development).last?.status == "delivered" })
+            }
+            let sent = harness.requests(token: development).map {
+                ($0.path.hasPrefix("/apns-sandbox/") ? "sandbox" : "production", $0.status)
+            }
+            #expect(sent.map(\.0) == ["production", "sandbox", "sandbox"])
+            #expect(sent.map(\.1) == [400, 200, 200])
+            #expect(harness.requests(token: production).map(\.path).allSatisfy { !$0.hasPrefix("/apns-sandbox/") })
+            #expect(harness.requests(token: bad).map(\.status) == [400, 400])
         }
-        let sent = harness.requests(token: development).map { ($0.path.hasPrefix("/apns-sandbox/") ? "sandbox" : "production", $0.status) }
-        #expect(sent.map(\.0) == ["production", "sandbox", "sandbox"])
-        #expect(sent.map(\.1) == [400, 200, 200])
-        #expect(harness.requests(token: production).map(\.path).allSatisfy { !$0.hasPrefix("/apns-sandbox/") })
-        #expect(harness.requests(token: bad).map(\.status) == [400, 400])
     }
 
     @Test("the guide's sample iOS identifier gets BadDeviceToken from APNs and is treated as dead")
     func badDeviceToken() async throws {
-        let harness = try await DeliveryHarness.make()
-        defer { Task { await harness.shutdown() } }
-        try await harness.application().test(.router) { client in
-            let response = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(fixtureWebhook))
-            #expect(response.status == .accepted)
-            #expect(try await eventually { try await harness.deliveries(token: "oiuytrdsdfghjk").first?.status == "failed" })
+        try await DeliveryHarness.with { harness in
+            try await harness.application().test(.router) { client in
+                let response = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(fixtureWebhook))
+                #expect(response.status == .accepted)
+                #expect(try await eventually { try await harness.deliveries(token: "oiuytrdsdfghjk").first?.status == "failed" })
+            }
+            #expect(harness.state.requests(service: "apns").first?.reason == "BadDeviceToken")
+            #expect(try await harness.test.count("SELECT count(*) FROM zendesk_unregister_queue WHERE token = 'oiuytrdsdfghjk'") == 1)
+            #expect(try await harness.test.count("SELECT count(*) FROM devices WHERE token = 'oiuytrdsdfghjk' AND status = 'invalid'") == 1)
         }
-        #expect(harness.state.requests(service: "apns").first?.reason == "BadDeviceToken")
-        #expect(try await harness.test.count("SELECT count(*) FROM zendesk_unregister_queue WHERE token = 'oiuytrdsdfghjk'") == 1)
-        #expect(try await harness.test.count("SELECT count(*) FROM devices WHERE token = 'oiuytrdsdfghjk' AND status = 'invalid'") == 1)
     }
 
     @Test("503 then 200: the delivery is retried and delivered on the second attempt")
     func retryAfterUnavailable() async throws {
-        let harness = try await DeliveryHarness.make()
-        defer { Task { await harness.shutdown() } }
-        let ios = apnsToken()
-        harness.state.setBehaviour(SandboxBehaviour(status: 503, reason: "ServiceUnavailable", times: 1), for: ios)
-        harness.state.setBehaviour(SandboxBehaviour(status: 503, reason: "UNAVAILABLE", times: 1), for: "android-retry")
-        try await harness.application().test(.router) { client in
-            let response = try await client.execute(
-                uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios"), ("android-retry", "android")]))
-            )
-            #expect(response.status == .accepted)
-            #expect(try await eventually { try await harness.test.count("SELECT count(*) FROM deliveries WHERE status = 'delivered'") == 2 })
-        }
-        for token in [ios, "android-retry"] {
-            #expect(harness.requests(token: token).map(\.status) == [503, 200])
-            #expect(try await harness.deliveries(token: token).map(\.attempts) == [2])
+        try await DeliveryHarness.with { harness in
+            let ios = apnsToken()
+            harness.state.setBehaviour(SandboxBehaviour(status: 503, reason: "ServiceUnavailable", times: 1), for: ios)
+            harness.state.setBehaviour(SandboxBehaviour(status: 503, reason: "UNAVAILABLE", times: 1), for: "android-retry")
+            try await harness.application().test(.router) { client in
+                let response = try await client.execute(
+                    uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios"), ("android-retry", "android")]))
+                )
+                #expect(response.status == .accepted)
+                #expect(try await eventually { try await harness.test.count("SELECT count(*) FROM deliveries WHERE status = 'delivered'") == 2 })
+            }
+            for token in [ios, "android-retry"] {
+                #expect(harness.requests(token: token).map(\.status) == [503, 200])
+                #expect(try await harness.deliveries(token: token).map(\.attempts) == [2])
+            }
         }
     }
 
     @Test("429 with Retry-After: the next attempt waits at least that long")
     func retryAfterHonoured() async throws {
-        let harness = try await DeliveryHarness.make()
-        defer { Task { await harness.shutdown() } }
-        let ios = apnsToken()
-        harness.state.setBehaviour(SandboxBehaviour(status: 429, reason: "TooManyRequests", retryAfter: 2, times: 1), for: ios)
-        try await harness.application().test(.router) { client in
-            _ = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios")])))
-            #expect(try await eventually { try await harness.deliveries(token: ios).first?.status == "delivered" })
-        }
-        let requests = harness.requests(token: ios)
-        #expect(requests.map(\.status) == [429, 200])
-        if requests.count == 2 {
-            // Without Retry-After the first retry would come after 50-100 ms (retry_base_ms 100).
-            #expect(requests[1].receivedAt.timeIntervalSince(requests[0].receivedAt) >= 1.9)
+        try await DeliveryHarness.with { harness in
+            let ios = apnsToken()
+            harness.state.setBehaviour(SandboxBehaviour(status: 429, reason: "TooManyRequests", retryAfter: 2, times: 1), for: ios)
+            try await harness.application().test(.router) { client in
+                _ = try await client.execute(
+                    uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios")]))
+                )
+                #expect(try await eventually { try await harness.deliveries(token: ios).first?.status == "delivered" })
+            }
+            let requests = harness.requests(token: ios)
+            #expect(requests.map(\.status) == [429, 200])
+            if requests.count == 2 {
+                // Without Retry-After the first retry would come after 50-100 ms (retry_base_ms 100).
+                #expect(requests[1].receivedAt.timeIntervalSince(requests[0].receivedAt) >= 1.9)
+            }
         }
     }
 
     @Test("a retry for a device unregistered meanwhile is skipped, not sent")
     func retryAfterUnregisterIsSkipped() async throws {
-        let harness = try await DeliveryHarness.make()
-        defer { Task { await harness.shutdown() } }
-        let ios = apnsToken()
-        harness.state.setBehaviour(SandboxBehaviour(status: 429, reason: "TooManyRequests", retryAfter: 2, times: 1), for: ios)
-        try await harness.application().test(.router) { client in
-            _ = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios")])))
-            #expect(try await eventually { harness.requests(token: ios).count == 1 })
-            // What a bulk unregister does to a device row.
-            #expect(try await harness.test.count("WITH gone AS (DELETE FROM devices WHERE token = $1 RETURNING 1) SELECT count(*) FROM gone", [ios]) == 1)
-            #expect(try await eventually { try await harness.deliveries(token: ios).first?.status == "skipped" })
+        try await DeliveryHarness.with { harness in
+            let ios = apnsToken()
+            harness.state.setBehaviour(SandboxBehaviour(status: 429, reason: "TooManyRequests", retryAfter: 2, times: 1), for: ios)
+            try await harness.application().test(.router) { client in
+                _ = try await client.execute(
+                    uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios")]))
+                )
+                #expect(try await eventually { harness.requests(token: ios).count == 1 })
+                // What a bulk unregister does to a device row.
+                #expect(try await harness.test.count("WITH gone AS (DELETE FROM devices WHERE token = $1 RETURNING 1) SELECT count(*) FROM gone", [ios]) == 1)
+                #expect(try await eventually { try await harness.deliveries(token: ios).first?.status == "skipped" })
+            }
+            #expect(harness.requests(token: ios).map(\.status) == [429])
         }
-        #expect(harness.requests(token: ios).map(\.status) == [429])
     }
 
     @Test("one app's endless slow 500s do not delay another app's deliveries")
     func appsAreIsolated() async throws {
-        let harness = try await DeliveryHarness.make()
-        defer { Task { await harness.shutdown() } }
-        let failing = (0..<40).map { _ in apnsToken() }
-        for token in failing {
-            harness.state.setBehaviour(SandboxBehaviour(status: 500, reason: "InternalServerError", delayMilliseconds: 400), for: token)
-        }
-        let healthy = (0..<20).map { _ in apnsToken() }
-        try await harness.application(extra: ["delivery.max_in_flight_per_app": .init(.int(8), isSecret: false)]).test(.router) { client in
-            for chunk in stride(from: 0, to: failing.count, by: 10) {
-                let devices = failing[chunk..<(chunk + 10)].map { ($0, "ios") }
-                let response = try await client.execute(uri: Self.otherURL, method: .post, headers: Self.json, body: jsonBody(webhook(devices: devices)))
-                #expect(response.status == .accepted)
+        try await DeliveryHarness.with { harness in
+            let failing = (0..<40).map { _ in apnsToken() }
+            for token in failing {
+                harness.state.setBehaviour(SandboxBehaviour(status: 500, reason: "InternalServerError", delayMilliseconds: 400), for: token)
             }
-            // Let the failing app fill its share of sends.
-            #expect(try await eventually { harness.state.requests(service: "apns").count >= 8 })
-            let start = ContinuousClock.now
-            _ = try await client.execute(
-                uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: healthy.map { ($0, "ios") }))
-            )
-            let delivered = try await eventually(timeout: .seconds(5)) {
-                try await harness.test.count("SELECT count(*) FROM deliveries WHERE app_id = 'support' AND status = 'delivered'") == healthy.count
+            let healthy = (0..<20).map { _ in apnsToken() }
+            try await harness.application(extra: [
+                "delivery.max_in_flight_per_app": .init(.int(8), isSecret: false)
+            ]).test(.router) { client in
+                for chunk in stride(from: 0, to: failing.count, by: 10) {
+                    let devices = failing[chunk..<(chunk + 10)].map { ($0, "ios") }
+                    let response = try await client.execute(uri: Self.otherURL, method: .post, headers: Self.json, body: jsonBody(webhook(devices: devices)))
+                    #expect(response.status == .accepted)
+                }
+                // Let the failing app fill its share of sends.
+                #expect(try await eventually { harness.state.requests(service: "apns").count >= 8 })
+                let start = ContinuousClock.now
+                _ = try await client.execute(
+                    uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: healthy.map { ($0, "ios") }))
+                )
+                let delivered = try await eventually(timeout: .seconds(5)) {
+                    try await harness.test.count("SELECT count(*) FROM deliveries WHERE app_id = 'support' AND status = 'delivered'") == healthy.count
+                }
+                let elapsed = ContinuousClock.now - start
+                #expect(delivered)
+                // The failing app's 40 sends at 400 ms each, 8 at a time, would take 2 s on their own.
+                #expect(elapsed < .milliseconds(1500), "support's deliveries took \(elapsed)")
+                // The failing app is still at it, and never had more than its share in flight.
+                #expect(
+                    try await harness.test.count("SELECT count(*) FROM deliveries WHERE app_id = 'other' AND status = 'delivered'") == 0
+                )
+                #expect(try await harness.test.count("SELECT count(*) FROM deliveries WHERE app_id = 'other' AND attempts > 0") > 0)
             }
-            let elapsed = ContinuousClock.now - start
-            #expect(delivered)
-            // The failing app's 40 sends at 400 ms each, 8 at a time, would take 2 s on their own.
-            #expect(elapsed < .milliseconds(1500), "support's deliveries took \(elapsed)")
-            // The failing app is still at it, and never had more than its share in flight.
-            #expect(try await harness.test.count("SELECT count(*) FROM deliveries WHERE app_id = 'other' AND status = 'delivered'") == 0)
-            #expect(try await harness.test.count("SELECT count(*) FROM deliveries WHERE app_id = 'other' AND attempts > 0") > 0)
         }
     }
 
     @Test("claims that wait past their lease are handed back, not sent late: every push arrives once, without extra attempts")
     func lapsedClaimsAreClaimedAgain() async throws {
-        let harness = try await DeliveryHarness.make()
-        defer { Task { await harness.shutdown() } }
-        // One connection with one stream, so one sender, and 1 s per answer. With a 6 s lease
-        // and a 2 s request timeout a delivery may be sent up to 3.4 s after its claim: of eight
-        // pushes claimed together, the first four are sent, the last four wait longer and are
-        // handed back, then claimed again when their lease ends. Sent late, the seventh and
-        // eighth would still be in flight or waiting when their lease ended, and the poll would
-        // claim and send them a second time.
-        let warmUp = apnsToken()
-        let tokens = (0..<8).map { _ in apnsToken() }
-        for token in tokens {
-            harness.state.setBehaviour(SandboxBehaviour(status: 0, delayMilliseconds: 1000), for: token)
-        }
-        try await harness.application(extra: [
-            "delivery.connections_per_host": .init(.int(1), isSecret: false),
-            "delivery.streams_per_connection": .init(.int(1), isSecret: false),
-            "delivery.lease_seconds": .init(.int(6), isSecret: false),
-            "delivery.request_timeout_seconds": .init(.int(2), isSecret: false),
-            "delivery.poll_interval_ms": .init(.int(100), isSecret: false),
-        ]).test(.router) { client in
-            // The connection and the provider token first, so the timed sends are only answers.
-            _ = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(warmUp, "ios")], ticket: "1")))
-            #expect(try await eventually { try await harness.deliveries(token: warmUp).first?.status == "delivered" })
-            let response = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: tokens.map { ($0, "ios") })))
-            #expect(response.status == .accepted)
-            let delivered = try await eventually(timeout: .seconds(40)) {
-                try await harness.test.count("SELECT count(*) FROM deliveries WHERE app_id = 'support' AND status = 'delivered'") == tokens.count + 1
+        try await DeliveryHarness.with { harness in
+            // One connection with one stream, so one sender, and 1 s per answer. With a 6 s lease
+            // and a 2 s request timeout a delivery may be sent up to 3.4 s after its claim: of eight
+            // pushes claimed together, the first four are sent, the last four wait longer and are
+            // handed back, then claimed again when their lease ends. Sent late, the seventh and
+            // eighth would still be in flight or waiting when their lease ended, and the poll would
+            // claim and send them a second time.
+            let warmUp = apnsToken()
+            let tokens = (0..<8).map { _ in apnsToken() }
+            for token in tokens {
+                harness.state.setBehaviour(SandboxBehaviour(status: 0, delayMilliseconds: 1000), for: token)
             }
-            #expect(delivered)
-            // Outlasting the last send: a duplicate would have arrived by now.
-            try await Task.sleep(for: .seconds(1.5))
-            let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
-            #expect((metricValue(metrics, "push_relay_push_outcomes_total", ["app": "support", "outcome": "lapsed"]) ?? 0) >= 1)
+            try await harness.application(extra: [
+                "delivery.connections_per_host": .init(.int(1), isSecret: false),
+                "delivery.streams_per_connection": .init(.int(1), isSecret: false),
+                "delivery.lease_seconds": .init(.int(6), isSecret: false),
+                "delivery.request_timeout_seconds": .init(.int(2), isSecret: false),
+                "delivery.poll_interval_ms": .init(.int(100), isSecret: false),
+            ]).test(.router) { client in
+                // The connection and the provider token first, so the timed sends are only answers.
+                _ = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(warmUp, "ios")], ticket: "1")))
+                #expect(try await eventually { try await harness.deliveries(token: warmUp).first?.status == "delivered" })
+                let response = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: tokens.map { ($0, "ios") })))
+                #expect(response.status == .accepted)
+                let delivered = try await eventually(timeout: .seconds(40)) {
+                    try await harness.test.count("SELECT count(*) FROM deliveries WHERE app_id = 'support' AND status = 'delivered'") == tokens.count + 1
+                }
+                #expect(delivered)
+                // Outlasting the last send: a duplicate would have arrived by now.
+                try await Task.sleep(for: .seconds(1.5))
+                let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+                #expect((metricValue(metrics, "push_relay_push_outcomes_total", ["app": "support", "outcome": "lapsed"]) ?? 0) >= 1)
+            }
+            for (index, token) in tokens.enumerated() {
+                #expect(harness.requests(token: token).map(\.status) == [200], "push \(index)")
+            }
+            // A hand-back does not count as an attempt.
+            #expect(try await harness.test.count("SELECT count(*) FROM deliveries WHERE attempts <> 1") == 0)
         }
-        for (index, token) in tokens.enumerated() {
-            #expect(harness.requests(token: token).map(\.status) == [200], "push \(index)")
-        }
-        // A hand-back does not count as an attempt.
-        #expect(try await harness.test.count("SELECT count(*) FROM deliveries WHERE attempts <> 1") == 0)
     }
 
     @Test("credentials the provider rejects do not use up attempts")
     func rejectedCredentials() async throws {
-        let harness = try await DeliveryHarness.make()
-        defer { Task { await harness.shutdown() } }
-        let ios = apnsToken()
-        harness.state.setBehaviour(SandboxBehaviour(status: 403, reason: "InvalidProviderToken"), for: ios)
-        try await harness.application(extra: ["delivery.credential_retry_seconds": .init(.int(60), isSecret: false)]).test(.router) { client in
-            _ = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios")])))
-            #expect(try await eventually {
-                let rows = try await harness.deliveries(token: ios)
-                return rows.first?.status == "pending" && harness.requests(token: ios).count == 1
-            })
-            try await Task.sleep(for: .milliseconds(300))
+        try await DeliveryHarness.with { harness in
+            let ios = apnsToken()
+            harness.state.setBehaviour(SandboxBehaviour(status: 403, reason: "InvalidProviderToken"), for: ios)
+            try await harness.application(extra: ["delivery.credential_retry_seconds": .init(.int(60), isSecret: false)]).test(.router) { client in
+                _ = try await client.execute(
+                    uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios")]))
+                )
+                #expect(try await eventually {
+                    let rows = try await harness.deliveries(token: ios)
+                    return rows.first?.status == "pending" && harness.requests(token: ios).count == 1
+                })
+                try await Task.sleep(for: .milliseconds(300))
+            }
+            let row = try #require(try await harness.test.client.query(
+                "SELECT status, attempts, last_error, next_attempt_at > now() + interval '50 seconds' FROM deliveries WHERE device_token = $1", [ios]
+            ).first).decode((String, Int, String?, Bool).self)
+            #expect(row.0 == "pending")
+            #expect(row.1 == 0)
+            #expect(row.2 == "InvalidProviderToken")
+            #expect(row.3)
+            #expect(harness.requests(token: ios).count == 1)
         }
-        let row = try #require(try await harness.test.client.query(
-            "SELECT status, attempts, last_error, next_attempt_at > now() + interval '50 seconds' FROM deliveries WHERE device_token = $1", [ios]
-        ).first).decode((String, Int, String?, Bool).self)
-        #expect(row.0 == "pending")
-        #expect(row.1 == 0)
-        #expect(row.2 == "InvalidProviderToken")
-        #expect(row.3)
-        #expect(harness.requests(token: ios).count == 1)
     }
 
     @Test("a key tied to the other environment (403 BadEnvironmentKeyInToken, answered by the sandbox) waits as a credential problem")
     func keyOfTheOtherEnvironment() async throws {
         // The app sends to the production host; its key is for the development environment only.
-        let harness = try await DeliveryHarness.make(apnsKeyEnvironment: "sandbox")
-        defer { Task { await harness.shutdown() } }
-        let ios = apnsToken()
-        try await harness.application(extra: ["delivery.credential_retry_seconds": .init(.int(60), isSecret: false)]).test(.router) { client in
-            _ = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios")])))
-            #expect(try await eventually {
-                try await harness.deliveries(token: ios).first?.status == "pending" && !harness.requests(token: ios).isEmpty
-            })
+        try await DeliveryHarness.with(apnsKeyEnvironment: "sandbox") { harness in
+            let ios = apnsToken()
+            try await harness.application(extra: ["delivery.credential_retry_seconds": .init(.int(60), isSecret: false)]).test(.router) { client in
+                _ = try await client.execute(
+                    uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios")]))
+                )
+                #expect(try await eventually {
+                    try await harness.deliveries(token: ios).first?.status == "pending" && !harness.requests(token: ios).isEmpty
+                })
+            }
+            let row = try #require(try await harness.test.client.query(
+                "SELECT status, attempts, last_error FROM deliveries WHERE device_token = $1", [ios]
+            ).first).decode((String, Int, String?).self)
+            #expect(row.0 == "pending")
+            #expect(row.1 == 0)
+            #expect(row.2 == "BadEnvironmentKeyInToken")
+            #expect(harness.requests(token: ios).allSatisfy { $0.status == 403 && $0.reason == "BadEnvironmentKeyInToken" })
         }
-        let row = try #require(try await harness.test.client.query(
-            "SELECT status, attempts, last_error FROM deliveries WHERE device_token = $1", [ios]
-        ).first).decode((String, Int, String?).self)
-        #expect(row.0 == "pending")
-        #expect(row.1 == 0)
-        #expect(row.2 == "BadEnvironmentKeyInToken")
-        #expect(harness.requests(token: ios).allSatisfy { $0.status == 403 && $0.reason == "BadEnvironmentKeyInToken" })
     }
 
     @Test("a delivery that keeps failing expires after max_attempts")
     func expiresAfterMaxAttempts() async throws {
-        let harness = try await DeliveryHarness.make()
-        defer { Task { await harness.shutdown() } }
-        let ios = apnsToken()
-        harness.state.setBehaviour(SandboxBehaviour(status: 500, reason: "InternalServerError"), for: ios)
-        try await harness.application(extra: [
-            "delivery.max_attempts": .init(.int(3), isSecret: false), "delivery.retry_base_ms": .init(.int(20), isSecret: false),
-        ]).test(.router) { client in
-            _ = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios")])))
-            #expect(try await eventually { try await harness.deliveries(token: ios).first?.status == "expired" })
+        try await DeliveryHarness.with { harness in
+            let ios = apnsToken()
+            harness.state.setBehaviour(SandboxBehaviour(status: 500, reason: "InternalServerError"), for: ios)
+            try await harness.application(extra: [
+                "delivery.max_attempts": .init(.int(3), isSecret: false), "delivery.retry_base_ms": .init(.int(20), isSecret: false),
+            ]).test(.router) { client in
+                _ = try await client.execute(
+                    uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios")]))
+                )
+                #expect(try await eventually { try await harness.deliveries(token: ios).first?.status == "expired" })
+            }
+            #expect(try await harness.deliveries(token: ios).map(\.attempts) == [3])
+            #expect(harness.requests(token: ios).count == 3)
         }
-        #expect(try await harness.deliveries(token: ios).map(\.attempts) == [3])
-        #expect(harness.requests(token: ios).count == 3)
     }
 
     @Test("a dropped connection is retried on a new one and the push is delivered")
     func droppedConnection() async throws {
-        let harness = try await DeliveryHarness.make()
-        defer { Task { await harness.shutdown() } }
-        let ios = apnsToken()
-        harness.state.setBehaviour(SandboxBehaviour(status: -1, times: 1), for: ios)
-        try await harness.application().test(.router) { client in
-            _ = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios")])))
-            #expect(try await eventually { try await harness.deliveries(token: ios).first?.status == "delivered" })
+        try await DeliveryHarness.with { harness in
+            let ios = apnsToken()
+            harness.state.setBehaviour(SandboxBehaviour(status: -1, times: 1), for: ios)
+            try await harness.application().test(.router) { client in
+                _ = try await client.execute(
+                    uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios")]))
+                )
+                #expect(try await eventually { try await harness.deliveries(token: ios).first?.status == "delivered" })
+            }
+            #expect(harness.requests(token: ios).map(\.status) == [0, 200])
+            #expect(try await harness.deliveries(token: ios).map(\.attempts) == [2])
         }
-        #expect(harness.requests(token: ios).map(\.status) == [0, 200])
-        #expect(try await harness.deliveries(token: ios).map(\.attempts) == [2])
     }
 
     @Test("graceful shutdown waits for the sends in flight, stores their outcomes and hands back the deliveries still waiting")
     func shutdownDrainsSends() async throws {
-        let harness = try await DeliveryHarness.make()
-        defer { Task { await harness.shutdown() } }
-        let ios = apnsToken()
-        harness.state.setBehaviour(SandboxBehaviour(status: 0, delayMilliseconds: 1_500), for: ios)
-        // One stream, so one sender: these wait behind the slow one.
-        let waiting = (0..<4).map { _ in apnsToken() }
-        let started = ContinuousClock.now
-        try await harness.application(extra: [
-            "delivery.connections_per_host": .init(.int(1), isSecret: false),
-            "delivery.streams_per_connection": .init(.int(1), isSecret: false),
-        ]).test(.router) { client in
-            _ = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios")])))
-            // In flight: handed to the sender, not yet answered. Leaving the closure shuts the relay down.
-            #expect(try await eventually { try await harness.deliveries(token: ios).first?.status == "sending" })
-            _ = try await client.execute(
-                uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: waiting.map { ($0, "ios") }, ticket: "6"))
+        try await DeliveryHarness.with { harness in
+            let ios = apnsToken()
+            harness.state.setBehaviour(SandboxBehaviour(status: 0, delayMilliseconds: 1_500), for: ios)
+            // One stream, so one sender: these wait behind the slow one.
+            let waiting = (0..<4).map { _ in apnsToken() }
+            let started = ContinuousClock.now
+            try await harness.application(extra: [
+                "delivery.connections_per_host": .init(.int(1), isSecret: false),
+                "delivery.streams_per_connection": .init(.int(1), isSecret: false),
+            ]).test(.router) { client in
+                _ = try await client.execute(
+                    uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios")]))
+                )
+                // In flight: handed to the sender, not yet answered. Leaving the closure shuts the relay down.
+                #expect(try await eventually { try await harness.deliveries(token: ios).first?.status == "sending" })
+                _ = try await client.execute(
+                    uri: Self.url, method: .post, headers: Self.json,
+                    body: jsonBody(webhook(devices: waiting.map { ($0, "ios") }, ticket: "6"))
+                )
+                #expect(harness.requests(token: ios).isEmpty)
+            }
+            #expect(ContinuousClock.now - started >= .milliseconds(1_400))
+            #expect(harness.requests(token: ios).map(\.status) == [200])
+            #expect(try await harness.deliveries(token: ios).map(\.status) == ["delivered"])
+            // Not sent at shutdown, and back in the queue for whichever instance comes next: due now,
+            // no lease, the attempt not counted.
+            for token in waiting {
+                #expect(harness.requests(token: token).isEmpty)
+                #expect(try await harness.deliveries(token: token).map { "\($0.status) \($0.attempts)" } == ["pending 0"])
+            }
+            #expect(
+                try await harness.test.count(
+                    "SELECT count(*) FROM deliveries WHERE status = 'pending' AND lease_owner IS NULL AND next_attempt_at <= now()"
+                ) == waiting.count
             )
-            #expect(harness.requests(token: ios).isEmpty)
         }
-        #expect(ContinuousClock.now - started >= .milliseconds(1_400))
-        #expect(harness.requests(token: ios).map(\.status) == [200])
-        #expect(try await harness.deliveries(token: ios).map(\.status) == ["delivered"])
-        // Not sent at shutdown, and back in the queue for whichever instance comes next: due now,
-        // no lease, the attempt not counted.
-        for token in waiting {
-            #expect(harness.requests(token: token).isEmpty)
-            #expect(try await harness.deliveries(token: token).map { "\($0.status) \($0.attempts)" } == ["pending 0"])
-        }
-        #expect(
-            try await harness.test.count(
-                "SELECT count(*) FROM deliveries WHERE status = 'pending' AND lease_owner IS NULL AND next_attempt_at <= now()"
-            ) == waiting.count
-        )
     }
 
     @Test("APNs certificate authentication: a PEM and a .p12 client certificate deliver; one for another topic is refused")
     func certificateAuthentication() async throws {
-        var harness = try await DeliveryHarness.make()
-        let sandbox = harness.sandbox
-        defer { Task { await sandbox.shutdown() } }
-        let certificates = harness.sandbox.certificates
-        let pem = try certificates.issueAPNsClientCertificate(topic: "com.example.support", directory: harness.directory, name: "support")
-        let elsewhere = try certificates.issueAPNsClientCertificate(topic: "com.example.elsewhere", directory: harness.directory, name: "elsewhere")
-        // The .p12 form, as Apple's Keychain exports it, with its password in a file.
-        let p12 = harness.directory + "/other.p12"
-        let passwordFile = harness.directory + "/other.p12.password"
-        try "p12-password-42\n".write(toFile: passwordFile, atomically: true, encoding: .utf8)
-        let other = try certificates.issueAPNsClientCertificate(topic: "com.example.other", directory: harness.directory, name: "other")
-        let openssl = Process()
-        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        openssl.arguments = ["openssl", "pkcs12", "-export", "-in", other.certificateFile, "-inkey", other.keyFile, "-out", p12, "-passout", "pass:p12-password-42"]
-        try openssl.run()
-        openssl.waitUntilExit()
-        try #require(openssl.terminationStatus == 0)
-
-        let gateway = harness.gateway
-        for index in harness.test.apps.indices {
-            let id = harness.test.apps[index].id
-            let certificate: APNsSettings.Certificate = switch id {
-            case "support": .init(file: pem.certificateFile, type: "PEM", keyFile: pem.keyFile)
-            case "other": .init(file: p12, passwordFile: passwordFile)
-            default: .init(file: elsewhere.certificateFile, keyFile: elsewhere.keyFile)
-            }
-            harness.test.apps[index].apns = APNsSettings(topic: "com.example.\(id)", url: gateway, certificate: certificate)
-        }
-        let (support, otherToken) = (apnsToken(), apnsToken())
-        let configured = harness
-        try await configured.application().test(.router) { client in
-            for (url, token) in [(Self.url, support), (Self.otherURL, otherToken)] {
-                let response = try await client.execute(uri: url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(token, "ios")])))
-                #expect(response.status == .accepted)
-            }
-            #expect(try await eventually { try await configured.test.count("SELECT count(*) FROM deliveries WHERE status = 'delivered'") == 2 })
-        }
-        for token in [support, otherToken] {
-            let request = try #require(harness.requests(token: token).first)
-            #expect(request.status == 200)
-            #expect(request.headers["authorization"] == nil)
-        }
-        #expect(harness.requests(token: otherToken).first?.headers["apns-topic"] == "com.example.other")
-
-        // A certificate for another bundle id: APNs answers TopicDisallowed, a permanent failure.
-        let wrong = apnsToken()
-        for index in harness.test.apps.indices where harness.test.apps[index].id == "support" {
-            harness.test.apps[index].apns = APNsSettings(
-                topic: "com.example.support", url: gateway, certificate: .init(file: elsewhere.certificateFile, keyFile: elsewhere.keyFile)
+        try await DeliveryHarness.with { made in
+            var harness = made
+            let certificates = harness.sandbox.certificates
+            let pem = try certificates.issueAPNsClientCertificate(
+                topic: "com.example.support", directory: harness.directory, name: "support"
             )
+            let elsewhere = try certificates.issueAPNsClientCertificate(
+                topic: "com.example.elsewhere", directory: harness.directory, name: "elsewhere"
+            )
+            // The .p12 form, as Apple's Keychain exports it, with its password in a file.
+            let p12 = harness.directory + "/other.p12"
+            let passwordFile = harness.directory + "/other.p12.password"
+            try "p12-password-42\n".write(toFile: passwordFile, atomically: true, encoding: .utf8)
+            let other = try certificates.issueAPNsClientCertificate(topic: "com.example.other", directory: harness.directory, name: "other")
+            let openssl = Process()
+            openssl.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            openssl.arguments = ["openssl", "pkcs12", "-export", "-in", other.certificateFile, "-inkey", other.keyFile, "-out", p12, "-passout", "pass:p12-password-42"]
+            try openssl.run()
+            openssl.waitUntilExit()
+            try #require(openssl.terminationStatus == 0)
+
+            let gateway = harness.gateway
+            for index in harness.test.apps.indices {
+                let id = harness.test.apps[index].id
+                let certificate: APNsSettings.Certificate = switch id {
+                case "support": .init(file: pem.certificateFile, type: "PEM", keyFile: pem.keyFile)
+                case "other": .init(file: p12, passwordFile: passwordFile)
+                default: .init(file: elsewhere.certificateFile, keyFile: elsewhere.keyFile)
+                }
+                harness.test.apps[index].apns = APNsSettings(topic: "com.example.\(id)", url: gateway, certificate: certificate)
+            }
+            let (support, otherToken) = (apnsToken(), apnsToken())
+            let configured = harness
+            try await configured.application().test(.router) { client in
+                for (url, token) in [(Self.url, support), (Self.otherURL, otherToken)] {
+                    let response = try await client.execute(uri: url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(token, "ios")])))
+                    #expect(response.status == .accepted)
+                }
+                #expect(try await eventually { try await configured.test.count("SELECT count(*) FROM deliveries WHERE status = 'delivered'") == 2 })
+            }
+            for token in [support, otherToken] {
+                let request = try #require(harness.requests(token: token).first)
+                #expect(request.status == 200)
+                #expect(request.headers["authorization"] == nil)
+            }
+            #expect(harness.requests(token: otherToken).first?.headers["apns-topic"] == "com.example.other")
+
+            // A certificate for another bundle id: APNs answers TopicDisallowed, a permanent failure.
+            let wrong = apnsToken()
+            for index in harness.test.apps.indices where harness.test.apps[index].id == "support" {
+                harness.test.apps[index].apns = APNsSettings(
+                    topic: "com.example.support", url: gateway,
+                    certificate: .init(file: elsewhere.certificateFile, keyFile: elsewhere.keyFile)
+                )
+            }
+            let misconfigured = harness
+            try await misconfigured.application().test(.router) { client in
+                _ = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(wrong, "ios")])))
+                #expect(try await eventually { try await misconfigured.deliveries(token: wrong).first?.status == "failed" })
+            }
+            #expect(harness.requests(token: wrong).map(\.reason) == ["TopicDisallowed"])
         }
-        let misconfigured = harness
-        try await misconfigured.application().test(.router) { client in
-            _ = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(wrong, "ios")])))
-            #expect(try await eventually { try await misconfigured.deliveries(token: wrong).first?.status == "failed" })
-        }
-        #expect(harness.requests(token: wrong).map(\.reason) == ["TopicDisallowed"])
     }
 }

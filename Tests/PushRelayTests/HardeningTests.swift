@@ -62,7 +62,7 @@ struct StorableInputTests {
     func groupCommitIsolatesTheMemberAtFault() async throws {
         let test = try await TestApp.make()
         _ = try await test.application()  // applies the migrations
-        let writer = IntakeWriter(client: test.client, logger: TestDatabase.logger, maxBatch: 500, maxConcurrentWrites: 1)
+        let writer = IntakeWriter(queue: DeliveryQueue(client: test.client), logger: TestDatabase.logger, maxBatch: 500, maxConcurrentWrites: 1)
         let valid = (0..<40).map { index in
             ZendeskWebhook(title: "ok", body: "fine", ticketID: "g\(index)", devices: [.init(token: apnsToken(), platform: .ios)])
         }
@@ -87,8 +87,12 @@ struct StorableInputTests {
                     case .success: #expect(isValid)
                     case .failure(let error):
                         #expect(!isValid, "\(error)")
-                        #expect((error as? APIError)?.status == .badRequest)
-                        #expect((error as? APIError)?.code == "unstorable_input")
+                        guard case .unstorable = error as? IntakeError else {
+                            Issue.record("expected IntakeError.unstorable, got \(error)")
+                            continue
+                        }
+                        #expect(APIError(error as! IntakeError).status == .badRequest)
+                        #expect(APIError(error as! IntakeError).code == "unstorable_input")
                     }
                 }
             }
@@ -117,14 +121,14 @@ struct StorableInputTests {
             String(String.UnicodeScalarView((0..<Int.random(in: 1...80, using: &rng)).compactMap { _ in Unicode.Scalar(UInt32.random(in: 1...0x2FF, using: &rng)) }))
         }
         for ticket in samples + random {
-            let id = APNsHeaders.collapseID(ticketID: ticket)
+            let id = TicketCollapseID.make(ticketID: ticket)
             #expect(id.utf8.count <= 64)
             #expect(id.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F }, "\(id)")
             if let other = seen[id] { #expect(other == ticket, "\(ticket) and \(other) share \(id)") }
             seen[id] = ticket
         }
-        #expect(APNsHeaders.collapseID(ticketID: "4711") == "zendesk-ticket-4711")
-        #expect(APNsHeaders.collapseID(ticketID: "a\tb").hasPrefix("zendesk-ticket~"))
+        #expect(TicketCollapseID.make(ticketID: "4711") == "zendesk-ticket-4711")
+        #expect(TicketCollapseID.make(ticketID: "a\tb").hasPrefix("zendesk-ticket~"))
         #expect(APNsHeaders.devicePath(token: "ab/c?d#e") == "/3/device/ab%2Fc%3Fd%23e")
     }
 
@@ -144,47 +148,48 @@ struct StorableInputTests {
 
     @Test("a request the relay cannot build fails the delivery as unsendable, never as rejected credentials")
     func unsendableIsFailedNotCredential() async throws {
-        var made = try await DeliveryHarness.make()
-        // A topic no HTTP header can carry: every APNs request of the app fails to build.
-        made.test.apps[0].apns?.topic = "com.example.support\tbroken"
-        let harness = made
-        defer { Task { await harness.shutdown() } }
-        let ios = apnsToken(), android = "android-\(UUID().uuidString)"
-        try await harness.application().test(.router) { client in
-            let response = try await client.execute(
-                uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios"), (android, "android")]))
-            )
-            #expect(response.status == .accepted)
-            let done = try await eventually {
-                try await harness.test.count("SELECT count(*) FROM deliveries WHERE status IN ('failed', 'delivered')") == 2
+        try await DeliveryHarness.with { base in
+            var made = base
+            // A topic no HTTP header can carry: every APNs request of the app fails to build.
+            made.test.apps[0].apns?.topic = "com.example.support\tbroken"
+            let harness = made
+            let ios = apnsToken(), android = "android-\(UUID().uuidString)"
+            try await harness.application().test(.router) { client in
+                let response = try await client.execute(
+                    uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios"), (android, "android")]))
+                )
+                #expect(response.status == .accepted)
+                let done = try await eventually {
+                    try await harness.test.count("SELECT count(*) FROM deliveries WHERE status IN ('failed', 'delivered')") == 2
+                }
+                let rows = try await harness.test.client.query("SELECT platform, status, attempts, last_error FROM deliveries ORDER BY platform").rows
+                    .map { try $0.decode((String, String, Int, String?).self) }
+                #expect(done, "\(rows)")
+                #expect(rows.first { $0.0 == "ios" }?.1 == "failed")
+                #expect(rows.first { $0.0 == "ios" }?.3?.contains("could not build the request") == true)
+                #expect(rows.first { $0.0 == "android" }?.1 == "delivered")
+                let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+                #expect(metricValue(metrics, "push_relay_push_outcomes_total", ["app": "support", "platform": "ios", "outcome": "unsendable"]) == 1)
+                #expect(metricValue(metrics, "push_relay_push_outcomes_total", ["app": "support", "platform": "ios", "outcome": "credential"]) == nil)
             }
-            let rows = try await harness.test.client.query("SELECT platform, status, attempts, last_error FROM deliveries ORDER BY platform").rows
-                .map { try $0.decode((String, String, Int, String?).self) }
-            #expect(done, "\(rows)")
-            #expect(rows.first { $0.0 == "ios" }?.1 == "failed")
-            #expect(rows.first { $0.0 == "ios" }?.3?.contains("could not build the request") == true)
-            #expect(rows.first { $0.0 == "android" }?.1 == "delivered")
-            let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
-            #expect(metricValue(metrics, "push_relay_push_outcomes_total", ["app": "support", "platform": "ios", "outcome": "unsendable"]) == 1)
-            #expect(metricValue(metrics, "push_relay_push_outcomes_total", ["app": "support", "platform": "ios", "outcome": "credential"]) == nil)
+            #expect(harness.state.requests(service: "apns").isEmpty)
         }
-        #expect(harness.state.requests(service: "apns").isEmpty)
     }
 
     @Test("a ticket id with spaces, slashes and non-ASCII letters is delivered with a hashed collapse id the sandbox accepts")
     func oddTicketDelivered() async throws {
-        let harness = try await DeliveryHarness.make()
-        defer { Task { await harness.shutdown() } }
-        let ios = apnsToken()
-        let ticket = "Ticket / José #" + String(repeating: "x", count: 60)
-        try await harness.application().test(.router) { client in
-            let response = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios")], ticket: ticket)))
-            #expect(response.status == .accepted)
-            #expect(try await eventually { try await harness.test.count("SELECT count(*) FROM deliveries WHERE status = 'delivered'") == 1 })
+        try await DeliveryHarness.with { harness in
+            let ios = apnsToken()
+            let ticket = "Ticket / José #" + String(repeating: "x", count: 60)
+            try await harness.application().test(.router) { client in
+                let response = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios")], ticket: ticket)))
+                #expect(response.status == .accepted)
+                #expect(try await eventually { try await harness.test.count("SELECT count(*) FROM deliveries WHERE status = 'delivered'") == 1 })
+            }
+            let apns = try #require(harness.state.requests(service: "apns").first)
+            #expect(apns.headers["apns-collapse-id"] == TicketCollapseID.make(ticketID: ticket))
+            #expect(apns.body.contains("Ticket / José #"))
         }
-        let apns = try #require(harness.state.requests(service: "apns").first)
-        #expect(apns.headers["apns-collapse-id"] == APNsHeaders.collapseID(ticketID: ticket))
-        #expect(apns.body.contains("Ticket / José #"))
     }
 }
 
@@ -278,88 +283,92 @@ struct PathParameterTests {
 struct LogRedactionTests {
     @Test("at log level trace, every path variant and a full delivery round leave no secret, full token, API key, provider token or notification text in the log")
     func nothingSecretLogged() async throws {
-        let harness = try await DeliveryHarness.make()
-        defer { Task { await harness.shutdown() } }
-        let app = harness.test.apps[0]
-        let apns = try #require(app.apns?.token)
-        let fcm = try #require(app.fcm)
-        let zendesk = try #require(app.zendesk)
-        let secret = HostileRelay.secret
-        let relay = try await HostileRelay.start(
-            logLevel: "trace",
-            appYAML: """
-                  - id: support
-                    webhook_secrets: ["\(secret)"]
-                    apns:
-                      topic: com.example.support
-                      url: \(harness.gateway)
-                      token: { key_file: \(apns.keyFile), key_id: \(apns.keyID), team_id: \(apns.teamID) }
-                    fcm:
-                      service_account_file: \(fcm.serviceAccountFile)
-                      url: \(harness.gateway)
+        try await DeliveryHarness.with { harness in
+            let app = harness.test.apps[0]
+            let apns = try #require(app.apns?.token)
+            let fcm = try #require(app.fcm)
+            let zendesk = try #require(app.zendesk)
+            let secret = HostileRelay.secret
+            let relay = try await HostileRelay.start(
+                logLevel: "trace",
+                appYAML: """
+                      - id: support
+                        webhook_secrets: ["\(secret)"]
+                        apns:
+                          topic: com.example.support
+                          url: \(harness.gateway)
+                          token: { key_file: \(apns.keyFile), key_id: \(apns.keyID), team_id: \(apns.teamID) }
+                        fcm:
+                          service_account_file: \(fcm.serviceAccountFile)
+                          url: \(harness.gateway)
+                        zendesk:
+                          url: \(harness.gateway)
+                          email: admin@example.com
+                          api_token_file: \(zendesk.apiTokenFile)
+                    """,
+                extraYAML: """
+                    tls:
+                      ca_file: \(harness.sandbox.certificates.caFile)
                     zendesk:
-                      url: \(harness.gateway)
-                      email: admin@example.com
-                      api_token_file: \(zendesk.apiTokenFile)
-                """,
-            extraYAML: """
-                tls:
-                  ca_file: \(harness.sandbox.certificates.caFile)
-                zendesk:
-                  poll_interval_ms: 100
-                """,
-            delivery: true
-        )
-        let title = "Title-\(UUID().uuidString)", text = "Body-\(UUID().uuidString)"
-        let ios = apnsToken(), android = "android-\(UUID().uuidString)-token", dead = apnsToken(), registered = apnsToken()
-        harness.state.setBehaviour(SandboxBehaviour(status: 410, reason: "Unregistered"), for: dead)
-        let body = Array(webhook(devices: [(ios, "ios"), (android, "android"), (dead, "ios")], title: title, body: text).utf8)
-        let json = [("Content-Type", "application/json")]
-        var accepted = 0
-        for path in [
-            "/v1/webhooks/zendesk/support/\(secret)", "//v1/webhooks/zendesk/support/\(secret)", "/v1//webhooks/zendesk/support/\(secret)",
-            "/v1/webhooks/zendesk/support//\(secret)", "/v1/webhooks/zendesk/support/\(secret)/", "/V1/webhooks/zendesk/support/\(secret)",
-            "/./v1/webhooks/zendesk/support/\(secret)", "/v1/webhooks/zendesk/\(secret)", "/v1/webhooks/zendesk/support/\(secret)/x",
-            "/v1/webhooks/zendesk/support/\(secret)?q=\(secret)",
-        ] {
-            let answer = try #require(try await relay.send(RawHTTP.request("POST", path, headers: json, body: body)))
-            #expect(answer.status < 500)
-            if answer.status == 202 { accepted += 1 }
-        }
-        #expect(accepted >= 5)
-        let auth = [("Authorization", "Bearer \(relay.apiKey)")]
-        for path in [
-            "/v1/apps/support/devices/\(registered)", "//v1/apps/support/devices/\(registered)", "/v1/apps/support//devices/\(registered)",
-            "/V1/apps/support/devices/\(registered)", "/v1/apps/support/users/\(registered)/unread", "//v1/apps/support/users/\(ios)/unread",
-        ] {
-            for method in ["PUT", "GET", "DELETE"] {
-                let answer = try await relay.send(
-                    RawHTTP.request(method, path, headers: json + auth, body: method == "PUT" ? Array(#"{"platform":"ios"}"#.utf8) : nil)
-                )
-                #expect((answer?.status ?? 0) < 500)
+                      poll_interval_ms: 100
+                    """,
+                delivery: true
+            )
+            let title = "Title-\(UUID().uuidString)", text = "Body-\(UUID().uuidString)"
+            let ios = apnsToken(), android = "android-\(UUID().uuidString)-token", dead = apnsToken(), registered = apnsToken()
+            harness.state.setBehaviour(SandboxBehaviour(status: 410, reason: "Unregistered"), for: dead)
+            let body = Array(webhook(devices: [(ios, "ios"), (android, "android"), (dead, "ios")], title: title, body: text).utf8)
+            let json = [("Content-Type", "application/json")]
+            var accepted = 0
+            for path in [
+                "/v1/webhooks/zendesk/support/\(secret)", "//v1/webhooks/zendesk/support/\(secret)",
+                "/v1//webhooks/zendesk/support/\(secret)", "/v1/webhooks/zendesk/support//\(secret)",
+                "/v1/webhooks/zendesk/support/\(secret)/", "/V1/webhooks/zendesk/support/\(secret)",
+                "/./v1/webhooks/zendesk/support/\(secret)", "/v1/webhooks/zendesk/\(secret)",
+                "/v1/webhooks/zendesk/support/\(secret)/x", "/v1/webhooks/zendesk/support/\(secret)?q=\(secret)",
+            ] {
+                let answer = try #require(try await relay.send(RawHTTP.request("POST", path, headers: json, body: body)))
+                #expect(answer.status < 500)
+                if answer.status == 202 { accepted += 1 }
             }
-        }
-        // The whole round: every accepted delivery ends, the dead token reaches Zendesk.
-        let done = try await eventually(timeout: .seconds(30)) {
-            try await relay.test.count("SELECT count(*) FROM deliveries WHERE status IN ('pending', 'sending')") == 0
-                && harness.state.requests(service: "zendesk").count >= 1
-        }
-        relay.relay.stop()
-        let log = relay.log
-        #expect(done, "\(log.suffix(3000))")
-        #expect(log.contains("http.route"))
-        #expect(log.contains("trace") || log.contains("TRACE"))
-        var secrets: [(String, String)] = [
-            ("webhook secret", secret), ("API key", relay.apiKey), ("API key secret", String(relay.apiKey.split(separator: "_").last!)),
-            ("iOS token", ios), ("Android token", android), ("dead token", dead), ("registered token", registered),
-            ("title", title), ("body", text), ("Zendesk API token", "zendesk-api-token-0123456789"),
-        ]
-        let credentials = harness.state.presentedCredentials()
-        // An APNs provider token, an OAuth assertion, an FCM access token, Zendesk's Basic credential.
-        #expect(credentials.count >= 4, "the sandbox saw \(credentials.count) credentials")
-        secrets += credentials.map { ("provider credential", $0) }
-        for (name, value) in secrets {
-            #expect(!log.contains(value), "the log holds the \(name)")
+            #expect(accepted >= 5)
+            let auth = [("Authorization", "Bearer \(relay.apiKey)")]
+            for path in [
+                "/v1/apps/support/devices/\(registered)", "//v1/apps/support/devices/\(registered)",
+                "/v1/apps/support//devices/\(registered)", "/V1/apps/support/devices/\(registered)",
+                "/v1/apps/support/users/\(registered)/unread", "//v1/apps/support/users/\(ios)/unread",
+            ] {
+                for method in ["PUT", "GET", "DELETE"] {
+                    let answer = try await relay.send(
+                        RawHTTP.request(
+                            method, path, headers: json + auth, body: method == "PUT" ? Array(#"{"platform":"ios"}"#.utf8) : nil
+                        )
+                    )
+                    #expect((answer?.status ?? 0) < 500)
+                }
+            }
+            // The whole round: every accepted delivery ends, the dead token reaches Zendesk.
+            let done = try await eventually(timeout: .seconds(30)) {
+                try await relay.test.count("SELECT count(*) FROM deliveries WHERE status IN ('pending', 'sending')") == 0
+                    && harness.state.requests(service: "zendesk").count >= 1
+            }
+            relay.relay.stop()
+            let log = relay.log
+            #expect(done, "\(log.suffix(3000))")
+            #expect(log.contains("http.route"))
+            #expect(log.contains("trace") || log.contains("TRACE"))
+            var secrets: [(String, String)] = [
+                ("webhook secret", secret), ("API key", relay.apiKey), ("API key secret", String(relay.apiKey.split(separator: "_").last!)),
+                ("iOS token", ios), ("Android token", android), ("dead token", dead), ("registered token", registered),
+                ("title", title), ("body", text), ("Zendesk API token", "zendesk-api-token-0123456789"),
+            ]
+            let credentials = harness.state.presentedCredentials()
+            // An APNs provider token, an OAuth assertion, an FCM access token, Zendesk's Basic credential.
+            #expect(credentials.count >= 4, "the sandbox saw \(credentials.count) credentials")
+            secrets += credentials.map { ("provider credential", $0) }
+            for (name, value) in secrets {
+                #expect(!log.contains(value), "the log holds the \(name)")
+            }
         }
     }
 }

@@ -19,7 +19,7 @@ struct OpenAPITests {
         )
         let apps = try await AppDirectory(apps: [])
         let settings = WebhookSettings(config: ConfigReader(provider: InMemoryProvider(values: [:])))
-        let writer = IntakeWriter(client: database.client, logger: TestDatabase.logger)
+        let writer = IntakeWriter(queue: DeliveryQueue(client: database.client), logger: TestDatabase.logger)
         let listener = try PostgresListener(conninfo: conninfo, channels: [UnreadChannel.name], logger: TestDatabase.logger)
         let hub = UnreadHub(listener: listener, heartbeat: .seconds(15))
         let (_, routes) = buildRouter(database: database, apps: apps, writer: writer, settings: settings, hub: hub, metrics: RelayMetrics())

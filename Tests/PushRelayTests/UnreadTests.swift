@@ -33,55 +33,55 @@ struct UnreadTests {
 
     @Test("three webhooks on two tickets: total 3, per ticket 2 and 1, pushes carry badges 1, 2, 3; reading one ticket syncs the other devices")
     func countsBadgesAndReadSync() async throws {
-        let harness = try await DeliveryHarness.make()
-        defer { Task { await harness.shutdown() } }
-        let phone = apnsToken()
-        let tablet = apnsToken()
-        let android = "android-alice-1"
-        try await harness.application().test(.router) { client in
-            let key = try await harness.test.key(app: "support")
-            try await Self.register(client, key: key, token: phone, platform: "ios", user: "alice")
-            try await Self.register(client, key: key, token: tablet, platform: "ios", user: "alice")
-            try await Self.register(client, key: key, token: android, platform: "android", user: "alice")
+        try await DeliveryHarness.with { harness in
+            let phone = apnsToken()
+            let tablet = apnsToken()
+            let android = "android-alice-1"
+            try await harness.application().test(.router) { client in
+                let key = try await harness.test.key(app: "support")
+                try await Self.register(client, key: key, token: phone, platform: "ios", user: "alice")
+                try await Self.register(client, key: key, token: tablet, platform: "ios", user: "alice")
+                try await Self.register(client, key: key, token: android, platform: "android", user: "alice")
 
-            // Each webhook names the phone only; each push is awaited so its badge is the count at that moment.
-            for (index, ticket) in ["7", "7", "8"].enumerated() {
-                let response = try await client.execute(
-                    uri: Self.webhookURL, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(phone, "ios")], ticket: ticket))
+                // Each webhook names the phone only; each push is awaited so its badge is the count at that moment.
+                for (index, ticket) in ["7", "7", "8"].enumerated() {
+                    let response = try await client.execute(
+                        uri: Self.webhookURL, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(phone, "ios")], ticket: ticket))
+                    )
+                    #expect(response.status == .accepted)
+                    #expect(try await eventually { harness.requests(token: phone).count == index + 1 })
+                }
+                #expect(harness.requests(token: phone).map(Self.pushBadge) == [1, 2, 3])
+
+                let unread = try await client.execute(uri: "/v1/apps/support/users/alice/unread", method: .get, headers: bearer(key))
+                #expect(unread.status == .ok)
+                let summary = try JSONDecoder().decode(Summary.self, from: Data(buffer: unread.body))
+                #expect(summary.total == 3)
+                #expect(summary.tickets == [.init(ticket_id: "7", unread: 2), .init(ticket_id: "8", unread: 1)])
+
+                // Read ticket 7 on the phone: total 1, and a silent badge update to the two other devices only.
+                let read = try await client.execute(
+                    uri: "/v1/apps/support/users/alice/tickets/7/read", method: .post, headers: bearer(key), body: jsonBody(#"{"device":"\#(phone)"}"#)
                 )
-                #expect(response.status == .accepted)
-                #expect(try await eventually { harness.requests(token: phone).count == index + 1 })
+                #expect(read.status == .ok)
+                #expect(read.json?["total"] as? Int == 1)
+                #expect(read.json?["synced_devices"] as? Int == 2)
+                #expect(try await eventually { harness.requests(token: tablet).count == 1 && harness.requests(token: android).count == 1 })
+                try await Task.sleep(for: .milliseconds(300))
+                #expect(harness.requests(token: phone).count == 3, "the device the ticket was read on gets no update")
             }
-            #expect(harness.requests(token: phone).map(Self.pushBadge) == [1, 2, 3])
-
-            let unread = try await client.execute(uri: "/v1/apps/support/users/alice/unread", method: .get, headers: bearer(key))
-            #expect(unread.status == .ok)
-            let summary = try JSONDecoder().decode(Summary.self, from: Data(buffer: unread.body))
-            #expect(summary.total == 3)
-            #expect(summary.tickets == [.init(ticket_id: "7", unread: 2), .init(ticket_id: "8", unread: 1)])
-
-            // Read ticket 7 on the phone: total 1, and a silent badge update to the two other devices only.
-            let read = try await client.execute(
-                uri: "/v1/apps/support/users/alice/tickets/7/read", method: .post, headers: bearer(key), body: jsonBody(#"{"device":"\#(phone)"}"#)
-            )
-            #expect(read.status == .ok)
-            #expect(read.json?["total"] as? Int == 1)
-            #expect(read.json?["synced_devices"] as? Int == 2)
-            #expect(try await eventually { harness.requests(token: tablet).count == 1 && harness.requests(token: android).count == 1 })
-            try await Task.sleep(for: .milliseconds(300))
-            #expect(harness.requests(token: phone).count == 3, "the device the ticket was read on gets no update")
+            let apns = try #require(harness.requests(token: tablet).first)
+            #expect(apns.headers["apns-push-type"] == "background")
+            #expect(apns.headers["apns-priority"] == "5")
+            #expect(apns.headers["apns-collapse-id"] == nil)
+            let payload = try #require(try JSONSerialization.jsonObject(with: Data(apns.body.utf8)) as? [String: Any])
+            #expect(payload["aps"] as? [String: Int] == ["content-available": 1, "badge": 1])
+            let fcm = try #require(harness.requests(token: android).first)
+            let message = try #require((try JSONSerialization.jsonObject(with: Data(fcm.body.utf8)) as? [String: Any])?["message"] as? [String: Any])
+            #expect(message["notification"] == nil)
+            #expect((message["data"] as? [String: String])?["unread_count"] == "1")
+            #expect(try await harness.test.count("SELECT count(*) FROM deliveries WHERE kind = 'badge_sync' AND status = 'delivered'") == 2)
         }
-        let apns = try #require(harness.requests(token: tablet).first)
-        #expect(apns.headers["apns-push-type"] == "background")
-        #expect(apns.headers["apns-priority"] == "5")
-        #expect(apns.headers["apns-collapse-id"] == nil)
-        let payload = try #require(try JSONSerialization.jsonObject(with: Data(apns.body.utf8)) as? [String: Any])
-        #expect(payload["aps"] as? [String: Int] == ["content-available": 1, "badge": 1])
-        let fcm = try #require(harness.requests(token: android).first)
-        let message = try #require((try JSONSerialization.jsonObject(with: Data(fcm.body.utf8)) as? [String: Any])?["message"] as? [String: Any])
-        #expect(message["notification"] == nil)
-        #expect((message["data"] as? [String: String])?["unread_count"] == "1")
-        #expect(try await harness.test.count("SELECT count(*) FROM deliveries WHERE kind = 'badge_sync' AND status = 'delivered'") == 2)
     }
 
     struct Summary: Decodable, Equatable {

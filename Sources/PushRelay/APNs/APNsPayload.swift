@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 
 /// Builds APNs request bodies as DESIGN.md describes them, within APNs' 4096-byte limit.
@@ -31,29 +30,6 @@ struct APNsHeaders {
         case background
     }
 
-    /// `apns-collapse-id` from the ticket: a duplicate delivery of the same ticket's reply
-    /// collapses on the device. Safe as a header value for any ticket id, by construction: a ticket
-    /// id of letters, digits, `-`, `_` and `.` that fits in APNs' 64 bytes is used as it is
-    /// (`zendesk-ticket-4711`); any other becomes `zendesk-ticket~` and 128 bits of its SHA-256 in
-    /// hex. `~` never appears in the first form, so the two cannot meet, and distinct ticket ids give
-    /// distinct collapse ids.
-    static func collapseID(ticketID: String) -> String {
-        let prefix = "zendesk-ticket-"
-        if prefix.utf8.count + ticketID.utf8.count <= 64, !ticketID.isEmpty, ticketID.utf8.allSatisfy(isPlainIDByte) {
-            return prefix + ticketID
-        }
-        let digits = Array("0123456789abcdef".utf8)
-        var hex = Array("zendesk-ticket~".utf8)
-        for byte in SHA256.hash(data: Array(ticketID.utf8)).prefix(16) {
-            hex += [digits[Int(byte >> 4)], digits[Int(byte & 0x0F)]]
-        }
-        return String(decoding: hex, as: UTF8.self)
-    }
-
-    private static func isPlainIDByte(_ byte: UInt8) -> Bool {
-        InputRules.isAlphanumericASCII(byte) || byte == 0x2D || byte == 0x5F || byte == 0x2E
-    }
-
     /// The request path for a device token. A registered iOS token is hex; a webhook may name any
     /// printable identifier, and one holding `/`, `?`, `#` or `%` must stay one path segment (APNs
     /// then answers `BadDeviceToken` for it), so every byte outside RFC 3986's unreserved set is
@@ -75,7 +51,7 @@ struct APNsHeaders {
             ("apns-id", apnsID.lowercasedString),
             ("content-type", "application/json"),
         ]
-        if let ticketID, type == .alert { headers.append(("apns-collapse-id", collapseID(ticketID: ticketID))) }
+        if let ticketID, type == .alert { headers.append(("apns-collapse-id", TicketCollapseID.make(ticketID: ticketID))) }
         if let bearer { headers.append(("authorization", "bearer \(bearer)")) }
         return headers
     }

@@ -217,11 +217,9 @@ extension JobStore {
                 WHERE d.app_id = $2 AND d.token = b.token
                 RETURNING d.token, d.platform
             ),
-            queued AS (
-                INSERT INTO zendesk_unregister_queue (app_id, token, platform, reason, job_id)
-                SELECT $2, token, platform, 'bulk_unregister', $1 FROM deleted WHERE $5
-                ON CONFLICT (app_id, token) DO NOTHING
-            ),
+            queued AS (\(DeliveryQueue.queueForZendesk(
+                app: "$2", token: "token", platform: "platform", reason: "'bulk_unregister'", job: "$1", from: "deleted WHERE $5"
+            ))),
             counts AS (
                 SELECT (SELECT count(*) FROM batch) AS lines, (SELECT count(*) FROM deleted) AS removed
             ),

@@ -42,7 +42,7 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
     let forwarder: ZendeskForwarder
     do {
         providers = try await ProviderSet(apps: configuredApps, settings: delivery)
-        listener = try PostgresListener(conninfo: database.client.configuration.conninfo, channels: [IntakeWriter.channel], logger: logger)
+        listener = try PostgresListener(conninfo: database.client.configuration.conninfo, channels: [DeliveryQueue.channel], logger: logger)
         unreadListener = try PostgresListener(conninfo: database.client.configuration.conninfo, channels: [UnreadChannel.name], logger: logger)
         jobListener = try PostgresListener(conninfo: database.client.configuration.conninfo, channels: [JobStore.channel], logger: logger)
         forwarder = try ZendeskForwarder(
@@ -56,12 +56,13 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
         try? await database.shutdown()
         throw error
     }
+    let outbox = DeliveryQueue(client: database.client)
     let dispatcher = Dispatcher(
-        client: database.client, providers: providers, settings: delivery, apps: delivery.enabled ? configuredApps.map(\.id) : [],
+        queue: outbox, providers: providers, settings: delivery, apps: delivery.enabled ? configuredApps.map(\.id) : [],
         wakeUps: listener.events, metrics: metrics, logger: logger
     )
     let writer = IntakeWriter(
-        client: database.client, logger: logger, maxBatch: settings.batchSize, maxConcurrentWrites: settings.concurrentWrites,
+        queue: outbox, logger: logger, maxBatch: settings.batchSize, maxConcurrentWrites: settings.concurrentWrites,
         dispatcher: delivery.enabled ? dispatcher : nil
     )
     let hub = UnreadHub(listener: unreadListener, heartbeat: .seconds(max(1, reader.int(forKey: "unread.heartbeat_seconds", default: 15))))

@@ -60,27 +60,7 @@ public struct DeliverySettings: Sendable {
 
     /// The delay before retry number `attempt` (1-based): exponential with "equal jitter" (half
     /// fixed, half random), never below what the provider asked for in Retry-After.
-    func retryDelay(attempt: Int, retryAfter: Int?) -> Duration {
-        backoffDelay(base: retryBase, cap: retryMax, attempt: attempt, retryAfter: retryAfter)
+    func retryDelay(attempt: Int, retryAfter: Int?, jitter: Double = .random(in: 0...1)) -> Duration {
+        backoffDelay(base: retryBase, cap: retryMax, attempt: attempt, retryAfter: retryAfter, jitter: jitter)
     }
-}
-
-/// The delay before retry number `attempt` (1-based): `base` doubled per attempt up to `cap`, with
-/// "equal jitter" (half fixed, half random), and never below a provider's `Retry-After` seconds.
-/// Deliveries and the Zendesk forwarder both retry this way.
-func backoffDelay(base: Duration, cap: Duration, attempt: Int, retryAfter: Int?) -> Duration {
-    let exponential = min(cap.timeInterval, base.timeInterval * pow(2, Double(min(max(attempt - 1, 0), 30))))
-    var delay = exponential / 2 + Double.random(in: 0...(exponential / 2))
-    if let retryAfter { delay = max(delay, Double(retryAfter)) }
-    return .milliseconds(Int64(delay * 1000))
-}
-
-/// A name for this process in `lease_owner` columns: host, process id, the role (`delivery`,
-/// `jobs`) and a random part, so two instances, or two services of one, never share a lease.
-func leaseOwnerName(role: String) -> String {
-    "\(ProcessInfo.processInfo.hostName.prefix(40))-\(getpid())-\(role)-\(UInt32.random(in: 0...UInt32.max))"
-}
-
-extension Duration {
-    var timeInterval: TimeInterval { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }

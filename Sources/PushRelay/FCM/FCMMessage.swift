@@ -23,7 +23,7 @@ enum FCMMessage {
                 "data": .object(fitted.mapValues(PayloadJSON.string)),
                 "android": .object([
                     "priority": .string("HIGH"), "ttl": .string("\(ttl.components.seconds)s"),
-                    "collapse_key": .string(APNsHeaders.collapseID(ticketID: ticketID)),
+                    "collapse_key": .string(TicketCollapseID.make(ticketID: ticketID)),
                 ]),
             ])
         ]).bytes

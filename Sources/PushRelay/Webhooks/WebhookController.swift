@@ -53,7 +53,12 @@ struct WebhookController<Context: RequestContext>: Sendable {
         }
         let webhook = try ZendeskWebhook(json: try JSONBody(buffer: bytes), maxDevices: settings.maxDevices)
         let requestID = context.logger[metadataKey: "request.id"].map { "\($0)" }
-        let receipt = try await writer.submit(IntakeItem(appID: app, webhook: webhook, requestID: requestID))
+        let receipt: IntakeReceipt
+        do {
+            receipt = try await writer.submit(IntakeItem(appID: app, webhook: webhook, requestID: requestID))
+        } catch let error as IntakeError {
+            throw APIError(error)
+        }
         metrics.webhooksAccepted(app: app, deliveries: receipt.deliveries)
         context.logger.debug(
             "webhook accepted",
@@ -63,6 +68,17 @@ struct WebhookController<Context: RequestContext>: Sendable {
             ]
         )
         return Accepted(notificationID: receipt.notificationID, deliveries: receipt.deliveries, skipped: receipt.skipped).response
+    }
+}
+
+extension APIError {
+    /// The answer to a webhook intake did not store.
+    init(_ error: IntakeError) {
+        switch error {
+        case .shuttingDown: self.init(.serviceUnavailable, code: "shutting_down", message: "the relay is shutting down; retry")
+        case .databaseUnavailable: self = .databaseUnavailable()
+        case .unstorable: self.init(.badRequest, code: "unstorable_input", message: "the webhook holds a value the database cannot store")
+        }
     }
 }
 

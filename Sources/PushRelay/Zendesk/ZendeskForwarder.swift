@@ -20,7 +20,7 @@ final class ZendeskForwarder: Service, Sendable {
         var authorization: String
     }
 
-    private let client: PostgresClient
+    private let queue: DeliveryQueue
     private let http: HTTP2Client?
     private let targets: [Target]
     private let batchSize: Int
@@ -31,7 +31,7 @@ final class ZendeskForwarder: Service, Sendable {
     private let pausedUntil = Mutex<[String: ContinuousClock.Instant]>([:])
 
     init(client: PostgresClient, apps: [AppConfiguration], caFile: String?, metrics: RelayMetrics = RelayMetrics(), batchSize: Int, pollInterval: Duration, retryBase: Duration, logger: Logger) throws {
-        self.client = client
+        queue = DeliveryQueue(client: client)
         self.metrics = metrics
         targets = try apps.compactMap { app in
             guard let zendesk = app.zendesk else { return nil }
@@ -69,18 +69,7 @@ final class ZendeskForwarder: Service, Sendable {
         if let until = pausedUntil.withLock({ $0[target.app] }), until > .now { return false }
         let claimed: [(token: String, attempts: Int)]
         do {
-            claimed = try await client.query(
-                """
-                UPDATE zendesk_unregister_queue q SET next_attempt_at = now() + interval '60 seconds', attempts = q.attempts + 1
-                WHERE (q.app_id, q.token) IN (
-                    SELECT app_id, token FROM zendesk_unregister_queue
-                    WHERE app_id = $1 AND forwarded_at IS NULL AND next_attempt_at <= now()
-                    ORDER BY next_attempt_at LIMIT $2 FOR UPDATE SKIP LOCKED
-                )
-                RETURNING q.token, q.attempts
-                """,
-                [target.app, batchSize]
-            ).rows.map { try $0.decode((String, Int).self) }
+            claimed = try await queue.takeZendeskBatch(app: target.app, limit: batchSize)
         } catch {
             logger.warning("reading the Zendesk unregister queue failed", metadata: ["error": "\(error)"])
             return false
@@ -116,10 +105,7 @@ final class ZendeskForwarder: Service, Sendable {
                 let delay = backoffDelay(
                     base: retryBase, cap: retryBase * 4096, attempt: claimed.map(\.attempts).max() ?? 1, retryAfter: retryAfter
                 ).timeInterval
-                _ = try await client.query(
-                    "UPDATE zendesk_unregister_queue SET next_attempt_at = now() + make_interval(secs => $3), last_error = $4 WHERE app_id = $1 AND token = ANY($2)",
-                    [target.app, batch, delay, problem]
-                )
+                try await queue.zendeskBatchFailed(app: target.app, tokens: batch, retryIn: delay, reason: problem)
                 pausedUntil.withLock { $0[target.app] = .now + .milliseconds(Int64(delay * 1000)) }
                 metrics.zendeskFailure(app: target.app, reason: problem.hasPrefix("transport") ? "transport" : problem)
                 logger.warning(
@@ -128,10 +114,7 @@ final class ZendeskForwarder: Service, Sendable {
                 )
                 return false
             }
-            _ = try await client.query(
-                "UPDATE zendesk_unregister_queue SET forwarded_at = now(), last_error = NULL WHERE app_id = $1 AND token = ANY($2)",
-                [target.app, batch]
-            )
+            try await queue.zendeskBatchForwarded(app: target.app, tokens: batch)
             metrics.zendeskForwarded(app: target.app, tokens: batch.count)
             logger.debug("tokens forwarded to Zendesk", metadata: ["push.app": "\(target.app)", "push.tokens": "\(batch.count)"])
         } catch {

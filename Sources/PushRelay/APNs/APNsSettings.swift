@@ -147,9 +147,9 @@ public struct APNsSettings: Sendable, Decodable, Hashable {
                 throw ConfigurationError("app '\(app)': apns.certificate.type must be P12 or PEM")
             }
         }
-        if let url { try checkURL(url, app: app, key: "apns.url") }
-        if let productionURL { try checkURL(productionURL, app: app, key: "apns.production_url") }
-        if let sandboxURL { try checkURL(sandboxURL, app: app, key: "apns.sandbox_url") }
+        if let url { try validateHTTPSURL(url, app: app, key: "apns.url") }
+        if let productionURL { try validateHTTPSURL(productionURL, app: app, key: "apns.production_url") }
+        if let sandboxURL { try validateHTTPSURL(sandboxURL, app: app, key: "apns.sandbox_url") }
     }
 
     /// The password of a P12 certificate, read from its file.
@@ -159,104 +159,5 @@ public struct APNsSettings: Sendable, Decodable, Hashable {
             throw ConfigurationError("cannot read apns.certificate.password_file \(path)")
         }
         return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .newlines)
-    }
-}
-
-/// An app's FCM section.
-///
-/// ```yaml
-/// fcm:
-///   service_account_file: /etc/push-relay/support-firebase.json   # project, client_email, key, token_uri
-///   # url: https://localhost:8443   # another host than fcm.googleapis.com
-/// ```
-public struct FCMSettings: Sendable, Decodable, Hashable {
-    public var serviceAccountFile: String
-    public var url: String?
-
-    public init(serviceAccountFile: String, url: String? = nil) {
-        self.serviceAccountFile = serviceAccountFile
-        self.url = url
-    }
-
-    enum CodingKeys: String, CodingKey {
-        case serviceAccountFile = "service_account_file"
-        case url
-    }
-
-    public var baseURL: String { (url ?? "https://fcm.googleapis.com").trimmingSuffix("/") }
-
-    /// Reads and checks the service account JSON.
-    func serviceAccount(app: String) throws -> ServiceAccount {
-        guard let data = FileManager.default.contents(atPath: serviceAccountFile) else {
-            throw ConfigurationError("app '\(app)': cannot read fcm.service_account_file \(serviceAccountFile)")
-        }
-        guard let account = try? JSONDecoder().decode(ServiceAccount.self, from: data) else {
-            throw ConfigurationError(
-                "app '\(app)': fcm.service_account_file must be a service account JSON with project_id, client_email, private_key and token_uri"
-            )
-        }
-        return account
-    }
-
-    func validate(app: String) throws {
-        _ = try serviceAccount(app: app)
-        if let url { try checkURL(url, app: app, key: "fcm.url") }
-    }
-}
-
-private func checkURL(_ url: String, app: String, key: String) throws {
-    guard let components = URLComponents(string: url), components.scheme == "https", components.host?.isEmpty == false else {
-        throw ConfigurationError("app '\(app)': \(key) must be an https URL")
-    }
-}
-
-extension String {
-    func trimmingSuffix(_ suffix: String) -> String {
-        var text = self
-        while text.hasSuffix(suffix) { text.removeLast(suffix.count) }
-        return text
-    }
-}
-
-/// An app's Zendesk section: where dead and bulk-unregistered tokens are forwarded.
-///
-/// ```yaml
-/// zendesk:
-///   url: https://example.zendesk.com            # the account's base URL
-///   email: admin@example.com                    # an admin's email; Basic {email}/token:{api_token}
-///   api_token_file: /etc/push-relay/zendesk-api-token
-/// ```
-public struct ZendeskSettings: Sendable, Decodable, Hashable {
-    public var url: String
-    public var email: String
-    public var apiTokenFile: String
-
-    public init(url: String, email: String, apiTokenFile: String) {
-        self.url = url
-        self.email = email
-        self.apiTokenFile = apiTokenFile
-    }
-
-    enum CodingKeys: String, CodingKey {
-        case url, email
-        case apiTokenFile = "api_token_file"
-    }
-
-    public var baseURL: String { url.trimmingSuffix("/") }
-
-    /// `Basic base64({email}/token:{api_token})`.
-    func authorization(app: String) throws -> String {
-        guard let data = FileManager.default.contents(atPath: apiTokenFile) else {
-            throw ConfigurationError("app '\(app)': cannot read zendesk.api_token_file \(apiTokenFile)")
-        }
-        let token = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        guard !token.isEmpty else { throw ConfigurationError("app '\(app)': zendesk.api_token_file is empty") }
-        return "Basic " + Data("\(email)/token:\(token)".utf8).base64EncodedString()
-    }
-
-    func validate(app: String) throws {
-        try checkURL(url, app: app, key: "zendesk.url")
-        guard email.contains("@") else { throw ConfigurationError("app '\(app)': zendesk.email must be an admin's email address") }
-        _ = try authorization(app: app)
     }
 }

@@ -1,0 +1,80 @@
+import CurlHTTP2
+import Foundation
+
+/// APNs over HTTP/2: token authentication (ES256 provider tokens) or a client certificate.
+struct APNsProvider: PushProvider {
+    let settings: APNsSettings
+    let client: HTTP2Client
+    let tokens: APNsTokenManager?
+    let pushTTL: Duration
+    let timeout: Duration
+
+    /// Sends to the host of the device's environment, or of the app's when the device was
+    /// registered without one. APNs answers `BadDeviceToken` for a token of the other environment
+    /// (a development build's token sent to production, say), so for such a device that answer is
+    /// checked once against the other environment's host before the token counts as dead; the
+    /// environment that accepted it is reported with the delivery. With `url` (one host for
+    /// everything) there is no other host to ask.
+    func send(_ delivery: ClaimedDelivery) async -> PushOutcome {
+        let isSync = delivery.kind == .badgeSync
+        let body =
+            isSync
+            ? APNsPayload.badgeSync(badge: delivery.badge ?? 0)
+            : APNsPayload.alert(title: delivery.title, body: delivery.body, badge: delivery.badge, ticketID: delivery.ticketID)
+        let known = delivery.environment.flatMap(APNsSettings.Environment.init(rawValue:))
+        let first = known ?? settings.environment
+        let outcome = await send(delivery, body: body, isSync: isSync, to: first)
+        guard known == nil, settings.url == nil, case .deadToken("BadDeviceToken", _) = outcome else { return outcome }
+        let other: APNsSettings.Environment = first == .production ? .sandbox : .production
+        switch await send(delivery, body: body, isSync: isSync, to: other) {
+        case .delivered(let providerID, _):
+            return .delivered(providerID: providerID, environment: other.rawValue)
+        case .deadToken:
+            return outcome
+        case let answer:
+            return answer
+        }
+    }
+
+    /// One push of `body` to `environment`'s host, with one provider-token refresh on ExpiredProviderToken.
+    private func send(_ delivery: ClaimedDelivery, body: [UInt8], isSync: Bool, to environment: APNsSettings.Environment) async -> PushOutcome {
+        let base = settings.baseURL(for: environment)
+        var refreshed = false
+        while true {
+            var bearer: String?
+            if let tokens {
+                do {
+                    bearer = try await tokens.token()
+                } catch {
+                    return .credential(reason: "cannot sign the APNs provider token", refreshToken: false)
+                }
+            }
+            let headers = APNsHeaders.make(
+                type: isSync ? .background : .alert, topic: settings.topic, bearer: bearer, ticketID: isSync ? nil : delivery.ticketID,
+                expiration: Date().addingTimeInterval(pushTTL.timeInterval), apnsID: UUID.random()
+            )
+            let response: HTTP2Response
+            do {
+                response = try await client.send(
+                    HTTP2Request(url: base + APNsHeaders.devicePath(token: delivery.token), headers: headers, body: body, timeout: timeout)
+                )
+            } catch {
+                return .transportFailure(error)
+            }
+            // Error answers carry `{"reason":…}`, a 410 also `"timestamp"` in milliseconds; a 200 has no body.
+            let error = response.body.isEmpty ? nil : (try? JSONSerialization.jsonObject(with: Data(response.body))) as? [String: Any]
+            let milliseconds = (error?["timestamp"] as? NSNumber)?.doubleValue ?? (error?["timestamp"] as? String).flatMap(Double.init)
+            let outcome = PushOutcome.apns(
+                status: response.status, reason: error?["reason"] as? String, retryAfter: response.header("retry-after"),
+                apnsID: response.header("apns-id"), timestamp: milliseconds.map { Date(timeIntervalSince1970: $0 / 1000) }
+            )
+            if case .credential(_, refreshToken: true) = outcome, !refreshed, let tokens, let bearer {
+                // ExpiredProviderToken: sign a new token and try once more.
+                await tokens.expired(bearer)
+                refreshed = true
+                continue
+            }
+            return outcome
+        }
+    }
+}

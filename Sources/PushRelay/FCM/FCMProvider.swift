@@ -1,0 +1,64 @@
+import CurlHTTP2
+import Foundation
+
+/// FCM HTTP v1 with an OAuth2 access token from the service account.
+struct FCMProvider: PushProvider {
+    let settings: FCMSettings
+    let projectID: String
+    let client: HTTP2Client
+    let tokens: FCMAccessTokenManager
+    let pushTTL: Duration
+    let timeout: Duration
+
+    func send(_ delivery: ClaimedDelivery) async -> PushOutcome {
+        let body =
+            delivery.kind == .badgeSync
+            ? FCMMessage.badgeSync(token: delivery.token, unreadCount: delivery.badge ?? 0)
+            : FCMMessage.reply(
+                token: delivery.token, title: delivery.title, body: delivery.body, ticketID: delivery.ticketID, unreadCount: delivery.badge,
+                ttl: pushTTL
+            )
+        let url = "\(settings.baseURL)/v1/projects/\(projectID)/messages:send"
+        var refreshed = false
+        while true {
+            let bearer: String
+            do {
+                bearer = try await tokens.token()
+            } catch let error as CurlError {
+                return .transportFailure(error)
+            } catch {
+                return .credential(reason: "cannot get an FCM access token: \(error)", refreshToken: false)
+            }
+            let response: HTTP2Response
+            do {
+                response = try await client.send(
+                    HTTP2Request(
+                        url: url, headers: [("authorization", "Bearer \(bearer)"), ("content-type", "application/json")], body: body,
+                        timeout: timeout
+                    )
+                )
+            } catch {
+                return .transportFailure(error)
+            }
+            let outcome = PushOutcome.fcm(status: response.status, body: response.body, retryAfter: response.header("retry-after"))
+            if case .credential(_, refreshToken: true) = outcome, !refreshed {
+                await tokens.rejected(bearer)
+                refreshed = true
+                continue
+            }
+            return outcome
+        }
+    }
+
+    /// The OAuth exchange over the same HTTP/2 client.
+    static func exchange(client: HTTP2Client, timeout: Duration) -> FCMAccessTokenManager.Exchange {
+        { url, form in
+            let response = try await client.send(
+                HTTP2Request(
+                    url: url, headers: [("content-type", "application/x-www-form-urlencoded")], body: Array(form.utf8), timeout: timeout
+                )
+            )
+            return (response.status, response.body)
+        }
+    }
+}

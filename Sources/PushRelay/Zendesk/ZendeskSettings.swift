@@ -1,0 +1,44 @@
+import Foundation
+
+/// An app's Zendesk section: where dead and bulk-unregistered tokens are forwarded.
+///
+/// ```yaml
+/// zendesk:
+///   url: https://example.zendesk.com            # the account's base URL
+///   email: admin@example.com                    # an admin's email; Basic {email}/token:{api_token}
+///   api_token_file: /etc/push-relay/zendesk-api-token
+/// ```
+public struct ZendeskSettings: Sendable, Decodable, Hashable {
+    public var url: String
+    public var email: String
+    public var apiTokenFile: String
+
+    public init(url: String, email: String, apiTokenFile: String) {
+        self.url = url
+        self.email = email
+        self.apiTokenFile = apiTokenFile
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case url, email
+        case apiTokenFile = "api_token_file"
+    }
+
+    public var baseURL: String { url.trimmingSuffix("/") }
+
+    /// `Basic base64({email}/token:{api_token})`.
+    func authorization(app: String) throws -> String {
+        guard let data = FileManager.default.contents(atPath: apiTokenFile) else {
+            throw ConfigurationError("app '\(app)': cannot read zendesk.api_token_file \(apiTokenFile)")
+        }
+        let token = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !token.isEmpty else { throw ConfigurationError("app '\(app)': zendesk.api_token_file is empty") }
+        return "Basic " + Data("\(email)/token:\(token)".utf8).base64EncodedString()
+    }
+
+    func validate(app: String) throws {
+        try validateHTTPSURL(url, app: app, key: "zendesk.url")
+        guard email.contains("@") else { throw ConfigurationError("app '\(app)': zendesk.email must be an admin's email address") }
+        _ = try authorization(app: app)
+    }
+}
