@@ -8,7 +8,6 @@ import NIOCore
 struct AdminController<Context: RequestContext>: Sendable {
     let store: JobStore
     let authenticator: Authenticator
-    let apps: AppDirectory
     /// Most bytes of a JSON upload (a text upload streams and has no limit).
     let maxJSONBytes: Int
 
@@ -37,9 +36,8 @@ struct AdminController<Context: RequestContext>: Sendable {
     /// `{"tokens":[…],"propagate_to_zendesk":bool}` or a `text/plain` / `text/csv` body of one token
     /// per line (first column; `?propagate_to_zendesk=true`), streamed into the job as it arrives.
     @Sendable func bulkUnregister(_ request: Request, context: Context) async throws -> EditedResponse<Created> {
-        let app = try context.pathParameter("app")
-        try await requireAdmin(request, app: app)
-        _ = try apps.requireKnown(app)
+        let (app, principal) = try await authenticator.resolve(request, context: context)
+        try principal.requireAdmin()
         let type = (request.headers[.contentType] ?? "").lowercased()
         // Checked whatever the body's type: a JSON body's own field wins over it.
         let queryFlag = try Self.flag(request.uri.queryParameters["propagate_to_zendesk"].map(String.init))
@@ -102,20 +100,20 @@ struct AdminController<Context: RequestContext>: Sendable {
     }
 
     @Sendable func list(_ request: Request, context: Context) async throws -> JobList {
-        try await requireAdmin(request, app: nil)
+        try await authenticator.resolve(request).requireAdmin()
         let limit = try Self.limit(request.uri.queryParameters["limit"])
         let app = try request.uri.queryParameters["app"].map { try InputRules.identifier(String($0), field: "app", maxBytes: 256) }
         return JobList(jobs: try await store.list(limit: limit, app: app))
     }
 
     @Sendable func show(_ request: Request, context: Context) async throws -> Job {
-        try await requireAdmin(request, app: nil)
+        try await authenticator.resolve(request).requireAdmin()
         guard let job = try await store.get(try jobID(context)) else { throw Self.jobNotFound }
         return job
     }
 
     @Sendable func cancel(_ request: Request, context: Context) async throws -> Job {
-        try await requireAdmin(request, app: nil)
+        try await authenticator.resolve(request).requireAdmin()
         guard let job = try await store.cancel(try jobID(context)) else { throw Self.jobNotFound }
         return job
     }
@@ -127,11 +125,6 @@ struct AdminController<Context: RequestContext>: Sendable {
     private func jobID(_ context: Context) throws -> UUID {
         guard let id = UUID(uuidString: try context.pathParameter("id")) else { throw Self.jobNotFound }
         return id
-    }
-
-    private func requireAdmin(_ request: Request, app: String?) async throws {
-        let principal = try await authenticator.authenticate(request, app: app)
-        guard case .admin = principal else { throw Authenticator.forbidden("this operation needs an admin API key") }
     }
 
     /// `limit` of a list: 1-500, 50 when absent; anything else is a 400 (the OpenAPI document says so).

@@ -1,3 +1,4 @@
+import Configuration
 import Foundation
 import Logging
 import Postgres
@@ -20,42 +21,41 @@ final class JobRunner: Service, Sendable {
     let owner: String
 
     init(
-        store: JobStore, wakeUps: AsyncStream<PostgresListenerEvent>?, batchSize: Int, parallel: Int, pollInterval: Duration, lease: Double,
-        metrics: RelayMetrics = RelayMetrics(), logger: Logger
+        store: JobStore, wakeUps: AsyncStream<PostgresListenerEvent>?, settings: JobSettings, metrics: RelayMetrics = RelayMetrics(), logger: Logger
     ) {
         self.metrics = metrics
         self.store = store
-        self.parallel = max(1, parallel)
         self.wakeUps = wakeUps
-        self.batchSize = max(1, batchSize)
-        self.pollInterval = pollInterval
-        self.lease = lease
+        parallel = settings.parallelBatches
+        batchSize = settings.batchSize
+        pollInterval = settings.pollInterval
+        lease = settings.lease.timeInterval
         self.logger = logger
         owner = leaseOwnerName(role: "jobs")
     }
 
     func run() async throws {
-        let (doorbell, ring) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        let doorbell = Doorbell()
         await withTaskGroup(of: Void.self) { group in
             if let wakeUps {
                 group.addTask {
-                    for await _ in wakeUps { ring.yield() }
+                    for await _ in wakeUps { doorbell.ring() }
                 }
             }
             group.addTask { [pollInterval] in
                 while !Task.isCancelled {
                     try? await Task.sleep(for: pollInterval)
-                    ring.yield()
+                    doorbell.ring()
                 }
             }
-            ring.yield()
+            doorbell.ring()
             // A job stops between batches on shutdown; its lease lets the next start resume it.
             await cancelWhenGracefulShutdown {
-                for await _ in doorbell {
+                for await _ in doorbell.rings {
                     while !Task.isCancelled, await self.runOne() {}
                 }
             }
-            ring.finish()
+            doorbell.close()
             group.cancelAll()
         }
     }
@@ -115,7 +115,7 @@ final class JobRunner: Service, Sendable {
         }
         guard !Task.isCancelled, next >= starts.count else { return false }
         do {
-            try await store.finish(job.id, owner: owner, status: "succeeded")
+            try await store.finish(job.id, owner: owner, status: .succeeded)
             logger.info("bulk-unregister job succeeded", metadata: ["push.job": "\(job.id)", "push.lines": "\(job.total)"])
         } catch {
             logger.warning("marking a job finished failed", metadata: ["push.job": "\(job.id)", "error": "\(error)"])
@@ -127,4 +127,25 @@ final class JobRunner: Service, Sendable {
 /// The batches of one run, handed out to the workers in order.
 private final class BatchQueue: Sendable {
     let state = Mutex((next: 0, stopped: false))
+}
+
+/// How bulk-unregister jobs run (`jobs.*`).
+///
+/// Keys, read from a reader scoped to `jobs`:
+/// - `batch_size` (int, default 50000): tokens removed per transaction.
+/// - `parallel_batches` (int, default 2): batches of one job run at once, each on its own connection.
+/// - `poll_interval_ms` (int, default 1000, at least 10): how often runnable jobs are looked for without a NOTIFY.
+/// - `lease_seconds` (int, default 30): how long a job stays this instance's without a batch renewing it.
+public struct JobSettings: Sendable {
+    public var batchSize: Int
+    public var parallelBatches: Int
+    public var pollInterval: Duration
+    public var lease: Duration
+
+    public init(config: ConfigReader) {
+        batchSize = max(1, config.int(forKey: "batch_size", default: 50_000))
+        parallelBatches = max(1, config.int(forKey: "parallel_batches", default: 2))
+        pollInterval = .milliseconds(max(10, config.int(forKey: "poll_interval_ms", default: 1000)))
+        lease = .seconds(max(1, config.int(forKey: "lease_seconds", default: 30)))
+    }
 }

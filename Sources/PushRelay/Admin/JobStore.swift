@@ -2,12 +2,23 @@ import Foundation
 import Hummingbird
 import Postgres
 
+/// A job's `status`.
+enum JobStatus: String, Sendable, Codable, Hashable, CaseIterable {
+    /// Stored, waiting for an instance to take it.
+    case queued
+    /// Taken by an instance under a lease; resumed by another if that one dies.
+    case running
+    case succeeded
+    case failed
+    case cancelled
+}
+
 /// A bulk-unregister job as the admin API shows it.
 struct Job: Sendable, Codable, Hashable, ResponseEncodable {
     var id: UUID
     var appID: String
     var kind: String
-    var status: String
+    var status: JobStatus
     var propagateToZendesk: Bool
     var total: Int
     var processed: Int
@@ -30,8 +41,6 @@ struct Job: Sendable, Codable, Hashable, ResponseEncodable {
         case startedAt = "started_at"
         case finishedAt = "finished_at"
     }
-
-    var isFinished: Bool { ["succeeded", "failed", "cancelled"].contains(status) }
 }
 
 /// Jobs in PostgreSQL: the upload, progress, cancellation, and the batches that do the work.
@@ -136,6 +145,7 @@ extension JobStore {
 
     private static func decode(_ row: PostgresRow) throws -> Job {
         let (id, app, kind, status, propagate, total, processed, removed) = try row.decode((UUID, String, String, String, Bool, Int, Int, Int).self)
+        guard let status = JobStatus(rawValue: status) else { throw PostgresError(code: .decoding, message: "unknown job status \(status)") }
         return Job(
             id: id, appID: app, kind: kind, status: status, propagateToZendesk: propagate, total: total, processed: processed,
             removed: removed, notFound: try row.decode(Int.self, at: 8), failed: try row.decode(Int.self, at: 9),
@@ -239,11 +249,11 @@ extension JobStore {
     }
 
     /// Marks the job done and drops its uploaded tokens.
-    func finish(_ id: UUID, owner: String, status: String, error: String? = nil) async throws {
+    func finish(_ id: UUID, owner: String, status: JobStatus, error: String? = nil) async throws {
         try await client.withTransaction { session in
             _ = try await session.query(
                 "UPDATE jobs SET status = $3, error = $4, finished_at = now(), lease_owner = NULL, lease_expires_at = NULL WHERE id = $1 AND lease_owner = $2",
-                [id, owner, status, error]
+                [id, owner, status.rawValue, error]
             )
         }
         _ = try await client.query("DELETE FROM job_tokens WHERE job_id = $1", [id])

@@ -7,9 +7,10 @@ import Postgres
 
 /// Builds the PushRelay application from configuration.
 ///
-/// Keys (README lists them all): `http.*` (``HTTPConfiguration``), `database.*`
-/// (``DatabaseConfiguration``), `webhooks.*` (``WebhookSettings``), `delivery.*` and `tls.ca_file`
-/// (``DeliverySettings``), `data.directory` (default
+/// Keys (docs/configuration.md lists them all): `http.*` (``HTTPConfiguration``, ``ConnectionLimits``),
+/// `database.*` (``DatabaseConfiguration``), `webhooks.*` (``WebhookSettings``), `delivery.*` and
+/// `tls.ca_file` (``DeliverySettings``), `zendesk.*` (``ZendeskForwarderSettings``), `jobs.*`
+/// (``JobSettings``), `unread.*` (``UnreadSettings``), `data.directory` (default
 /// `./.push-relay-data`, where the embedded cluster lives when `database.url` is not set), and
 /// `config.file`, whose `apps:` list is read when `apps` is not given.
 ///
@@ -46,11 +47,8 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
         unreadListener = try PostgresListener(conninfo: database.client.configuration.conninfo, channels: [UnreadChannel.name], logger: logger)
         jobListener = try PostgresListener(conninfo: database.client.configuration.conninfo, channels: [JobStore.channel], logger: logger)
         forwarder = try ZendeskForwarder(
-            client: database.client, apps: configuredApps, caFile: delivery.caFile, metrics: metrics,
-            batchSize: reader.int(forKey: "zendesk.batch_size", default: 100),
-            pollInterval: .milliseconds(max(10, reader.int(forKey: "zendesk.poll_interval_ms", default: 1000))),
-            retryBase: .milliseconds(max(1, reader.int(forKey: "zendesk.retry_base_ms", default: 1000))),
-            logger: logger
+            client: database.client, apps: configuredApps, settings: ZendeskForwarderSettings(config: reader.scoped(to: "zendesk")),
+            caFile: delivery.caFile, metrics: metrics, logger: logger
         )
     } catch {
         try? await database.shutdown()
@@ -65,13 +63,10 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
         queue: outbox, logger: logger, maxBatch: settings.batchSize, maxConcurrentWrites: settings.concurrentWrites,
         dispatcher: delivery.enabled ? dispatcher : nil
     )
-    let hub = UnreadHub(listener: unreadListener, heartbeat: .seconds(max(1, reader.int(forKey: "unread.heartbeat_seconds", default: 15))))
+    let hub = UnreadHub(listener: unreadListener, heartbeat: UnreadSettings(config: reader.scoped(to: "unread")).heartbeat)
     let jobs = JobRunner(
-        store: JobStore(client: database.client), wakeUps: jobListener.events,
-        batchSize: reader.int(forKey: "jobs.batch_size", default: 50_000),
-        parallel: reader.int(forKey: "jobs.parallel_batches", default: 2),
-        pollInterval: .milliseconds(max(10, reader.int(forKey: "jobs.poll_interval_ms", default: 1000))),
-        lease: Double(max(1, reader.int(forKey: "jobs.lease_seconds", default: 30))), metrics: metrics, logger: logger
+        store: JobStore(client: database.client), wakeUps: jobListener.events, settings: JobSettings(config: reader.scoped(to: "jobs")),
+        metrics: metrics, logger: logger
     )
     let (router, _) = buildRouter(database: database, apps: directory, writer: writer, settings: settings, hub: hub, metrics: metrics)
     let limits = ConnectionLimits(config: reader.scoped(to: "http"))
@@ -115,9 +110,9 @@ func buildRouter(
     routes.addRoutes(MetricsController(metrics: metrics).endpoints)
     routes.addRoutes(WebhookController(apps: apps, writer: writer, settings: settings, metrics: metrics).endpoints)
     routes.addRoutes(
-        DeviceController(repository: PostgresDeviceRepository(client: database.client), authenticator: authenticator, apps: apps).endpoints
+        DeviceController(repository: PostgresDeviceRepository(client: database.client), authenticator: authenticator).endpoints
     )
-    routes.addRoutes(AdminController(store: JobStore(client: database.client), authenticator: authenticator, apps: apps, maxJSONBytes: 64 << 20).endpoints)
-    routes.addRoutes(UnreadController(store: UnreadStore(client: database.client), hub: hub, authenticator: authenticator, apps: apps).endpoints)
+    routes.addRoutes(AdminController(store: JobStore(client: database.client), authenticator: authenticator, maxJSONBytes: 64 << 20).endpoints)
+    routes.addRoutes(UnreadController(store: UnreadStore(client: database.client), hub: hub, authenticator: authenticator).endpoints)
     return (router, routes.recorded.all)
 }

@@ -81,7 +81,30 @@ public struct Authenticator: Sendable {
     }
 }
 
+extension Authenticator {
+    /// The app of a route under `…/apps/{app}/…` and who is calling, resolved the same way by every
+    /// controller: the credential first (401), then the app (404 `app_not_found`), so a caller
+    /// without a valid credential learns nothing about which apps exist. Authorisation (403) is the
+    /// route's, since it depends on the scope and the user the request touches.
+    func resolve(_ request: Request, context: some RequestContext) async throws -> (app: String, principal: Principal) {
+        let app = try context.pathParameter("app")
+        let principal = try await authenticate(request, app: app)
+        return (try apps.requireKnown(app), principal)
+    }
+
+    /// Who is calling a route that names no app (401 without a valid credential).
+    func resolve(_ request: Request) async throws -> Principal {
+        try await authenticate(request, app: nil)
+    }
+}
+
 extension Principal {
+    /// Passes for an admin key only.
+    func requireAdmin() throws {
+        guard case .admin = self else { throw Authenticator.forbidden("this operation needs an admin API key") }
+    }
+
+
     /// Passes when this principal may use `scope` on `app` with an app key (or is an admin).
     /// User tokens are checked by the caller, who knows which user the request touches.
     func requireAppKey(_ app: String, scope: APIKeyScope) throws {

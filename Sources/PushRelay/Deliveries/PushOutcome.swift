@@ -19,3 +19,23 @@ enum PushOutcome: Equatable, Sendable {
     /// nothing was sent, and sending again would fail the same way.
     case unsendable(reason: String)
 }
+
+/// A reason a provider gives in an answer: one of the `Known` reasons this relay tells apart, or
+/// any other, kept as the provider spelled it (providers add reasons; an unknown one must still
+/// be classified, by its HTTP status).
+enum ProviderReason<Known: RawRepresentable & Hashable & Sendable>: Hashable, Sendable where Known.RawValue == String {
+    case known(Known)
+    case unknown(String)
+
+    init(_ name: String) {
+        self = Known(rawValue: name).map(Self.known) ?? .unknown(name)
+    }
+
+    /// The reason as the provider spells it.
+    var name: String {
+        switch self {
+        case .known(let reason): reason.rawValue
+        case .unknown(let name): name
+        }
+    }
+}

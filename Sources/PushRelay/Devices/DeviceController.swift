@@ -9,7 +9,6 @@ import Logging
 struct DeviceController<Repository: DeviceRepository, Context: RequestContext>: Sendable {
     let repository: Repository
     let authenticator: Authenticator
-    let apps: AppDirectory
 
     var endpoints: RouteCollection<Context> {
         RouteCollection(context: Context.self)
@@ -25,8 +24,7 @@ struct DeviceController<Repository: DeviceRepository, Context: RequestContext>: 
 
     /// `PUT /v1/apps/{app}/devices/{token}`: 201 when created, 200 when updated.
     @Sendable func register(_ request: Request, context: Context) async throws -> EditedResponse<Device> {
-        let app = try knownApp(context)
-        let principal = try await authenticator.authenticate(request, app: app)
+        let (app, principal) = try await authenticator.resolve(request, context: context)
         var request = request
         let body = try await request.collectJSON(context: context)
 
@@ -70,8 +68,7 @@ struct DeviceController<Repository: DeviceRepository, Context: RequestContext>: 
 
     /// `GET /v1/apps/{app}/devices/{token}`.
     @Sendable func get(_ request: Request, context: Context) async throws -> Device {
-        let app = try knownApp(context)
-        let principal = try await authenticator.authenticate(request, app: app)
+        let (app, principal) = try await authenticator.resolve(request, context: context)
         let token = try lookupToken(context)
         if case .user = principal {} else { try principal.requireAppKey(app, scope: .devicesRead) }
         guard let device = try await repository.get(app: app, token: token) else { throw Self.deviceNotFound }
@@ -85,8 +82,7 @@ struct DeviceController<Repository: DeviceRepository, Context: RequestContext>: 
 
     /// `DELETE /v1/apps/{app}/devices/{token}`: 204 whether or not the device existed.
     @Sendable func delete(_ request: Request, context: Context) async throws -> HTTPResponse.Status {
-        let app = try knownApp(context)
-        let principal = try await authenticator.authenticate(request, app: app)
+        let (app, principal) = try await authenticator.resolve(request, context: context)
         let token = try lookupToken(context)
         var onlyForUser: String?
         if case .user(_, let subject) = principal {
@@ -108,8 +104,7 @@ struct DeviceController<Repository: DeviceRepository, Context: RequestContext>: 
 
     /// `GET /v1/apps/{app}/users/{user}/devices`.
     @Sendable func list(_ request: Request, context: Context) async throws -> DeviceList {
-        let app = try knownApp(context)
-        let principal = try await authenticator.authenticate(request, app: app)
+        let (app, principal) = try await authenticator.resolve(request, context: context)
         let user = try InputRules.identifier(try context.pathParameter("user"), field: "user", maxBytes: InputRules.maxTokenBytes)
         try principal.require(app, scope: .devicesRead, user: user)
         return DeviceList(devices: try await repository.list(app: app, user: user))
@@ -123,10 +118,6 @@ struct DeviceController<Repository: DeviceRepository, Context: RequestContext>: 
     }
 
     static var deviceNotFound: APIError { APIError(.notFound, code: "device_not_found", message: "no such device") }
-
-    private func knownApp(_ context: Context) throws -> String {
-        try apps.requireKnown(try context.pathParameter("app"))
-    }
 
     private func pathToken(_ context: Context) throws -> String {
         try context.pathParameter("token")

@@ -1,37 +1,18 @@
 import Foundation
 
 /// The error code of an FCM HTTP v1 answer: `error.details[].errorCode`, else `error.status`
-/// (FCM's `ErrorCode` and Google's canonical codes), with ``unknown(_:)`` for any other.
-enum FCMErrorCode: Sendable, Hashable {
-    case unregistered
-    case invalidArgument
-    case senderIDMismatch
-    case quotaExceeded
-    case unavailable
-    case internalError
-    case unauthenticated
-    case thirdPartyAuthError
-    case permissionDenied
-    case notFound
-    case unknown(String)
-
-    private static let known: [String: FCMErrorCode] = [
-        "UNREGISTERED": .unregistered, "INVALID_ARGUMENT": .invalidArgument, "SENDER_ID_MISMATCH": .senderIDMismatch,
-        "QUOTA_EXCEEDED": .quotaExceeded, "UNAVAILABLE": .unavailable, "INTERNAL": .internalError, "UNAUTHENTICATED": .unauthenticated,
-        "THIRD_PARTY_AUTH_ERROR": .thirdPartyAuthError, "PERMISSION_DENIED": .permissionDenied, "NOT_FOUND": .notFound,
-    ]
-
-    private static let names = Dictionary(uniqueKeysWithValues: known.map { ($0.value, $0.key) })
-
-    init(_ code: String) {
-        self = Self.known[code] ?? .unknown(code)
-    }
-
-    /// The code as FCM spells it.
-    var name: String {
-        if case .unknown(let code) = self { return code }
-        return Self.names[self]!
-    }
+/// (FCM's `ErrorCode` and Google's canonical codes); any other is kept as ``ProviderReason/unknown(_:)``.
+enum FCMErrorCode: String, Sendable, Hashable, CaseIterable {
+    case unregistered = "UNREGISTERED"
+    case invalidArgument = "INVALID_ARGUMENT"
+    case senderIDMismatch = "SENDER_ID_MISMATCH"
+    case quotaExceeded = "QUOTA_EXCEEDED"
+    case unavailable = "UNAVAILABLE"
+    case internalError = "INTERNAL"
+    case unauthenticated = "UNAUTHENTICATED"
+    case thirdPartyAuthError = "THIRD_PARTY_AUTH_ERROR"
+    case permissionDenied = "PERMISSION_DENIED"
+    case notFound = "NOT_FOUND"
 }
 
 extension PushOutcome {
@@ -45,18 +26,18 @@ extension PushOutcome {
         let name = details.compactMap { $0["errorCode"] as? String }.first ?? (error?["status"] as? String) ?? "HTTP \(status)"
         let message = (error?["message"] as? String) ?? ""
         let after = retryAfter.flatMap { Int($0) }
-        switch FCMErrorCode(name) {
-        case .unregistered, .senderIDMismatch:
+        switch ProviderReason<FCMErrorCode>(name) {
+        case .known(.unregistered), .known(.senderIDMismatch):
             return .deadToken(reason: name)
-        case .invalidArgument:
+        case .known(.invalidArgument):
             return message.contains("not a valid FCM registration token") ? .deadToken(reason: name) : .permanent(reason: name)
-        case .quotaExceeded, .unavailable, .internalError:
+        case .known(.quotaExceeded), .known(.unavailable), .known(.internalError):
             return .retry(reason: name, retryAfter: after)
-        case .unauthenticated:
+        case .known(.unauthenticated):
             return .credential(reason: name, refreshToken: true)
-        case .thirdPartyAuthError, .permissionDenied:
+        case .known(.thirdPartyAuthError), .known(.permissionDenied):
             return .credential(reason: name, refreshToken: false)
-        case .notFound, .unknown:
+        case .known(.notFound), .unknown:
             switch status {
             case 401: return .credential(reason: name, refreshToken: true)
             case 404: return .deadToken(reason: name)

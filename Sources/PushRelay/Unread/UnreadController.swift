@@ -16,7 +16,6 @@ struct UnreadController<Context: RequestContext>: Sendable {
     let store: UnreadStore
     let hub: UnreadHub
     let authenticator: Authenticator
-    let apps: AppDirectory
 
     var endpoints: RouteCollection<Context> {
         RouteCollection(context: Context.self)
@@ -128,10 +127,9 @@ struct UnreadController<Context: RequestContext>: Sendable {
     }
 
     private func authorize(_ request: Request, context: Context, scope: APIKeyScope) async throws -> (app: String, owner: String) {
-        let app = try apps.requireKnown(try context.pathParameter("app"))
+        let (app, principal) = try await authenticator.resolve(request, context: context)
         // The owner is a user id or, for a device linked to no user, its token.
         let owner = try InputRules.identifier(try context.pathParameter("user"), field: "user", maxBytes: InputRules.maxTokenBytes)
-        let principal = try await authenticator.authenticate(request, app: app)
         try principal.require(app, scope: scope, user: owner)
         return (app, owner)
     }

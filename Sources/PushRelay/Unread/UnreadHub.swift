@@ -1,3 +1,4 @@
+import Configuration
 import Foundation
 import Logging
 import Postgres
@@ -99,4 +100,16 @@ final class UnreadHub: Service, Sendable {
 /// re-reads).
 enum UnreadChannel {
     static let name = "push_relay_unread"
+}
+
+/// The unread live stream (`unread.*`).
+///
+/// Keys, read from a reader scoped to `unread`:
+/// - `heartbeat_seconds` (int, default 15, at least 1): how often an idle live stream sends a comment line.
+public struct UnreadSettings: Sendable {
+    public var heartbeat: Duration
+
+    public init(config: ConfigReader) {
+        heartbeat = .seconds(max(1, config.int(forKey: "heartbeat_seconds", default: 15)))
+    }
 }

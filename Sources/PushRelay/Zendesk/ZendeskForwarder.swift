@@ -30,7 +30,10 @@ final class ZendeskForwarder: Service, Sendable {
     private let metrics: RelayMetrics
     private let pausedUntil = Mutex<[String: ContinuousClock.Instant]>([:])
 
-    init(client: PostgresClient, apps: [AppConfiguration], caFile: String?, metrics: RelayMetrics = RelayMetrics(), batchSize: Int, pollInterval: Duration, retryBase: Duration, logger: Logger) throws {
+    init(
+        client: PostgresClient, apps: [AppConfiguration], settings: ZendeskForwarderSettings, caFile: String?, metrics: RelayMetrics = RelayMetrics(),
+        logger: Logger
+    ) throws {
         queue = DeliveryQueue(client: client)
         self.metrics = metrics
         targets = try apps.compactMap { app in
@@ -41,9 +44,9 @@ final class ZendeskForwarder: Service, Sendable {
             )
         }
         http = targets.isEmpty ? nil : try HTTP2Client(configuration: .init(maxConnectionsPerHost: 1, maxConcurrentStreams: 10, caFile: caFile))
-        self.batchSize = max(1, batchSize)
-        self.pollInterval = pollInterval
-        self.retryBase = retryBase
+        batchSize = settings.batchSize
+        pollInterval = settings.pollInterval
+        retryBase = settings.retryBase
         self.logger = logger
     }
 

@@ -1,3 +1,4 @@
+import Configuration
 import Foundation
 
 /// An app's Zendesk section: where dead and bulk-unregistered tokens are forwarded.
@@ -40,5 +41,23 @@ public struct ZendeskSettings: Sendable, Decodable, Hashable {
         try validateHTTPSURL(url, app: app, key: "zendesk.url")
         guard email.contains("@") else { throw ConfigurationError("app '\(app)': zendesk.email must be an admin's email address") }
         _ = try authorization(app: app)
+    }
+}
+
+/// How the Zendesk forwarder works (`zendesk.*`, one set for every app).
+///
+/// Keys, read from a reader scoped to `zendesk`:
+/// - `batch_size` (int, default 100): most tokens in one bulk-unregister request (Zendesk's limit is 100).
+/// - `poll_interval_ms` (int, default 1000, at least 10): how often the queue is looked at when idle.
+/// - `retry_base_ms` (int, default 1000): first retry delay, doubled per attempt up to 4096 times it.
+public struct ZendeskForwarderSettings: Sendable {
+    public var batchSize: Int
+    public var pollInterval: Duration
+    public var retryBase: Duration
+
+    public init(config: ConfigReader) {
+        batchSize = max(1, config.int(forKey: "batch_size", default: 100))
+        pollInterval = .milliseconds(max(10, config.int(forKey: "poll_interval_ms", default: 1000)))
+        retryBase = .milliseconds(max(1, config.int(forKey: "retry_base_ms", default: 1000)))
     }
 }
