@@ -13,6 +13,21 @@ struct APNsEndpoint: Sendable {
     /// hour, and checking an ES256 signature per push would make the sandbox, not the client, the
     /// bottleneck of a benchmark. Age is still checked on every request.
     let verified = VerifiedTokens()
+    /// The key id of the first provider token on each connection: APNs ties a connection to it.
+    let connectionKeys = ConnectionKeys()
+
+    final class ConnectionKeys: Sendable {
+        private let table = Mutex<[Int: String]>([:])
+
+        /// The key id the connection is tied to: `keyID` when it is the connection's first.
+        func tie(_ connection: Int, to keyID: String) -> String {
+            table.withLock { table in
+                if let first = table[connection] { return first }
+                table[connection] = keyID
+                return keyID
+            }
+        }
+    }
 
     final class VerifiedTokens: Sendable {
         private let table = Mutex<[String: ProviderClaims]>([:])
@@ -113,8 +128,10 @@ struct APNsEndpoint: Sendable {
                 verified.put(jwt, claims)
             }
             guard teams.values.contains(claims.iss.value) else { throw Failure(status: 403, reason: "InvalidProviderToken") }
-            if let kid = Self.keyID(of: jwt), let home = keyEnvironments[kid], home != environment {
-                throw Failure(status: 403, reason: "BadEnvironmentKeyInToken")
+            if let kid = Self.keyID(of: jwt) {
+                // A connection serves the key of its first provider token only.
+                guard connectionKeys.tie(request.connection, to: kid) == kid else { throw Failure(status: 403, reason: "UnrelatedKeyIdInToken") }
+                if let home = keyEnvironments[kid], home != environment { throw Failure(status: 403, reason: "BadEnvironmentKeyInToken") }
             }
             if Date().timeIntervalSince(claims.iat.value) > 3600 { throw Failure(status: 403, reason: "ExpiredProviderToken") }
         }

@@ -20,16 +20,24 @@ public struct SandboxCredentials: Sendable {
     /// Generates both keys and writes the `.p8` file (mode 0600) into `directory`.
     public static func generate(directory: String) throws -> SandboxCredentials {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let apns = P256.Signing.PrivateKey()
-        let keyFile = (directory as NSString).appendingPathComponent("AuthKey_\(apnsKeyID).p8")
-        try write(apns.pemRepresentation, to: keyFile)
+        let (keyFile, key) = try generateAPNsKey(keyID: apnsKeyID, teamID: apnsTeamID, directory: directory)
         let rsa = try _RSA.Signing.PrivateKey(keySize: .bits2048)
         return SandboxCredentials(
             apnsKeyFile: keyFile,
-            apnsKey: .init(teamID: apnsTeamID, publicKeyPEM: apns.publicKey.pemRepresentation),
+            apnsKey: key,
             directory: directory,
             serviceAccountKeyPEM: rsa.pemRepresentation
         )
+    }
+
+    /// A new APNs signing key: its `.p8` file `AuthKey_{keyID}.p8` (mode 0600) in `directory`,
+    /// and its sandbox side for ``SandboxConfiguration/apnsKeys`` under `keyID`.
+    public static func generateAPNsKey(keyID: String, teamID: String, directory: String) throws -> (keyFile: String, key: SandboxConfiguration.APNsKey) {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let apns = P256.Signing.PrivateKey()
+        let keyFile = (directory as NSString).appendingPathComponent("AuthKey_\(keyID).p8")
+        try write(apns.pemRepresentation, to: keyFile)
+        return (keyFile, .init(teamID: teamID, publicKeyPEM: apns.publicKey.pemRepresentation))
     }
 
     /// The sandbox's APNs keys, keyed by key id.

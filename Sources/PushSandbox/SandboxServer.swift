@@ -19,6 +19,8 @@ struct SandboxHTTPRequest: Sendable {
     /// For a request without an `authorization` header on a connection whose client presented an
     /// APNs certificate of the sandbox's CA: the topic that certificate is for.
     var clientCertificateTopic: String? = nil
+    /// The TCP connection the request came on, numbered from 1 in the order they were accepted.
+    var connection: Int = 0
 }
 
 /// An answer from an endpoint; `dropConnection` closes the TCP connection instead.
@@ -157,7 +159,8 @@ final class SandboxStreamHandler: ChannelInboundHandler, Sendable {
             for (name, value) in head.headers { headers[name.lowercased()] = value }
             let request = SandboxHTTPRequest(
                 method: head.method.rawValue, path: path, query: query, headers: headers, body: Data(body.readableBytesView),
-                clientCertificateTopic: headers["authorization"] == nil ? client.value.apnsTopic : nil
+                clientCertificateTopic: headers["authorization"] == nil ? client.value.apnsTopic : nil,
+                connection: client.value.connection
             )
             let router = self.router
             let promise = context.eventLoop.makePromise(of: SandboxHTTPResponse.self)
@@ -200,10 +203,17 @@ final class SandboxStreamHandler: ChannelInboundHandler, Sendable {
 /// The APNs topic of the certificate a connection's client presented, read from the TLS handler
 /// once, after the handshake (streams only exist after it).
 final class ClientIdentity {
+    private static let accepted = Atomic<Int>(0)
+
     private let tls: NIOSSLServerHandler
     private var topic: String??
+    /// This connection's number (``SandboxHTTPRequest/connection``).
+    let connection: Int
 
-    init(tls: NIOSSLServerHandler) { self.tls = tls }
+    init(tls: NIOSSLServerHandler) {
+        self.tls = tls
+        connection = Self.accepted.add(1, ordering: .relaxed).newValue
+    }
 
     var apnsTopic: String? {
         if let topic { return topic }

@@ -58,14 +58,18 @@ struct DeliveryHarness: Sendable {
     ]
 
     /// - Parameter apnsKeyEnvironment: ties the sandbox's APNs key to `production` or `sandbox` only.
-    static func make(conninfo: String? = nil, apnsKeyEnvironment: String? = nil) async throws -> DeliveryHarness {
+    /// - Parameter moreAPNsKeys: more keys the sandbox accepts, by key id, beside the shared one.
+    static func make(
+        conninfo: String? = nil, apnsKeyEnvironment: String? = nil, moreAPNsKeys: [String: SandboxConfiguration.APNsKey] = [:]
+    ) async throws -> DeliveryHarness {
         let directory = (NSTemporaryDirectory() as NSString).appendingPathComponent("push-relay-delivery-\(UUID().uuidString.prefix(8))")
         let credentials = try await credentials()
-        let keys = credentials.apnsKeys.mapValues { key in
+        var keys = credentials.apnsKeys.mapValues { key in
             var key = key
             key.environment = apnsKeyEnvironment
             return key
         }
+        keys.merge(moreAPNsKeys) { $1 }
         let sandbox = try await SandboxServer.start(configuration: .init(directory: directory, apnsKeys: keys), logger: logger)
         var test = try await TestApp.make(conninfo: conninfo)
         let gateway = "https://localhost:\(sandbox.port)"
@@ -88,9 +92,10 @@ struct DeliveryHarness: Sendable {
     /// A test that changes the harness (its apps' settings) works on a copy: every copy shares the
     /// one sandbox that this shuts down.
     static func with<T: Sendable>(
-        conninfo: String? = nil, apnsKeyEnvironment: String? = nil, _ body: (DeliveryHarness) async throws -> T
+        conninfo: String? = nil, apnsKeyEnvironment: String? = nil, moreAPNsKeys: [String: SandboxConfiguration.APNsKey] = [:],
+        _ body: (DeliveryHarness) async throws -> T
     ) async throws -> T {
-        let harness = try await make(conninfo: conninfo, apnsKeyEnvironment: apnsKeyEnvironment)
+        let harness = try await make(conninfo: conninfo, apnsKeyEnvironment: apnsKeyEnvironment, moreAPNsKeys: moreAPNsKeys)
         do {
             let result = try await body(harness)
             await harness.shutdown()

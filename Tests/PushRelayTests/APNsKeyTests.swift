@@ -1,0 +1,101 @@
+import CurlHTTP2
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import PushSandbox
+import Testing
+
+@testable import PushRelay
+
+/// APNs ties an HTTP/2 connection to the key of the first provider token sent on it, and answers
+/// `403 UnrelatedKeyIdInToken` to a token of another key on that connection.
+@Suite("APNs keys and connections", .serialized)
+struct APNsKeyTests {
+    static let secondKeyID = "SECONDKEY2"
+
+    static func secondKey() throws -> (keyFile: String, key: SandboxConfiguration.APNsKey) {
+        let directory = (NSTemporaryDirectory() as NSString).appendingPathComponent("push-relay-second-key-\(UUID().uuidString.prefix(8))")
+        return try SandboxCredentials.generateAPNsKey(keyID: secondKeyID, teamID: SandboxCredentials.apnsTeamID, directory: directory)
+    }
+
+    static func tokens(keyFile: String, keyID: String) async throws -> APNsTokenManager {
+        let pem = try String(contentsOfFile: keyFile, encoding: .utf8)
+        return try await APNsTokenManager(privateKeyPEM: pem, keyID: keyID, teamID: SandboxCredentials.apnsTeamID)
+    }
+
+    @Test("the sandbox answers 403 UnrelatedKeyIdInToken to a second key's token on a connection tied to the first key, and nothing else")
+    func sandboxTiesAConnectionToItsFirstKey() async throws {
+        let (secondFile, secondKey) = try Self.secondKey()
+        try await DeliveryHarness.with(moreAPNsKeys: [Self.secondKeyID: secondKey]) { harness in
+            let credentials = try await DeliveryHarness.credentials()
+            let first = try await Self.tokens(keyFile: credentials.apnsKeyFile, keyID: SandboxCredentials.apnsKeyID).token()
+            let second = try await Self.tokens(keyFile: secondFile, keyID: Self.secondKeyID).token()
+            func push(_ client: HTTP2Client, bearer: String) async throws -> (Int, String?) {
+                let headers = APNsHeaders.make(
+                    type: .alert, topic: "com.example.support", bearer: bearer, ticketID: "1", expiration: Date().addingTimeInterval(60),
+                    apnsID: UUID.random()
+                )
+                let response = try await client.send(
+                    HTTP2Request(
+                        url: harness.gateway + APNsHeaders.devicePath(token: apnsToken()), headers: headers,
+                        body: APNsPayload.alert(title: "t", body: "b", badge: nil, ticketID: "1")
+                    )
+                )
+                let reason = (try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any])?["reason"] as? String
+                return (response.status, reason)
+            }
+            // One connection: the first key's token ties it; the second key's is refused on it.
+            let shared = try HTTP2Client(configuration: .init(maxConnectionsPerHost: 1, caFile: harness.sandbox.certificates.caFile))
+            #expect(try await push(shared, bearer: first) == (200, nil))
+            #expect(try await push(shared, bearer: second) == (403, "UnrelatedKeyIdInToken"))
+            #expect(try await push(shared, bearer: first) == (200, nil))
+            await shared.shutdown()
+            // A connection of its own: the second key is accepted.
+            let own = try HTTP2Client(configuration: .init(maxConnectionsPerHost: 1, caFile: harness.sandbox.certificates.caFile))
+            #expect(try await push(own, bearer: second) == (200, nil))
+            await own.shutdown()
+        }
+    }
+
+    @Test("two apps with different APNs keys deliver side by side: one connection pool per key, so never UnrelatedKeyIdInToken")
+    func appsWithDifferentKeysNeverShareAConnection() async throws {
+        let (secondFile, secondKey) = try Self.secondKey()
+        try await DeliveryHarness.with(moreAPNsKeys: [Self.secondKeyID: secondKey]) { made in
+            var configured = made
+            let other = try #require(configured.test.apps.firstIndex { $0.id == "other" })
+            configured.test.apps[other].apns?.token = .init(keyFile: secondFile, keyID: Self.secondKeyID, teamID: SandboxCredentials.apnsTeamID)
+            let harness = configured
+            let support = (0..<30).map { _ in apnsToken() }
+            let others = (0..<30).map { _ in apnsToken() }
+            try await harness.application().test(.router) { client in
+                for (url, tokens) in [(DeliveryTests.url, support), (DeliveryTests.otherURL, others)] {
+                    for chunk in stride(from: 0, to: tokens.count, by: 10) {
+                        let devices = tokens[chunk..<(chunk + 10)].map { ($0, "ios") }
+                        let response = try await client.execute(
+                            uri: url, method: .post, headers: DeliveryTests.json, body: jsonBody(webhook(devices: devices))
+                        )
+                        #expect(response.status == .accepted)
+                    }
+                }
+                #expect(try await eventually {
+                    try await harness.test.count("SELECT count(*) FROM deliveries WHERE status = 'delivered'") == support.count + others.count
+                })
+            }
+            let answers = harness.state.requests(service: "apns")
+            #expect(answers.count == support.count + others.count)
+            #expect(answers.allSatisfy { $0.status == 200 }, "\(Set(answers.compactMap(\.reason)))")
+            // Both keys signed provider tokens: the apps did not fall back to one shared key.
+            #expect(Set(harness.state.presentedCredentials().compactMap { providerTokenKeyID("bearer " + $0) }) == [SandboxCredentials.apnsKeyID, Self.secondKeyID])
+        }
+    }
+}
+
+/// The `kid` in the header of a provider token as sent (`bearer <jwt>`).
+func providerTokenKeyID(_ bearer: String) -> String? {
+    guard let header = bearer.split(separator: " ").last?.split(separator: ".").first else { return nil }
+    var base64 = header.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+    while base64.count % 4 != 0 { base64 += "=" }
+    guard let data = Data(base64Encoded: base64), let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return nil }
+    return object["kid"] as? String
+}
