@@ -172,18 +172,33 @@ struct DispatcherStateMachineTests {
         #expect(machine.nextSend(on: Line(app: "a", platform: .ios), now: Self.start, date: now) == .stop)
     }
 
+    @Test("finished results wait to be written oldest first; a batch whose write failed goes back in front")
+    func unwrittenResults() {
+        var machine = Machine(settings: Self.settings(["max_in_flight_per_app": 10]), apps: ["a"])
+        let granted = machine.reserve(app: "a", count: 3)
+        #expect(granted == 3)
+        let results = (1...3).map { DeliveryResult(delivery: Self.delivery(Int64($0), app: "a"), status: .delivered, outcome: .delivered) }
+        for result in results { _ = machine.finished(result) }
+        let first = machine.takeUnwritten(max: 2)
+        #expect(first.map(\.delivery.id) == [1, 2])
+        machine.writeFailed(first)
+        #expect(machine.takeUnwritten(max: 10).map(\.delivery.id) == [1, 2, 3])
+        #expect(machine.takeUnwritten(max: 10).isEmpty)
+        #expect(machine.inFlight["a"] == 0)
+    }
+
     // MARK: Outcome rules
 
     @Test("before sending: an invalidated device is skipped, a delivery past max_age expires, an app without the platform's section fails")
     func preflight() {
         let machine = Machine(settings: Self.settings(["max_age_seconds": 3600]), apps: ["a"])
         let now = Self.epoch.addingTimeInterval(60)
-        #expect(machine.preflight(Self.delivery(1), now: now, hasProvider: true) == nil)
-        #expect(machine.preflight(Self.delivery(1, active: false), now: now, hasProvider: true)?.status == .skipped)
-        let old = machine.preflight(Self.delivery(1), now: Self.epoch.addingTimeInterval(3601), hasProvider: true)
+        #expect(machine.rules.preflight(Self.delivery(1), now: now, hasProvider: true) == nil)
+        #expect(machine.rules.preflight(Self.delivery(1, active: false), now: now, hasProvider: true)?.status == .skipped)
+        let old = machine.rules.preflight(Self.delivery(1), now: Self.epoch.addingTimeInterval(3601), hasProvider: true)
         #expect(old?.status == .expired)
         #expect(old?.outcome == .expired)
-        let unconfigured = machine.preflight(Self.delivery(1, platform: .android), now: now, hasProvider: false)
+        let unconfigured = machine.rules.preflight(Self.delivery(1, platform: .android), now: now, hasProvider: false)
         #expect(unconfigured?.status == .failed)
         #expect(unconfigured?.reason == "app has no fcm section configured")
     }
@@ -193,7 +208,7 @@ struct DispatcherStateMachineTests {
         let machine = Machine(settings: Self.settings(["retry_base_ms": 1000, "retry_max_seconds": 60, "max_attempts": 12]), apps: ["a"])
         let now = Self.epoch.addingTimeInterval(10)
         func delay(attempt: Int, retryAfter: Int? = nil, jitter: Double) -> TimeInterval? {
-            let result = machine.decide(
+            let result = machine.rules.decide(
                 Self.delivery(1, attempts: attempt), .retry(reason: "InternalServerError", retryAfter: retryAfter), now: now, jitter: jitter
             )
             #expect(result.status == .pending)
@@ -215,18 +230,18 @@ struct DispatcherStateMachineTests {
         let machine = Machine(settings: Self.settings(["retry_base_ms": 1000, "max_attempts": 3, "max_age_seconds": 100]), apps: ["a"])
         let now = Self.epoch.addingTimeInterval(10)
         let retry = PushOutcome.retry(reason: "ServiceUnavailable", retryAfter: nil)
-        #expect(machine.decide(Self.delivery(1, attempts: 2), retry, now: now, jitter: 0).outcome == .retry)
-        let exhausted = machine.decide(Self.delivery(1, attempts: 3), retry, now: now, jitter: 0)
+        #expect(machine.rules.decide(Self.delivery(1, attempts: 2), retry, now: now, jitter: 0).outcome == .retry)
+        let exhausted = machine.rules.decide(Self.delivery(1, attempts: 3), retry, now: now, jitter: 0)
         #expect(exhausted.status == .expired)
         #expect(exhausted.outcome == .expired)
-        let late = machine.decide(Self.delivery(1, attempts: 1), .retry(reason: "TooManyRequests", retryAfter: 95), now: now, jitter: 0)
+        let late = machine.rules.decide(Self.delivery(1, attempts: 1), .retry(reason: "TooManyRequests", retryAfter: 95), now: now, jitter: 0)
         #expect(late.status == .expired, "due at 105 s, after the 100 s max age")
     }
 
     @Test("rejected credentials: the delivery waits delivery.credential_retry_seconds, its attempt not counted")
     func credentialWait() {
         let machine = Machine(settings: Self.settings(["credential_retry_seconds": 90]), apps: ["a"])
-        let result = machine.decide(Self.delivery(1), .credential(reason: "InvalidProviderToken", refreshToken: false), now: Self.epoch, jitter: 0.5)
+        let result = machine.rules.decide(Self.delivery(1), .credential(reason: "InvalidProviderToken", refreshToken: false), now: Self.epoch, jitter: 0.5)
         #expect(result.status == .pending)
         #expect(result.outcome == .credential)
         #expect(!result.countsAttempt)
@@ -238,11 +253,11 @@ struct DispatcherStateMachineTests {
         let machine = Machine(settings: Self.settings(), apps: ["a"])
         let since = Self.epoch.addingTimeInterval(-3600)
         let delivery = Self.delivery(1)
-        let result = machine.decide(delivery, .deadToken(reason: "Unregistered", since: since), now: Self.epoch, jitter: 0)
+        let result = machine.rules.decide(delivery, .deadToken(reason: "Unregistered", since: since), now: Self.epoch, jitter: 0)
         #expect(result.status == .failed)
         #expect(result.isDeadToken)
         #expect(result.deadSince == since)
-        let quoting = machine.decide(delivery, .permanent(reason: "bad token \(delivery.token)"), now: Self.epoch, jitter: 0)
+        let quoting = machine.rules.decide(delivery, .permanent(reason: "bad token \(delivery.token)"), now: Self.epoch, jitter: 0)
         #expect(quoting.outcome == .failed)
         #expect(quoting.reason == "bad token \(DeviceToken.redacted(delivery.token))")
     }
@@ -250,9 +265,9 @@ struct DispatcherStateMachineTests {
     @Test("delivered keeps the provider's id and a learned environment; an unsendable request fails as unsendable")
     func deliveredAndUnsendable() {
         let machine = Machine(settings: Self.settings(), apps: ["a"])
-        let delivered = machine.decide(Self.delivery(1), .delivered(providerID: "id-1", environment: "sandbox"), now: Self.epoch, jitter: 0)
+        let delivered = machine.rules.decide(Self.delivery(1), .delivered(providerID: "id-1", environment: "sandbox"), now: Self.epoch, jitter: 0)
         #expect(delivered == DeliveryResult(delivery: Self.delivery(1), status: .delivered, outcome: .delivered, providerID: "id-1", learnedEnvironment: "sandbox"))
-        let unsendable = machine.decide(Self.delivery(1), .unsendable(reason: "header"), now: Self.epoch, jitter: 0)
+        let unsendable = machine.rules.decide(Self.delivery(1), .unsendable(reason: "header"), now: Self.epoch, jitter: 0)
         #expect(unsendable.status == .failed)
         #expect(unsendable.outcome == .unsendable)
         #expect(unsendable.countsAttempt)

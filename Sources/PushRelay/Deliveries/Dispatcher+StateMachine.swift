@@ -42,10 +42,15 @@ extension Dispatcher {
         /// Senders the caller has to start.
         private var sendersToStart: [Line] = []
         private var claimWanted = true
+        /// Finished deliveries whose new state is still to be written, oldest first.
+        private var unwritten: [DeliveryResult] = []
+        /// The outcome rules; they need no state, so the caller may use a copy without the lock.
+        let rules: OutcomeRules
 
         init(settings: DeliverySettings, apps: [String]) {
             self.settings = settings
             self.apps = apps
+            rules = OutcomeRules(settings: settings)
         }
 
         /// Sender tasks per line: as many as the provider's HTTP/2 client has streams, so a sender's
@@ -159,13 +164,13 @@ extension Dispatcher {
 
         /// The next delivery for a sender of `line`, oldest first. `now` is the monotonic time
         /// the send window is measured with; `date` is when a delivery handed back at shutdown is due.
-        mutating func nextSend(on line: Line, now: ContinuousClock.Instant, date: Date) -> NextSend {
+        mutating func nextSend(on line: Line, now: ContinuousClock.Instant, date: @autoclosure () -> Date) -> NextSend {
             guard let delivery = waiting[line]?.popFirst() else {
                 senders[line, default: 1] -= 1
                 return .stop
             }
             if phase == .stopping {
-                return .handBack(.handedBack(delivery, outcome: .handedBack, next: date, reason: nil))
+                return .handBack(.handedBack(delivery, outcome: .handedBack, next: date(), reason: nil))
             }
             if now - delivery.claimedAt > settings.sendWindow {
                 return .handBack(
@@ -175,14 +180,31 @@ extension Dispatcher {
             return .send(delivery)
         }
 
-        /// A delivery is finished (sent, decided or handed back): its slot is free.
+        /// A delivery is finished (sent, decided or handed back): its slot is free, and its result
+        /// waits to be written (``takeUnwritten(max:)``).
         /// - Returns: whether to ring for a claim (the app was full).
         mutating func finished(_ result: DeliveryResult) -> Bool {
             let app = result.delivery.appID
             let wasFull = isFull(app)
             inFlight[app, default: 0] -= 1
+            unwritten.append(result)
             if wasFull { claimWanted = true }
             return wasFull && phase == .running
+        }
+
+        // MARK: Writing outcomes
+
+        /// Up to `max` results to write now, oldest first.
+        mutating func takeUnwritten(max: Int) -> [DeliveryResult] {
+            let count = min(unwritten.count, max)
+            defer { unwritten.removeFirst(count) }
+            return Array(unwritten.prefix(count))
+        }
+
+        /// Writing `batch` failed: it goes back in front, to be written first next time (until then
+        /// the rows stay leased; after the lease they would be sent again, at least once).
+        mutating func writeFailed(_ batch: [DeliveryResult]) {
+            unwritten.insert(contentsOf: batch, at: 0)
         }
 
         // MARK: Shutdown
@@ -191,8 +213,12 @@ extension Dispatcher {
         mutating func beginShutdown() {
             phase = .stopping
         }
+    }
 
-        // MARK: Outcome rules
+    /// What an answer (or its absence) means for a delivery: pure functions of the delivery
+    /// settings, the time and, for a retry, a jitter.
+    struct OutcomeRules: Sendable {
+        let settings: DeliverySettings
 
         /// The result of a delivery that is not to be sent at all, or `nil` to send it: the device
         /// was invalidated since it was queued (`skipped`), it is older than `max_age` (`expired`),
@@ -212,8 +238,9 @@ extension Dispatcher {
         }
 
         /// What a provider's answer means for the delivery. A reason that quotes the device token
-        /// keeps only its redacted form. `jitter` (0…1) places a retry within its backoff's random half.
-        func decide(_ delivery: ClaimedDelivery, _ outcome: PushOutcome, now: Date, jitter: Double) -> DeliveryResult {
+        /// keeps only its redacted form. `jitter` (0…1) places a retry within its backoff's random half;
+        /// it is evaluated for a retry only (a random draw is a system call).
+        func decide(_ delivery: ClaimedDelivery, _ outcome: PushOutcome, now: Date, jitter: @autoclosure () -> Double) -> DeliveryResult {
             func clean(_ reason: String) -> String { reason.replacingOccurrences(of: delivery.token, with: DeviceToken.redacted(delivery.token)) }
             switch outcome {
             case .delivered(let providerID, let environment):
@@ -232,7 +259,7 @@ extension Dispatcher {
                     nextAttemptAt: now.addingTimeInterval(settings.credentialRetry.timeInterval), reason: clean(reason), countsAttempt: false
                 )
             case .retry(let reason, let retryAfter):
-                let delay = settings.retryDelay(attempt: delivery.attempts, retryAfter: retryAfter, jitter: jitter).timeInterval
+                let delay = settings.retryDelay(attempt: delivery.attempts, retryAfter: retryAfter, jitter: jitter()).timeInterval
                 let next = now.addingTimeInterval(delay)
                 if delivery.attempts >= settings.maxAttempts || next.timeIntervalSince(delivery.createdAt) > settings.maxAge.timeInterval {
                     return DeliveryResult(delivery: delivery, status: .expired, outcome: .expired, reason: clean(reason))

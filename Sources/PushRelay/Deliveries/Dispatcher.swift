@@ -33,8 +33,8 @@ final class Dispatcher: Service, Sendable {
     /// This instance's name in `lease_owner`.
     let owner: String
     private let machine: Mutex<StateMachine>
-    /// Results waiting to be written.
-    private let results = Mutex<[DeliveryResult]>([])
+    /// The state machine's outcome rules, used without its lock.
+    private let rules: OutcomeRules
     private let doorbell = Doorbell()
     private let writerBell = Doorbell()
 
@@ -49,7 +49,9 @@ final class Dispatcher: Service, Sendable {
         self.wakeUps = wakeUps
         self.logger = logger
         owner = leaseOwnerName(role: "delivery")
-        machine = Mutex(StateMachine(settings: settings, apps: apps))
+        let machine = StateMachine(settings: settings, apps: apps)
+        rules = machine.rules
+        self.machine = Mutex(machine)
     }
 
     func run() async throws {
@@ -191,12 +193,12 @@ final class Dispatcher: Service, Sendable {
 
     private func deliver(_ delivery: ClaimedDelivery) async {
         let provider = providers.provider(app: delivery.appID, platform: delivery.platform)
-        if let result = machine.withLock({ $0.preflight(delivery, now: Date(), hasProvider: provider != nil) }) {
+        if let result = rules.preflight(delivery, now: Date(), hasProvider: provider != nil) {
             finish(result)
             return
         }
         let answer = await provider!.send(delivery)
-        let result = machine.withLock { $0.decide(delivery, answer, now: Date(), jitter: .random(in: 0...1)) }
+        let result = rules.decide(delivery, answer, now: Date(), jitter: .random(in: 0...1))
         log(result)
         finish(result)
     }
@@ -246,9 +248,9 @@ final class Dispatcher: Service, Sendable {
     /// Counts the outcome, frees the delivery's slot and queues its row's update.
     private func finish(_ result: DeliveryResult) {
         metrics.delivery(app: result.delivery.appID, platform: result.delivery.platform.rawValue, outcome: result.outcome.rawValue)
-        results.withLock { $0.append(result) }
+        let claim = machine.withLock { $0.finished(result) }
         writerBell.ring()
-        if machine.withLock({ $0.finished(result) }) { doorbell.ring() }
+        if claim { doorbell.ring() }
     }
 
     // MARK: - Writing outcomes
@@ -264,18 +266,13 @@ final class Dispatcher: Service, Sendable {
     private func flush() async {
         var failures = 0
         while true {
-            let batch = results.withLock { results -> [DeliveryResult] in
-                let count = min(results.count, 2000)
-                defer { results.removeFirst(count) }
-                return Array(results.prefix(count))
-            }
+            let batch = machine.withLock { $0.takeUnwritten(max: 2000) }
             guard !batch.isEmpty else { return }
             do {
                 try await queue.store(batch, owner: owner)
                 failures = 0
             } catch {
-                // Put them back; after the lease the rows would be sent again anyway (at least once).
-                results.withLock { $0.insert(contentsOf: batch, at: 0) }
+                machine.withLock { $0.writeFailed(batch) }
                 failures += 1
                 logger.warning("writing delivery outcomes failed; retrying", metadata: ["error": "\(error)", "push.outcomes": "\(batch.count)"])
                 if failures >= 30 { return }
