@@ -84,6 +84,95 @@ struct UnreadTests {
         }
     }
 
+    @Test("a device registered again under another user gets one badge sync with the new user's total, and never the previous user's counts again")
+    func userSwitch() async throws {
+        try await DeliveryHarness.with { harness in
+            let shared = apnsToken()  // the device that changes hands
+            let alicePhone = apnsToken()
+            let bobTablet = "android-bob-tablet"
+            try await harness.application().test(.router) { client in
+                let key = try await harness.test.key(app: "support")
+                try await Self.register(client, key: key, token: shared, platform: "ios", user: "alice")
+                try await Self.register(client, key: key, token: alicePhone, platform: "ios", user: "alice")
+                try await Self.register(client, key: key, token: bobTablet, platform: "android", user: "bob")
+                for (index, ticket) in ["7", "8"].enumerated() {
+                    let response = try await client.execute(
+                        uri: Self.webhookURL, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(shared, "ios")], ticket: ticket))
+                    )
+                    #expect(response.status == .accepted)
+                    #expect(try await eventually { harness.requests(token: shared).count == index + 1 })
+                }
+                _ = try await client.execute(
+                    uri: Self.webhookURL, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(bobTablet, "android")], ticket: "9"))
+                )
+                #expect(try await eventually { harness.requests(token: bobTablet).count == 1 })
+                #expect(harness.requests(token: shared).map(Self.pushBadge) == [1, 2])
+
+                // Bob signs in on alice's device: it gets one silent update to bob's total, 1.
+                let moved = try await client.execute(
+                    uri: "/v1/apps/support/devices/\(shared)", method: .put, headers: bearer(key),
+                    body: jsonBody(#"{"platform":"ios","user_id":"bob"}"#)
+                )
+                #expect(moved.status == .ok)
+                #expect(try await eventually { harness.requests(token: shared).count == 3 })
+                let sync = try #require(harness.requests(token: shared).last)
+                #expect(sync.headers["apns-push-type"] == "background")
+                #expect(Self.pushBadge(sync) == 1)
+
+                // Registered again under bob: no new sync. Alice reads everything on her phone: her
+                // other devices would be synced, and the shared device is no longer one of them.
+                let again = try await client.execute(
+                    uri: "/v1/apps/support/devices/\(shared)", method: .put, headers: bearer(key),
+                    body: jsonBody(#"{"platform":"ios","user_id":"bob"}"#)
+                )
+                #expect(again.status == .ok)
+                let aliceRead = try await client.execute(
+                    uri: "/v1/apps/support/users/alice/read-all", method: .post, headers: bearer(key), body: jsonBody(#"{"device":"\#(alicePhone)"}"#)
+                )
+                #expect(aliceRead.status == .ok, "\(String(buffer: aliceRead.body))")
+                #expect(aliceRead.json?["total"] as? Int == 0)
+                #expect(aliceRead.json?["synced_devices"] as? Int == 0)
+
+                // Unregistered: bob reading on his tablet syncs no one, and the shared device hears nothing more.
+                #expect(try await client.execute(uri: "/v1/apps/support/devices/\(shared)", method: .delete, headers: bearer(key)).status == .noContent)
+                let bobRead = try await client.execute(
+                    uri: "/v1/apps/support/users/bob/read-all", method: .post, headers: bearer(key), body: jsonBody(#"{"device":"\#(bobTablet)"}"#)
+                )
+                #expect(bobRead.json?["synced_devices"] as? Int == 0)
+                try await Task.sleep(for: .milliseconds(500))
+                #expect(harness.requests(token: shared).count == 3)
+            }
+            #expect(try await harness.test.count("SELECT count(*) FROM deliveries WHERE device_token = $1 AND kind = 'badge_sync'", [shared]) == 1)
+        }
+    }
+
+    @Test("a device that gains its first user, or a new device, is synced only when its owner changes")
+    func ownerChangeOnly() async throws {
+        let test = try await TestApp.make()
+        try await test.application().test(.router) { client in
+            let key = try await test.key(app: "support")
+            let token = "android-owner-change"
+            // Implicitly registered by a webhook: owned by its token, one unread reply.
+            _ = try await client.execute(uri: Self.webhookURL, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(token, "android")])))
+            // Registered explicitly, still without a user: same owner, no sync.
+            let same = try await client.execute(
+                uri: "/v1/apps/support/devices/\(token)", method: .put, headers: bearer(key), body: jsonBody(#"{"platform":"android"}"#)
+            )
+            #expect(same.status == .ok)
+            #expect(try await test.count("SELECT count(*) FROM deliveries WHERE device_token = $1 AND kind = 'badge_sync'", [token]) == 0)
+            // Linked to carol: a new owner, one sync.
+            let linked = try await client.execute(
+                uri: "/v1/apps/support/devices/\(token)", method: .put, headers: bearer(key),
+                body: jsonBody(#"{"platform":"android","user_id":"carol"}"#)
+            )
+            #expect(linked.status == .ok)
+            #expect(try await test.count("SELECT count(*) FROM deliveries WHERE device_token = $1 AND kind = 'badge_sync'", [token]) == 1)
+            // A brand-new device: nothing to correct.
+            try await Self.register(client, key: key, token: "android-brand-new", platform: "android", user: "carol")
+            #expect(try await test.count("SELECT count(*) FROM deliveries WHERE device_token = 'android-brand-new'") == 0)
+        }
+    }
+
     struct Summary: Decodable, Equatable {
         struct Ticket: Decodable, Equatable {
             var ticket_id: String

@@ -9,16 +9,35 @@ public struct PostgresDeviceRepository: DeviceRepository {
 
     static let columns = "app_id, token, platform, user_id, environment, locale, status, invalid_reason, created_at, updated_at"
 
+    /// Registers or updates a device in one statement. When an existing device moves to another
+    /// owner (its `user_id` changes, or it gains or loses one: the owner is the user, or the token
+    /// when no user is linked), it gets one badge sync, which carries the new owner's total when it
+    /// is sent (0 when they have no unread replies), so the device stops showing the previous
+    /// owner's badge; the dispatchers are woken for it.
     public func upsert(_ registration: DeviceRegistration, onlyForUser: String?) async throws -> DeviceUpsert {
         let result = try await client.query(
             """
-            INSERT INTO devices AS d (app_id, token, platform, user_id, environment, locale)
-            VALUES ($1, $2, $3, $4, $5, $6)
-            ON CONFLICT (app_id, token) DO UPDATE SET
-                platform = EXCLUDED.platform, user_id = EXCLUDED.user_id, environment = EXCLUDED.environment,
-                locale = EXCLUDED.locale, status = 'active', invalid_reason = NULL, invalidated_at = NULL, updated_at = now()
-            WHERE $7::text IS NULL OR d.user_id IS NULL OR d.user_id = $7
-            RETURNING (xmax = 0) AS inserted, \(Self.columns)
+            WITH previous AS MATERIALIZED (
+                SELECT user_id FROM devices WHERE app_id = $1 AND token = $2
+            ),
+            upserted AS (
+                INSERT INTO devices AS d (app_id, token, platform, user_id, environment, locale)
+                VALUES ($1, $2, $3, $4, $5, $6)
+                ON CONFLICT (app_id, token) DO UPDATE SET
+                    platform = EXCLUDED.platform, user_id = EXCLUDED.user_id, environment = EXCLUDED.environment,
+                    locale = EXCLUDED.locale, status = 'active', invalid_reason = NULL, invalidated_at = NULL, updated_at = now()
+                WHERE $7::text IS NULL OR d.user_id IS NULL OR d.user_id = $7
+                RETURNING (xmax = 0) AS inserted, \(Self.columns)
+            ),
+            moved AS MATERIALIZED (
+                SELECT u.app_id, u.token, u.platform FROM upserted u CROSS JOIN previous p
+                WHERE NOT u.inserted AND coalesce(p.user_id, u.token) IS DISTINCT FROM coalesce(u.user_id, u.token)
+            ),
+            synced AS (\(DeliveryQueue.queueBadgeSyncs(from: "moved"))),
+            woken AS (
+                SELECT pg_notify('\(DeliveryQueue.channel)', '') FROM moved
+            )
+            SELECT u.*, (SELECT count(*) FROM synced) + (SELECT count(*) FROM woken) FROM upserted u
             """,
             [
                 registration.appID, registration.token, registration.platform.rawValue, registration.userID,

@@ -305,7 +305,11 @@ enum OpenAPIDocument {
             put:
               operationId: registerDevice
               summary: Register or update a device (upsert); revives an invalidated token.
-              description: An iOS device's token must be an APNs token (hex of even length, 32-200 characters); anything else is a 400.
+              description: >-
+                An iOS device's token must be an APNs token (hex of even length, 32-200 characters); anything else is a 400.
+                When an existing device changes owner (its user_id changes, or it gains or loses one; a device without a user is
+                owned by its token), it gets one silent badge update with the new owner's unread total (0 when none), so it stops
+                showing the previous owner's badge.
               security: [{bearer: []}]
               requestBody:
                 required: true

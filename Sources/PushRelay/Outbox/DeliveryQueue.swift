@@ -181,14 +181,12 @@ struct DeliveryQueue: Sendable {
                 SELECT coalesce(sum(unread), 0)::int AS total FROM unread_counters
                 WHERE app_id = $1 AND owner = $2 AND $3::text IS NOT NULL AND ticket_id <> $3
             ),
-            synced AS (
-                INSERT INTO deliveries (app_id, device_token, platform, kind)
-                SELECT app_id, token, platform, '\(DeliveryKind.badgeSync.rawValue)' FROM devices
+            synced AS (\(Self.queueBadgeSyncs(from: """
+                devices
                 WHERE app_id = $1 AND status = 'active' AND (user_id = $2 OR (user_id IS NULL AND token = $2))
                   AND token IS DISTINCT FROM $4 AND EXISTS (SELECT 1 FROM cleared)
                 ORDER BY token
-                RETURNING id
-            ),
+                """))),
             notified AS (
                 SELECT pg_notify('\(UnreadChannel.name)', $1 || ' ' || $2), pg_notify('\(Self.channel)', '')
                 WHERE EXISTS (SELECT 1 FROM cleared)
@@ -201,6 +199,19 @@ struct DeliveryQueue: Sendable {
         guard let row else { return (0, 0) }
         let (total, synced, _) = try row.decode((Int, Int, Int).self)
         return (total, synced)
+    }
+
+    /// The statement (for a CTE) that queues a badge sync for each row of `source`, a relation
+    /// with `app_id`, `token` and `platform` (and any `WHERE` / `ORDER BY` after it); it returns
+    /// the new deliveries' ids. A badge sync carries no text: its badge is the device owner's total
+    /// when it is claimed, so it is current when sent. Reads (``markRead(app:owner:ticket:readOn:)``)
+    /// and a device moving to another owner (``PostgresDeviceRepository``) queue through it.
+    static func queueBadgeSyncs(from source: String) -> String {
+        """
+        INSERT INTO deliveries (app_id, device_token, platform, kind)
+        SELECT app_id, token, platform, '\(DeliveryKind.badgeSync.rawValue)' FROM \(source)
+        RETURNING id
+        """
     }
 
     // MARK: - Delivering
