@@ -173,6 +173,75 @@ struct UnreadTests {
         }
     }
 
+    @Test("read up to a notification: a reply stored after it stays counted, on one ticket and with read-all; counts from before ids were kept are cleared")
+    func readUpTo() async throws {
+        let test = try await TestApp.make()
+        try await test.application().test(.router) { client in
+            let key = try await test.key(app: "support")
+            try await Self.register(client, key: key, token: "android-dave-phone", platform: "android", user: "dave")
+            try await Self.register(client, key: key, token: "android-dave-tablet", platform: "android", user: "dave")
+            func reply(_ ticket: String) async throws -> Int64 {
+                let response = try await client.execute(
+                    uri: Self.webhookURL, method: .post, headers: Self.json,
+                    body: jsonBody(webhook(devices: [("android-dave-phone", "android")], ticket: ticket))
+                )
+                #expect(response.status == .accepted)
+                return try #require((response.json?["notification_id"] as? NSNumber)?.int64Value)
+            }
+            func read(_ path: String, _ body: String) async throws -> (total: Int?, synced: Int?) {
+                let response = try await client.execute(
+                    uri: "/v1/apps/support/users/dave/\(path)", method: .post, headers: bearer(key), body: jsonBody(body)
+                )
+                #expect(response.status == .ok, "\(String(buffer: response.body))")
+                return (response.json?["total"] as? Int, response.json?["synced_devices"] as? Int)
+            }
+            func syncs() async throws -> Int {
+                try await test.count("SELECT count(*) FROM deliveries WHERE device_token = 'android-dave-tablet' AND kind = 'badge_sync'")
+            }
+            let first = try await reply("7")
+            let second = try await reply("7")
+            let other = try await reply("8")
+            #expect(second > first && other > second)
+
+            // The phone saw the first reply only: the second stays counted; the tablet is synced.
+            let partial = try await read("tickets/7/read", #"{"device":"android-dave-phone","up_to_notification_id":\#(first)}"#)
+            #expect(partial.total == 2)
+            #expect(partial.synced == 1)
+            #expect(try await syncs() == 1)
+            // A read that arrives later but saw even less clears nothing and syncs no one.
+            let stale = try await read("read-all", #"{"device":"android-dave-phone","up_to_notification_id":\#(first)}"#)
+            #expect(stale.total == 2)
+            #expect(stale.synced == 0)
+            #expect(try await syncs() == 1)
+            // read-all up to the second reply: ticket 8's newer reply stays.
+            let upToSecond = try await read("read-all", #"{"up_to_notification_id":\#(second)}"#)
+            #expect(upToSecond.total == 1)
+            let unread = try await client.execute(uri: "/v1/apps/support/users/dave/unread", method: .get, headers: bearer(key))
+            #expect(try JSONDecoder().decode(Summary.self, from: Data(buffer: unread.body)).tickets == [.init(ticket_id: "8", unread: 1)])
+            // Without the field, everything goes, as before.
+            #expect(try await read("read-all", "").total == 0)
+
+            // A count from before ids were kept (the migration leaves its ids empty) is older than any id.
+            _ = try await reply("9")
+            _ = try await test.client.query("UPDATE unread_counters SET notification_ids = '{}', unread = 3 WHERE owner = 'dave' AND ticket_id = '9'")
+            let newest = try await reply("9")
+            let legacy = try await read("tickets/9/read", #"{"up_to_notification_id":\#(newest - 1)}"#)
+            #expect(legacy.total == 1, "the three older ones go, the newest stays")
+
+            // Not a notification id: 400, nothing changes.
+            for bad in ["0", "-3", "1.5", "\"12\"", "1e3", "true"] {
+                let response = try await client.execute(
+                    uri: "/v1/apps/support/users/dave/read-all", method: .post, headers: bearer(key),
+                    body: jsonBody(#"{"up_to_notification_id":\#(bad)}"#)
+                )
+                #expect(response.status == .badRequest, "\(bad)")
+                #expect(response.errorBody?.code == "invalid_field")
+            }
+            #expect(try await test.count("SELECT coalesce(sum(unread), 0)::int FROM unread_counters WHERE owner = 'dave'") == 1)
+            #expect(try await test.count("SELECT count(*) FROM unread_counters WHERE unread < 0 OR unread <> cardinality(notification_ids) AND owner = 'dave'") == 0)
+        }
+    }
+
     struct Summary: Decodable, Equatable {
         struct Ticket: Decodable, Equatable {
             var ticket_id: String

@@ -114,6 +114,14 @@ enum OpenAPIDocument {
                   nullable: true
                   pattern: "^[!-~]{1,1024}$"
                   description: "The device token the ticket was read on; it gets no badge update. Absent or null: none."
+                up_to_notification_id:
+                  type: integer
+                  format: int64
+                  minimum: 1
+                  nullable: true
+                  description: >-
+                    The newest notification the reader saw (a webhook's 202 gives its notification_id): only
+                    notifications up to it are cleared, and later ones stay counted. Absent or null: all of them.
             ReadResult:
               type: object
               required: [total, synced_devices]

@@ -23,7 +23,7 @@ struct DeliveryReservation: Sendable, Equatable {
 /// The outbox: every statement that writes the `deliveries` table or the Zendesk unregister queue.
 ///
 /// Deliveries are queued by intake (``enqueue(_:reservation:)``: one per device of a webhook) and
-/// by reads (``markRead(app:owner:ticket:readOn:)``: a badge sync per other device), claimed by the
+/// by reads (``markRead(app:owner:ticket:upTo:readOn:)``: a badge sync per other device), claimed by the
 /// dispatchers (``claim(apps:limits:owner:lease:)``) and given their outcome (``store(_:owner:)``),
 /// which also invalidates dead tokens' devices and queues them for Zendesk. The Zendesk forwarder
 /// takes and settles that queue here too. Errors are the database's (``PostgresError``); what
@@ -98,13 +98,15 @@ struct DeliveryQueue: Sendable {
                 SELECT * FROM targets WHERE device_status IS DISTINCT FROM 'invalid'
             ),
             increments AS MATERIALIZED (
-                SELECT app_id, owner, ticket_id, count(DISTINCT notification_id)::int AS added
+                SELECT app_id, owner, ticket_id, count(DISTINCT notification_id)::int AS added,
+                       array_agg(DISTINCT notification_id ORDER BY notification_id) AS ids
                 FROM live GROUP BY app_id, owner, ticket_id
             ),
             counted AS (
-                INSERT INTO unread_counters AS u (app_id, owner, ticket_id, unread)
-                SELECT app_id, owner, ticket_id, added FROM increments ORDER BY app_id, owner, ticket_id
-                ON CONFLICT (app_id, owner, ticket_id) DO UPDATE SET unread = u.unread + excluded.unread, updated_at = now()
+                INSERT INTO unread_counters AS u (app_id, owner, ticket_id, unread, notification_ids)
+                SELECT app_id, owner, ticket_id, added, ids FROM increments ORDER BY app_id, owner, ticket_id
+                ON CONFLICT (app_id, owner, ticket_id) DO UPDATE
+                SET unread = u.unread + excluded.unread, notification_ids = u.notification_ids || excluded.notification_ids, updated_at = now()
             ),
             totals AS MATERIALIZED (
                 SELECT o.app_id, o.owner,
@@ -165,21 +167,40 @@ struct DeliveryQueue: Sendable {
     }
 
     /// Clears one ticket (or every ticket when `ticket` is nil) of an owner's unread counts, in one
-    /// statement. When a count was cleared, every other active device of the owner gets a
-    /// `badge_sync` delivery (its badge is read when it is sent, so it is current), and listeners
-    /// are notified.
+    /// statement: every notification counted, or with `upTo`, those with an id up to it (and any
+    /// counted before ids were kept), so a reply stored after what the reader saw stays counted.
+    /// When a count went down, every other active device of the owner gets a `badge_sync` delivery
+    /// (its badge is read when it is sent, so it is current), and listeners are notified.
     /// - Returns: the owner's new total and how many devices will be synced.
-    func markRead(app: String, owner: String, ticket: String?, readOn device: String?) async throws -> (total: Int, synced: Int) {
+    func markRead(app: String, owner: String, ticket: String?, upTo: Int64? = nil, readOn device: String?) async throws -> (total: Int, synced: Int) {
         let row = try await client.query(
             """
-            WITH cleared AS (
-                DELETE FROM unread_counters
+            WITH before AS MATERIALIZED (
+                SELECT ticket_id, unread,
+                       CASE WHEN $5::bigint IS NULL THEN '{}'::bigint[]
+                            ELSE ARRAY(SELECT id FROM unnest(notification_ids) AS n(id) WHERE id > $5) END AS kept
+                FROM unread_counters
                 WHERE app_id = $1 AND owner = $2 AND ($3::text IS NULL OR ticket_id = $3) AND unread > 0
-                RETURNING unread
+                FOR UPDATE
+            ),
+            emptied AS (
+                DELETE FROM unread_counters u USING before b
+                WHERE u.app_id = $1 AND u.owner = $2 AND u.ticket_id = b.ticket_id AND cardinality(b.kept) = 0
+                RETURNING b.unread AS removed
+            ),
+            reduced AS (
+                UPDATE unread_counters u SET notification_ids = b.kept, unread = cardinality(b.kept), updated_at = now()
+                FROM before b
+                WHERE u.app_id = $1 AND u.owner = $2 AND u.ticket_id = b.ticket_id
+                  AND cardinality(b.kept) > 0 AND cardinality(b.kept) < b.unread
+                RETURNING b.unread - cardinality(b.kept) AS removed
+            ),
+            cleared AS (
+                SELECT removed FROM emptied UNION ALL SELECT removed FROM reduced
             ),
             remaining AS (
-                SELECT coalesce(sum(unread), 0)::int AS total FROM unread_counters
-                WHERE app_id = $1 AND owner = $2 AND $3::text IS NOT NULL AND ticket_id <> $3
+                SELECT (coalesce((SELECT sum(unread) FROM unread_counters WHERE app_id = $1 AND owner = $2), 0)
+                        - coalesce((SELECT sum(removed) FROM cleared), 0))::int AS total
             ),
             synced AS (\(Self.queueBadgeSyncs(from: """
                 devices
@@ -193,7 +214,7 @@ struct DeliveryQueue: Sendable {
             )
             SELECT (SELECT total FROM remaining), (SELECT count(*) FROM synced)::int, (SELECT count(*) FROM notified)::int
             """,
-            [app, owner, ticket, device],
+            [app, owner, ticket, device, upTo],
             prepare: true
         ).first
         guard let row else { return (0, 0) }
@@ -204,7 +225,7 @@ struct DeliveryQueue: Sendable {
     /// The statement (for a CTE) that queues a badge sync for each row of `source`, a relation
     /// with `app_id`, `token` and `platform` (and any `WHERE` / `ORDER BY` after it); it returns
     /// the new deliveries' ids. A badge sync carries no text: its badge is the device owner's total
-    /// when it is claimed, so it is current when sent. Reads (``markRead(app:owner:ticket:readOn:)``)
+    /// when it is claimed, so it is current when sent. Reads (``markRead(app:owner:ticket:upTo:readOn:)``)
     /// and a device moving to another owner (``PostgresDeviceRepository``) queue through it.
     static func queueBadgeSyncs(from source: String) -> String {
         """

@@ -52,16 +52,16 @@ struct UnreadController<Context: RequestContext>: Sendable {
     @Sendable func readTicket(_ request: Request, context: Context) async throws -> Total {
         let (app, owner) = try await authorize(request, context: context, scope: .unreadWrite)
         let ticket = try InputRules.identifier(try context.pathParameter("ticket"), field: "ticket", maxBytes: InputRules.maxTicketBytes)
-        let device = try await readDevice(request, context: context)
-        let result = try await store.markRead(app: app, owner: owner, ticket: ticket, readOn: device)
+        let read = try await readRequest(request, context: context)
+        let result = try await store.markRead(app: app, owner: owner, ticket: ticket, upTo: read.upTo, readOn: read.device)
         return Total(total: result.total, synced: result.synced)
     }
 
-    /// `POST …/read-all`, optional body `{"device": "<token read on>"}`.
+    /// `POST …/read-all`, optional body `{"device": "<token read on>", "up_to_notification_id": N}`.
     @Sendable func readAll(_ request: Request, context: Context) async throws -> Total {
         let (app, owner) = try await authorize(request, context: context, scope: .unreadWrite)
-        let device = try await readDevice(request, context: context)
-        let result = try await store.markRead(app: app, owner: owner, ticket: nil, readOn: device)
+        let read = try await readRequest(request, context: context)
+        let result = try await store.markRead(app: app, owner: owner, ticket: nil, upTo: read.upTo, readOn: read.device)
         return Total(total: result.total, synced: result.synced)
     }
 
@@ -134,14 +134,22 @@ struct UnreadController<Context: RequestContext>: Sendable {
         return (app, owner)
     }
 
-    /// The optional `device` of a read request: the device it happened on, which needs no sync.
-    private func readDevice(_ request: Request, context: Context) async throws -> String? {
+    /// The optional body of a read request: `device`, the device it happened on, which needs no
+    /// sync; `up_to_notification_id`, the newest notification the reader saw (later ones stay counted).
+    private func readRequest(_ request: Request, context: Context) async throws -> (device: String?, upTo: Int64?) {
         var request = request
         let bytes = try await request.collectJSONBytes(context: context)
-        guard bytes.readableBytes > 0 else { return nil }
+        guard bytes.readableBytes > 0 else { return (nil, nil) }
         let body = try JSONBody(buffer: bytes)
-        guard let device = try body.optionalString("device") else { return nil }
+        var upTo: Int64?
+        switch body.object["up_to_notification_id"] {
+        case nil, .null?: break
+        case let value?:
+            guard let id = value.int, id >= 1 else { throw JSONBody.invalidField("up_to_notification_id", "must be a notification id, an integer of at least 1") }
+            upTo = id
+        }
+        guard let device = try body.optionalString("device") else { return (nil, upTo) }
         guard DeviceToken.isPrintable(device) else { throw JSONBody.invalidField("device", "must be a device token") }
-        return device.utf8.allSatisfy(DeviceToken.isHex) ? device.lowercased() : device
+        return (device.utf8.allSatisfy(DeviceToken.isHex) ? device.lowercased() : device, upTo)
     }
 }

@@ -35,10 +35,11 @@ struct UnreadStore: Sendable {
         return UnreadSummary(total: tickets.reduce(0) { $0 + $1.unread }, tickets: tickets)
     }
 
-    /// Clears one ticket (or every ticket when `ticket` is nil); when a count was cleared, the
-    /// owner's other active devices get a badge sync (``DeliveryQueue/markRead(app:owner:ticket:readOn:)``).
+    /// Clears one ticket (or every ticket when `ticket` is nil), up to notification `upTo` when
+    /// given; when a count went down, the owner's other active devices get a badge sync
+    /// (``DeliveryQueue/markRead(app:owner:ticket:upTo:readOn:)``).
     /// - Returns: the owner's new total and how many devices will be synced.
-    func markRead(app: String, owner: String, ticket: String?, readOn device: String?) async throws -> (total: Int, synced: Int) {
-        try await DeliveryQueue(client: client).markRead(app: app, owner: owner, ticket: ticket, readOn: device)
+    func markRead(app: String, owner: String, ticket: String?, upTo: Int64? = nil, readOn device: String?) async throws -> (total: Int, synced: Int) {
+        try await DeliveryQueue(client: client).markRead(app: app, owner: owner, ticket: ticket, upTo: upTo, readOn: device)
     }
 }
