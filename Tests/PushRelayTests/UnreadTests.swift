@@ -242,6 +242,36 @@ struct UnreadTests {
         }
     }
 
+    @Test("a read up to a notification syncs the other devices to the count it leaves (at the sandbox), and the counts show it")
+    func readUpToSync() async throws {
+        try await DeliveryHarness.with { harness in
+            let phone = "android-erin-phone"
+            let tablet = "android-erin-tablet"
+            try await harness.application().test(.router) { client in
+                let key = try await harness.test.key(app: "support")
+                try await Self.register(client, key: key, token: phone, platform: "android", user: "erin")
+                try await Self.register(client, key: key, token: tablet, platform: "android", user: "erin")
+                var ids: [Int64] = []
+                for _ in 0..<3 {
+                    let response = try await client.execute(
+                        uri: Self.webhookURL, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(phone, "android")], ticket: "7"))
+                    )
+                    ids.append(try #require((response.json?["notification_id"] as? NSNumber)?.int64Value))
+                }
+                #expect(try await eventually { harness.requests(token: phone).count == 3 })
+                let read = try await client.execute(
+                    uri: "/v1/apps/support/users/erin/tickets/7/read", method: .post, headers: bearer(key),
+                    body: jsonBody(#"{"device":"\#(phone)","up_to_notification_id":\#(ids[0])}"#)
+                )
+                #expect(read.json?["total"] as? Int == 2)
+                #expect(try await eventually { harness.requests(token: tablet).count == 1 })
+                #expect(harness.requests(token: tablet).map(Self.pushBadge) == [2])
+                let unread = try await client.execute(uri: "/v1/apps/support/users/erin/unread", method: .get, headers: bearer(key))
+                #expect(unread.json?["total"] as? Int == 2)
+            }
+        }
+    }
+
     struct Summary: Decodable, Equatable {
         struct Ticket: Decodable, Equatable {
             var ticket_id: String
@@ -337,9 +367,10 @@ struct UnreadTests {
             .test(.live) { client in
                 let key = try await test.key(app: "support")
                 try await Self.register(client, key: key, token: "android-dave-1", platform: "android", user: "dave")
-                _ = try await client.execute(
+                let first = try await client.execute(
                     uri: Self.webhookURL, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [("android-dave-1", "android")]))
                 )
+                let firstID = try #require((first.json?["notification_id"] as? NSNumber)?.int64Value)
                 let stream = try SSEReader(port: try #require(client.port), path: "/v1/apps/support/users/dave/unread/stream", bearer: key)
                 reader.withLock { $0 = stream }
                 #expect(try await stream.nextEvent()?["total"] as? Int == 1)
@@ -348,6 +379,16 @@ struct UnreadTests {
                 )
                 #expect(try await stream.nextEvent()?["total"] as? Int == 2)
                 _ = try await client.execute(uri: "/v1/apps/support/users/dave/tickets/9/read", method: .post, headers: bearer(key))
+                #expect(try await stream.nextEvent()?["total"] as? Int == 1)
+                // A newer reply on ticket 5, then a read of everything up to the first one: the newer stays.
+                _ = try await client.execute(
+                    uri: Self.webhookURL, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [("android-dave-1", "android")]))
+                )
+                #expect(try await stream.nextEvent()?["total"] as? Int == 2)
+                _ = try await client.execute(
+                    uri: "/v1/apps/support/users/dave/read-all", method: .post, headers: bearer(key),
+                    body: jsonBody(#"{"up_to_notification_id":\#(firstID)}"#)
+                )
                 #expect(try await stream.nextEvent()?["total"] as? Int == 1)
                 // Heartbeats keep an idle stream alive (every second here).
                 #expect(await eventually(timeout: .seconds(5)) { stream.heartbeats > 0 })
