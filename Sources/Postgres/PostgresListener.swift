@@ -10,6 +10,8 @@ public enum PostgresListenerEvent: Sendable, Hashable {
     case listening
     /// A notification on one of the channels.
     case notification(PostgresNotification)
+    /// The connection failed; notifications are lost until the next ``listening``.
+    case lost
 }
 
 /// A `Service` that holds one dedicated connection in `LISTEN` on a fixed set of channels and
@@ -57,6 +59,7 @@ public final class PostgresListener: Service, Sendable {
                     return
                 } catch {
                     if Task.isCancelled { return }
+                    self.continuation.yield(.lost)
                     self.logger.warning("PostgreSQL listener lost its connection; reconnecting", metadata: ["error": "\(error)"])
                     try? await Task.sleep(for: delay)
                     delay = min(delay * 2, .seconds(5))

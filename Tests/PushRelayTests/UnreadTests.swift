@@ -299,8 +299,12 @@ struct UnreadTests {
             #expect(unchanged.body.readableBytes == 0)
 
             _ = try await client.execute(uri: Self.webhookURL, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [("android-bob-1", "android")], ticket: "6")))
-            let changed = try await client.execute(uri: "/v1/apps/support/users/bob/unread", method: .get, headers: conditional)
-            #expect(changed.status == .ok)
+            // The webhook's change is announced (NOTIFY at commit) and reaches the poll within moments.
+            var changed = try await client.execute(uri: "/v1/apps/support/users/bob/unread", method: .get, headers: conditional)
+            #expect(try await eventually(timeout: .seconds(10)) {
+                changed = try await client.execute(uri: "/v1/apps/support/users/bob/unread", method: .get, headers: conditional)
+                return changed.status == .ok
+            })
             #expect(changed.json?["total"] as? Int == 2)
             #expect(changed.headers[.eTag] != etag)
 
@@ -319,6 +323,57 @@ struct UnreadTests {
             #expect(
                 try await client.execute(uri: "/v1/apps/support/users/bob/read-all", method: .post, headers: bearer(readOnly)).status == .forbidden
             )
+        }
+    }
+
+    @Test("an unchanged poll is a 304 without a query (it is answered while the counters table is locked); a read on this instance is seen at once")
+    func pollWithoutQuery() async throws {
+        let test = try await TestApp.make()
+        try await test.application(extra: ["unread.poll_after_seconds": .init(.int(7), isSecret: false)]).test(.router) { client in
+            let key = try await test.key(app: "support")
+            try await Self.register(client, key: key, token: "android-fay-1", platform: "android", user: "fay")
+            _ = try await client.execute(uri: Self.webhookURL, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [("android-fay-1", "android")])))
+            let user = try await TestApp.userToken("fay")
+            // The webhook's announcement may still be on its way: poll until an ETag is kept.
+            var etag = ""
+            var conditional = bearer(user)
+            var cacheControl: String?
+            #expect(try await eventually(timeout: .seconds(10)) {
+                let first = try await client.execute(uri: "/v1/apps/support/users/fay/unread", method: .get, headers: conditional)
+                cacheControl = first.headers[.cacheControl]
+                if first.status == .notModified { return true }
+                etag = first.headers[.eTag] ?? ""
+                conditional[.ifNoneMatch] = etag
+                return false
+            })
+            #expect(cacheControl == "private, max-age=7")
+
+            // Hold an exclusive lock on unread_counters: a poll that queried would wait for it.
+            let pollHeaders = conditional
+            let expected = etag
+            let answered = Mutex<Int?>(nil)
+            let polls = Task {
+                var notModified = 0
+                for _ in 0..<200 {
+                    let poll = try await client.execute(uri: "/v1/apps/support/users/fay/unread", method: .get, headers: pollHeaders)
+                    if poll.status == .notModified, poll.headers[.eTag] == expected { notModified += 1 }
+                }
+                answered.withLock { $0 = notModified }
+            }
+            let whileLocked = try await test.client.withTransaction { session in
+                _ = try await session.query("LOCK TABLE unread_counters IN ACCESS EXCLUSIVE MODE")
+                // Waits at most 10 s; a poll that queried would wait for this transaction to end.
+                _ = await eventually(timeout: .seconds(10)) { answered.withLock { $0 } != nil }
+                return answered.withLock { $0 }
+            }
+            _ = await polls.result
+            #expect(whileLocked == 200, "nil: the polls waited for the lock, so they queried")
+
+            // A read on this instance forgets the ETag at once: the next poll reads and sees 0.
+            _ = try await client.execute(uri: "/v1/apps/support/users/fay/read-all", method: .post, headers: bearer(user))
+            let afterRead = try await client.execute(uri: "/v1/apps/support/users/fay/unread", method: .get, headers: conditional)
+            #expect(afterRead.status == .ok)
+            #expect(afterRead.json?["total"] as? Int == 0)
         }
     }
 

@@ -63,7 +63,8 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
         queue: outbox, logger: logger, maxBatch: settings.batchSize, maxConcurrentWrites: settings.concurrentWrites,
         dispatcher: delivery.enabled ? dispatcher : nil
     )
-    let hub = UnreadHub(listener: unreadListener, heartbeat: UnreadSettings(config: reader.scoped(to: "unread")).heartbeat)
+    let unread = UnreadSettings(config: reader.scoped(to: "unread"))
+    let hub = UnreadHub(listener: unreadListener, heartbeat: unread.heartbeat, pollAfter: unread.pollAfter)
     let jobs = JobRunner(
         store: JobStore(client: database.client), wakeUps: jobListener.events, settings: JobSettings(config: reader.scoped(to: "jobs")),
         metrics: metrics, logger: logger

@@ -406,7 +406,12 @@ enum OpenAPIDocument {
             get:
               operationId: getUnread
               summary: The user's unread replies, total (the badge) and per ticket. The user is a user id, or a device token for devices linked to no user.
-              description: Answers with a strong ETag; send it back in If-None-Match and an unchanged count answers 304 with no body, so polling is cheap.
+              description: >-
+                Answers with a strong ETag and Cache-Control "private, max-age=N" (unread.poll_after_seconds, 10 by default:
+                poll again after N seconds). Send the ETag back in If-None-Match: an unchanged count answers 304 with no body,
+                and with a user token the relay answers it without a database query while no change of the user was
+                announced. A change made through another instance reaches the answer within the NOTIFY's delay (milliseconds);
+                one made through this instance at once. Counts are not capped; display rules such as "99+" are the app's.
               security: [{bearer: []}]
               parameters:
                 - {name: If-None-Match, in: header, required: false, schema: {type: string}}

@@ -34,14 +34,26 @@ struct UnreadController<Context: RequestContext>: Sendable {
         }
     }
 
-    /// `GET …/unread`: the counts with a strong ETag; `If-None-Match` with it answers 304.
+    /// `GET …/unread`: the counts with a strong ETag; `If-None-Match` with it answers 304, and
+    /// `Cache-Control: private, max-age=N` tells the client when to poll again.
+    ///
+    /// An unchanged poll is answered from the ETag this instance last served for the owner, with
+    /// no query, as long as no change of the owner was announced since (``UnreadHub``); any other
+    /// reads the counts.
     @Sendable func unread(_ request: Request, context: Context) async throws -> Response {
         let (app, owner) = try await authorize(request, context: context, scope: .unreadRead)
+        let cacheControl = "private, max-age=\(hub.pollAfter)"
+        let match = request.headers[.ifNoneMatch]
+        if let match, let cached = hub.cachedETag(app: app, owner: owner), Self.matches(match, cached) {
+            return Response(status: .notModified, headers: [.eTag: cached, .cacheControl: cacheControl])
+        }
+        let since = hub.beginRead()
         let summary = try await store.summary(app: app, owner: owner)
         let body = try Self.encoder.encode(summary)
         let etag = "\"" + SHA256.hash(data: body).prefix(12).map { String(format: "%02x", $0) }.joined() + "\""
-        var headers: HTTPFields = [.eTag: etag, .cacheControl: "no-cache"]
-        if let match = request.headers[.ifNoneMatch], Self.matches(match, etag) {
+        hub.remember(app: app, owner: owner, etag: etag, since: since)
+        var headers: HTTPFields = [.eTag: etag, .cacheControl: cacheControl]
+        if let match, Self.matches(match, etag) {
             return Response(status: .notModified, headers: headers)
         }
         headers[.contentType] = "application/json"
@@ -54,6 +66,7 @@ struct UnreadController<Context: RequestContext>: Sendable {
         let ticket = try InputRules.identifier(try context.pathParameter("ticket"), field: "ticket", maxBytes: InputRules.maxTicketBytes)
         let read = try await readRequest(request, context: context)
         let result = try await store.markRead(app: app, owner: owner, ticket: ticket, upTo: read.upTo, readOn: read.device)
+        hub.changed(app: app, owner: owner)
         return Total(total: result.total, synced: result.synced)
     }
 
@@ -62,6 +75,7 @@ struct UnreadController<Context: RequestContext>: Sendable {
         let (app, owner) = try await authorize(request, context: context, scope: .unreadWrite)
         let read = try await readRequest(request, context: context)
         let result = try await store.markRead(app: app, owner: owner, ticket: nil, upTo: read.upTo, readOn: read.device)
+        hub.changed(app: app, owner: owner)
         return Total(total: result.total, synced: result.synced)
     }
 

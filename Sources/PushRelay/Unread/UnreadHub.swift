@@ -25,10 +25,48 @@ final class UnreadHub: Service, Sendable {
     private let listener: PostgresListener
     private let heartbeat: Duration
     private let subscribers = Mutex<[UUID: Subscriber]>([:])
+    private let versions = Mutex(Versions())
 
-    init(listener: PostgresListener, heartbeat: Duration) {
+    /// The ETag last served per owner, kept while no change of that owner was announced since it
+    /// was read, so an unchanged poll is answered without a query. Announcements come from every
+    /// instance (the NOTIFY on ``UnreadChannel``), so the cache is trusted only while the listener
+    /// is connected: a lost connection empties it and stops it until the listener is back.
+    private struct Versions {
+        var listening = false
+        /// Counts announcements; a read remembers its ETag only if its owner was not announced
+        /// after the read began.
+        var generation: UInt64 = 0
+        /// When everything was last announced (`*`, or the listener came back).
+        var everythingAt: UInt64 = 0
+        var changedAt: [String: UInt64] = [:]
+        var etags: [String: String] = [:]
+
+        mutating func announce(_ keys: some Sequence<String>) {
+            generation += 1
+            for key in keys {
+                changedAt[key] = generation
+                etags[key] = nil
+            }
+        }
+
+        mutating func announceEverything() {
+            generation += 1
+            everythingAt = generation
+            changedAt.removeAll(keepingCapacity: true)
+            etags.removeAll(keepingCapacity: true)
+        }
+    }
+
+    /// Most owners whose ETag is kept; past it the cache starts over (the next poll of each queries once).
+    static let maxCachedOwners = 1_000_000
+
+    /// Seconds a client may use an answer of `GET …/unread` before polling again (``UnreadSettings/pollAfter``).
+    let pollAfter: Int
+
+    init(listener: PostgresListener, heartbeat: Duration, pollAfter: Int = 10) {
         self.listener = listener
         self.heartbeat = heartbeat
+        self.pollAfter = pollAfter
     }
 
     private static func key(app: String, owner: String) -> String { app + " " + owner }
@@ -48,6 +86,35 @@ final class UnreadHub: Service, Sendable {
 
     var subscriberCount: Int { subscribers.withLock { $0.count } }
 
+    /// The ETag of the owner's counts as last served, if no change was announced since.
+    func cachedETag(app: String, owner: String) -> String? {
+        versions.withLock { $0.listening ? $0.etags[Self.key(app: app, owner: owner)] : nil }
+    }
+
+    /// Taken before reading an owner's counts; hand it to ``remember(app:owner:etag:since:)``.
+    /// `nil` while announcements cannot be trusted to arrive.
+    func beginRead() -> UInt64? {
+        versions.withLock { $0.listening ? $0.generation : nil }
+    }
+
+    /// Keeps the ETag of counts read since `generation`, unless the owner (or everyone) was
+    /// announced changed since, when the counts read may already be old.
+    func remember(app: String, owner: String, etag: String, since generation: UInt64?) {
+        guard let generation else { return }
+        let key = Self.key(app: app, owner: owner)
+        versions.withLock { versions in
+            guard versions.listening, versions.everythingAt <= generation, versions.changedAt[key, default: 0] <= generation else { return }
+            if versions.etags.count >= Self.maxCachedOwners { versions.etags.removeAll(keepingCapacity: true) }
+            versions.etags[key] = etag
+        }
+    }
+
+    /// This instance changed the owner's counts itself: forget its ETag at once, before the
+    /// announcement comes back.
+    func changed(app: String, owner: String) {
+        versions.withLock { $0.announce(CollectionOfOne(Self.key(app: app, owner: owner))) }
+    }
+
     func run() async throws {
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
@@ -55,7 +122,16 @@ final class UnreadHub: Service, Sendable {
                     switch event {
                     case .listening:
                         // Changes may have been missed while the connection was away.
+                        self.versions.withLock { versions in
+                            versions.listening = true
+                            versions.announceEverything()
+                        }
                         self.signalAll(.changed)
+                    case .lost:
+                        self.versions.withLock { versions in
+                            versions.listening = false
+                            versions.announceEverything()
+                        }
                     case .notification(let notification):
                         self.signal(payload: notification.payload)
                     }
@@ -79,10 +155,12 @@ final class UnreadHub: Service, Sendable {
 
     private func signal(payload: String) {
         if payload == "*" {
+            versions.withLock { $0.announceEverything() }
             signalAll(.changed)
             return
         }
         let keys = Set(payload.split(separator: "\n").map(String.init))
+        versions.withLock { $0.announce(keys) }
         subscribers.withLock { table in
             for subscriber in table.values where keys.contains(subscriber.key) { subscriber.continuation.yield(.changed) }
         }
@@ -106,10 +184,16 @@ enum UnreadChannel {
 ///
 /// Keys, read from a reader scoped to `unread`:
 /// - `heartbeat_seconds` (int, default 15, at least 1): how often an idle live stream sends a comment line.
+/// - `poll_after_seconds` (int, default 10): see ``pollAfter``.
 public struct UnreadSettings: Sendable {
     public var heartbeat: Duration
 
+    /// `poll_after_seconds` (int, default 10, 0 to 86400): the `max-age` of `GET …/unread`'s
+    /// `Cache-Control`, how long a client may use an answer before polling again.
+    public var pollAfter: Int
+
     public init(config: ConfigReader) {
         heartbeat = .seconds(max(1, config.int(forKey: "heartbeat_seconds", default: 15)))
+        pollAfter = min(max(0, config.int(forKey: "poll_after_seconds", default: 10)), 86_400)
     }
 }
