@@ -11,7 +11,7 @@ struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "push-relay-bench",
         abstract: "Benchmarks for a running PushRelay.",
-        subcommands: [Ingest.self, Sender.self, EndToEnd.self]
+        subcommands: [Ingest.self, Sender.self, EndToEnd.self, Poll.self]
     )
 }
 
@@ -95,15 +95,48 @@ struct Ingest: AsyncParsableCommand {
     }
 }
 
-/// Keep-alive HTTP/1.1 connections posting webhooks: plain SwiftNIO, so the load generator spends
-/// little of the CPU it shares with the relay.
+/// One request of a load.
+struct LoadRequest: Sendable {
+    var method: HTTPMethod
+    var path: String
+    var headers: [(String, String)]
+    var body: String?
+}
+
+/// Keep-alive HTTP/1.1 connections sending requests (webhooks, by default): plain SwiftNIO, so the
+/// load generator spends little of the CPU it shares with the relay.
 struct WebhookLoad: Sendable {
     var target: Target
     var concurrency: Int
-    /// The JSON body of webhook number n.
-    var body: @Sendable (Int) -> String
-    /// Called with each webhook's number and the instant it counts as sent.
+    /// Request number n.
+    var request: @Sendable (Int) -> LoadRequest
+    /// The statuses counted as accepted; any other is a failure.
+    var accepted: Set<Int> = [202]
+    /// Called with each request's number and the instant it counts as sent.
     var onSend: @Sendable (Int, ContinuousClock.Instant) -> Void = { _, _ in }
+    /// Called with each request's number and the head of its answer.
+    var onAnswer: @Sendable (Int, HTTPResponseHead) -> Void = { _, _ in }
+    /// No request is sent after this instant.
+    var deadline: ContinuousClock.Instant? = nil
+
+    /// Webhooks: a POST of `body(n)` as JSON to the target's path.
+    init(target: Target, concurrency: Int, body: @escaping @Sendable (Int) -> String, onSend: @escaping @Sendable (Int, ContinuousClock.Instant) -> Void = { _, _ in }) {
+        self.target = target
+        self.concurrency = concurrency
+        request = { LoadRequest(method: .POST, path: target.path, headers: [("Content-Type", "application/json")], body: body($0)) }
+        self.onSend = onSend
+    }
+
+    init(
+        target: Target, concurrency: Int, accepted: Set<Int>, request: @escaping @Sendable (Int) -> LoadRequest,
+        onAnswer: @escaping @Sendable (Int, HTTPResponseHead) -> Void
+    ) {
+        self.target = target
+        self.concurrency = concurrency
+        self.accepted = accepted
+        self.request = request
+        self.onAnswer = onAnswer
+    }
 
     struct Target: Sendable {
         var host: String
@@ -177,6 +210,7 @@ private final class LoadDriver: ChannelInboundHandler {
     let finished: EventLoopPromise<WebhookLoad.Result>
     private var result = WebhookLoad.Result()
     private var status = 0
+    private var current = 0
     private var sent = ContinuousClock.now
     private var waiting = false
     private var done = false
@@ -202,12 +236,13 @@ private final class LoadDriver: ChannelInboundHandler {
         switch unwrapInboundIn(data) {
         case .head(let response):
             status = Int(response.status.code)
+            load.onAnswer(current, response)
         case .body:
             break
         case .end:
             waiting = false
             _ = result.histogram.record(UInt64(max(1, (ContinuousClock.now - sent).microseconds)))
-            if status == 202 { result.accepted += 1 } else { result.failed["\(status)", default: 0] += 1 }
+            if load.accepted.contains(status) { result.accepted += 1 } else { result.failed["\(status)", default: 0] += 1 }
             status = 0
             sendNext(context: context)
         }
@@ -223,6 +258,10 @@ private final class LoadDriver: ChannelInboundHandler {
     }
 
     private func sendNext(context: ChannelHandlerContext) {
+        if let deadline = load.deadline, ContinuousClock.now >= deadline {
+            finish(context: context)
+            return
+        }
         guard let index = counter.next(limit: count) else {
             finish(context: context)
             return
@@ -243,14 +282,17 @@ private final class LoadDriver: ChannelInboundHandler {
     }
 
     private func send(index: Int, at instant: ContinuousClock.Instant, context: ChannelHandlerContext) {
-        let body = ByteBuffer(string: load.body(offset + index))
+        let request = load.request(offset + index)
+        let body = request.body.map { ByteBuffer(string: $0) }
         load.onSend(offset + index, instant)
-        var head = HTTPRequestHead(version: .http1_1, method: .POST, uri: load.target.path)
-        head.headers = ["Host": load.target.host, "Content-Type": "application/json", "Content-Length": "\(body.readableBytes)"]
+        var head = HTTPRequestHead(version: .http1_1, method: request.method, uri: request.path)
+        head.headers = HTTPHeaders([("Host", load.target.host)] + request.headers)
+        if let body { head.headers.add(name: "Content-Length", value: "\(body.readableBytes)") }
+        current = offset + index
         sent = instant
         waiting = true
         context.write(wrapOutboundOut(.head(head)), promise: nil)
-        context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
+        if let body { context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil) }
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
     }
 

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import JWTKit
+import Synchronization
 
 /// Who is calling, as established from the `Authorization: Bearer …` header.
 public enum Principal: Sendable, Hashable {
@@ -28,10 +29,34 @@ struct UserTokenClaims: JWTPayload {
 public struct Authenticator: Sendable {
     let keys: APIKeyStore
     let apps: AppDirectory
+    let verifiedUserTokens = VerifiedUserTokens()
 
     public init(keys: APIKeyStore, apps: AppDirectory) {
         self.keys = keys
         self.apps = apps
+    }
+
+    /// User tokens whose signature and claims were already checked, by app and token text, with
+    /// their subject and expiry: a mobile app sends the same token with every poll, and checking
+    /// it again (JSON decoding, HMAC) cost more than answering an unchanged poll. The expiry is
+    /// still checked on every use. Bounded: when full, it starts over.
+    final class VerifiedUserTokens: Sendable {
+        static let capacity = 100_000
+        private let table = Mutex<[String: (subject: String, expires: Date)]>([:])
+
+        func subject(app: String, token: String, now: Date) -> String? {
+            table.withLock { table in
+                guard let entry = table[app + " " + token] else { return nil }
+                return entry.expires > now ? entry.subject : nil
+            }
+        }
+
+        func remember(app: String, token: String, subject: String, expires: Date) {
+            table.withLock { table in
+                if table.count >= Self.capacity { table.removeAll(keepingCapacity: true) }
+                table[app + " " + token] = (subject, expires)
+            }
+        }
     }
 
     /// Authenticates a request aimed at `app` (the app in the URL, if any). Throws 401 on a
@@ -58,12 +83,16 @@ public struct Authenticator: Sendable {
         guard let collection = apps.entry(app)?.userTokenKeys else {
             throw Self.unauthorized("user tokens are not enabled for this app")
         }
+        if let subject = verifiedUserTokens.subject(app: app, token: credential, now: Date()) {
+            return .user(app: app, userID: subject)
+        }
         do {
             let claims = try await collection.verify(credential, as: UserTokenClaims.self)
             // The subject becomes a stored user id: it follows the same rule as `user_id`.
             guard (try? InputRules.identifier(claims.sub.value, field: "sub", maxBytes: InputRules.maxUserBytes)) != nil else {
                 throw Self.unauthorized("the user token's sub must be a user id of 1-\(InputRules.maxUserBytes) bytes without control characters")
             }
+            verifiedUserTokens.remember(app: app, token: credential, subject: claims.sub.value, expires: claims.exp.value)
             return .user(app: app, userID: claims.sub.value)
         } catch let error as APIError {
             throw error

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Polling benchmark: builds release binaries, starts a relay on a fresh embedded (durable)
+# PostgreSQL with one app, then runs `push-relay-bench poll`: OWNERS app users polling their unread
+# count with If-None-Match on CONNECTIONS connections for SECONDS, while webhooks at RATE/s each
+# reply to one random owner. Prints polls/s, latency percentiles, the share answered 304 and the
+# relay's CPU time per poll.
+# Usage: Deploy/bench-poll.sh [owners (10000)] [connections (64)] [seconds (20)] [webhooks/s (500)]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+owners="${1:-10000}"
+connections="${2:-64}"
+seconds="${3:-20}"
+rate="${4:-500}"
+port="${BENCH_PORT:-18470}"
+
+Deploy/bootstrap.sh
+swift build -c release --product push-relay >&2
+swift build -c release --product push-relay-bench >&2
+
+. Deploy/bench-relay.sh
+
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(date -u '+%Y-%m-%d %H:%M UTC')"
+.build/release/push-relay-bench poll --url "http://127.0.0.1:$port" --app bench --secret "$secret" \
+    --user-token-key-file "$user_token_key_file" --owners "$owners" --concurrency "$connections" --seconds "$seconds" \
+    --webhook-rate "$rate" --relay-pid "$relay"
