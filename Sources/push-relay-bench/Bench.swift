@@ -15,6 +15,27 @@ struct Bench: AsyncParsableCommand {
     )
 }
 
+/// The relay under load and its app: `--url`, `--app`, `--secret`.
+struct RelayApp: ParsableArguments {
+    @Option(help: "Base URL of the relay.")
+    var url = "http://127.0.0.1:8080"
+
+    @Option(help: "App id.")
+    var app: String
+
+    @Option(help: "The app's webhook secret.")
+    var secret: String
+
+    var webhookPath: String { "/v1/webhooks/zendesk/\(app)/\(secret)" }
+
+    func hostAndPort() throws -> (host: String, port: Int) {
+        guard let components = URLComponents(string: url), let host = components.host else {
+            throw ValidationError("--url must look like http://127.0.0.1:8080")
+        }
+        return (host, components.port ?? 80)
+    }
+}
+
 /// Drives webhooks at a relay and reports accepted webhooks per second and accept latency.
 struct Ingest: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -26,14 +47,7 @@ struct Ingest: AsyncParsableCommand {
             """
     )
 
-    @Option(help: "Base URL of the relay.")
-    var url = "http://127.0.0.1:8080"
-
-    @Option(help: "App id.")
-    var app: String
-
-    @Option(help: "The app's webhook secret.")
-    var secret: String
+    @OptionGroup var relay: RelayApp
 
     @Option(name: [.customShort("n"), .customLong("requests")], help: "Webhooks to send.")
     var requests = 20_000
@@ -59,11 +73,9 @@ struct Ingest: AsyncParsableCommand {
     }
 
     func run() async throws {
-        guard let components = URLComponents(string: url), let host = components.host else {
-            throw ValidationError("--url must look like http://127.0.0.1:8080")
-        }
+        let (host, port) = try relay.hostAndPort()
         let load = WebhookLoad(
-            target: .init(host: host, port: components.port ?? 80, path: "/v1/webhooks/zendesk/\(app)/\(secret)"),
+            target: .init(host: host, port: port, path: relay.webhookPath),
             concurrency: concurrency, body: webhook(number:)
         )
         if warmup > 0 {

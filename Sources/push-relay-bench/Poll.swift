@@ -17,14 +17,7 @@ struct Poll: AsyncParsableCommand {
             """
     )
 
-    @Option(help: "Base URL of the relay.")
-    var url = "http://127.0.0.1:8080"
-
-    @Option(help: "App id.")
-    var app: String
-
-    @Option(help: "The app's webhook secret.")
-    var secret: String
+    @OptionGroup var relay: RelayApp
 
     @Option(help: ArgumentHelp("The app's user_tokens key file (HS256).", valueName: "path"))
     var userTokenKeyFile: String
@@ -49,13 +42,10 @@ struct Poll: AsyncParsableCommand {
     }
 
     func run() async throws {
-        guard let components = URLComponents(string: url), let host = components.host else {
-            throw ValidationError("--url must look like http://127.0.0.1:8080")
-        }
+        let (host, port) = try relay.hostAndPort()
         guard let keyData = FileManager.default.contents(atPath: userTokenKeyFile) else { throw ValidationError("cannot read \(userTokenKeyFile)") }
         let key = SymmetricKey(data: Data(String(decoding: keyData, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines).utf8))
-        let port = components.port ?? 80
-        let webhookPath = "/v1/webhooks/zendesk/\(app)/\(secret)"
+        let webhookPath = relay.webhookPath
         let owners = self.owners
         let owner = Self.owner
         let webhook = Self.webhook
@@ -71,7 +61,7 @@ struct Poll: AsyncParsableCommand {
         let tokens = (0..<owners).map { Self.userToken(sub: owner($0), expires: expires, key: key) }
         let etags = Mutex([String?](repeating: nil, count: owners))
         let notModified = Atomic<Int>(0)
-        let app = self.app
+        let app = relay.app
         var polls = WebhookLoad(
             target: .init(host: host, port: port, path: ""), concurrency: concurrency, accepted: [200, 304],
             request: { number in
