@@ -47,6 +47,9 @@ final class UnreadHub: Service, Sendable {
                 changedAt[key] = generation
                 etags[key] = nil
             }
+            // Every owner ever announced would stay here: past the bound, start over as for `*`
+            // (the next poll of each owner queries once).
+            if changedAt.count > UnreadHub.maxCachedOwners { announceEverything() }
         }
 
         mutating func announceEverything() {
@@ -57,7 +60,8 @@ final class UnreadHub: Service, Sendable {
         }
     }
 
-    /// Most owners whose ETag is kept; past it the cache starts over (the next poll of each queries once).
+    /// Most owners whose ETag, or whose last announcement, is kept; past it the cache starts over
+    /// (the next poll of each queries once).
     static let maxCachedOwners = 1_000_000
 
     /// Seconds a client may use an answer of `GET …/unread` before polling again (``UnreadSettings/pollAfter``).
