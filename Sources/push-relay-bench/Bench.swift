@@ -113,10 +113,26 @@ struct LoadRequest: Sendable {
     var path: String
     var headers: [(String, String)]
     var body: String?
+
+    /// The request as sent: request line, `Host`, the headers, `Content-Length` with a body.
+    func bytes(host: String, allocator: ByteBufferAllocator) -> ByteBuffer {
+        var buffer = allocator.buffer(capacity: 256 + (body?.utf8.count ?? 0))
+        buffer.writeString("\(method.rawValue) \(path) HTTP/1.1\r\nHost: \(host)\r\n")
+        for (name, value) in headers { buffer.writeString("\(name): \(value)\r\n") }
+        if let body { buffer.writeString("Content-Length: \(body.utf8.count)\r\n\r\n\(body)") } else { buffer.writeString("\r\n") }
+        return buffer
+    }
 }
 
-/// Keep-alive HTTP/1.1 connections sending requests (webhooks, by default): plain SwiftNIO, so the
-/// load generator spends little of the CPU it shares with the relay.
+/// What the load generator reads of an answer: the status and the `ETag`.
+struct LoadAnswer: Sendable {
+    var status: Int
+    var etag: String?
+}
+
+/// Keep-alive HTTP/1.1 connections sending requests (webhooks, by default): plain SwiftNIO with
+/// requests written as bytes and answers read by a minimal parser, so the load generator spends
+/// little of the CPU it shares with the relay.
 struct WebhookLoad: Sendable {
     var target: Target
     var concurrency: Int
@@ -126,8 +142,8 @@ struct WebhookLoad: Sendable {
     var accepted: Set<Int> = [202]
     /// Called with each request's number and the instant it counts as sent.
     var onSend: @Sendable (Int, ContinuousClock.Instant) -> Void = { _, _ in }
-    /// Called with each request's number and the head of its answer.
-    var onAnswer: @Sendable (Int, HTTPResponseHead) -> Void = { _, _ in }
+    /// Called with each request's number and its answer.
+    var onAnswer: @Sendable (Int, LoadAnswer) -> Void = { _, _ in }
     /// No request is sent after this instant.
     var deadline: ContinuousClock.Instant? = nil
 
@@ -141,7 +157,7 @@ struct WebhookLoad: Sendable {
 
     init(
         target: Target, concurrency: Int, accepted: Set<Int>, request: @escaping @Sendable (Int) -> LoadRequest,
-        onAnswer: @escaping @Sendable (Int, HTTPResponseHead) -> Void
+        onAnswer: @escaping @Sendable (Int, LoadAnswer) -> Void
     ) {
         self.target = target
         self.concurrency = concurrency
@@ -163,9 +179,8 @@ struct WebhookLoad: Sendable {
         var elapsed: Double = 0
     }
 
-    /// Runs `concurrency` keep-alive HTTP/1.1 connections (plain SwiftNIO, so the load generator
-    /// spends little of the CPU it shares with the relay), each sending its next webhook when the
-    /// previous answer arrived (or at its scheduled time with --rate).
+    /// Runs `concurrency` keep-alive HTTP/1.1 connections, each sending its next request when the
+    /// previous answer arrived (or at its scheduled time with `rate`).
     func drive(count: Int, offset: Int, rate: Double?) async throws -> Result {
         let counter = Counter()
         let start = ContinuousClock.now
@@ -193,7 +208,6 @@ struct WebhookLoad: Sendable {
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .connect(host: target.host, port: target.port) { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHTTPClientHandlers()
                     let driver = LoadDriver(
                         load: load, counter: counter, count: count, offset: offset, rate: rate, start: start,
                         finished: channel.eventLoop.makePromise()
@@ -206,12 +220,12 @@ struct WebhookLoad: Sendable {
     }
 }
 
-/// Drives one keep-alive connection entirely on its event loop: sends a webhook, records the
-/// answer, sends the next. No task hops per request, so the load generator takes less of the CPU
-/// it shares with the relay than an async client would.
+/// Drives one keep-alive connection entirely on its event loop: sends a request, reads its answer,
+/// sends the next. No task hops and no general HTTP codec per request: the request is written as
+/// bytes and the answer read by ``ResponseReader``.
 private final class LoadDriver: ChannelInboundHandler {
-    typealias InboundIn = HTTPClientResponsePart
-    typealias OutboundOut = HTTPClientRequestPart
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
 
     let load: WebhookLoad
     let counter: Counter
@@ -221,7 +235,7 @@ private final class LoadDriver: ChannelInboundHandler {
     let start: ContinuousClock.Instant
     let finished: EventLoopPromise<WebhookLoad.Result>
     private var result = WebhookLoad.Result()
-    private var status = 0
+    private var reader = ResponseReader()
     private var current = 0
     private var sent = ContinuousClock.now
     private var waiting = false
@@ -245,18 +259,21 @@ private final class LoadDriver: ChannelInboundHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data) {
-        case .head(let response):
-            status = Int(response.status.code)
-            load.onAnswer(current, response)
-        case .body:
-            break
-        case .end:
+        var bytes = unwrapInboundIn(data)
+        reader.append(&bytes)
+        do {
+            while let answer = try reader.next() {
+                guard waiting else { throw ResponseReader.Failure("an answer to no request") }
+                waiting = false
+                load.onAnswer(current, answer)
+                _ = result.histogram.record(UInt64(max(1, (ContinuousClock.now - sent).microseconds)))
+                if load.accepted.contains(answer.status) { result.accepted += 1 } else { result.failed["\(answer.status)", default: 0] += 1 }
+                sendNext(context: context)
+            }
+        } catch {
+            result.failed["\(error)", default: 0] += 1
             waiting = false
-            _ = result.histogram.record(UInt64(max(1, (ContinuousClock.now - sent).microseconds)))
-            if load.accepted.contains(status) { result.accepted += 1 } else { result.failed["\(status)", default: 0] += 1 }
-            status = 0
-            sendNext(context: context)
+            finish(context: context)
         }
     }
 
@@ -294,18 +311,12 @@ private final class LoadDriver: ChannelInboundHandler {
     }
 
     private func send(index: Int, at instant: ContinuousClock.Instant, context: ChannelHandlerContext) {
-        let request = load.request(offset + index)
-        let body = request.body.map { ByteBuffer(string: $0) }
+        let bytes = load.request(offset + index).bytes(host: load.target.host, allocator: context.channel.allocator)
         load.onSend(offset + index, instant)
-        var head = HTTPRequestHead(version: .http1_1, method: request.method, uri: request.path)
-        head.headers = HTTPHeaders([("Host", load.target.host)] + request.headers)
-        if let body { head.headers.add(name: "Content-Length", value: "\(body.readableBytes)") }
         current = offset + index
         sent = instant
         waiting = true
-        context.write(wrapOutboundOut(.head(head)), promise: nil)
-        if let body { context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil) }
-        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(bytes), promise: nil)
     }
 
     private func finish(context: ChannelHandlerContext) {
@@ -313,6 +324,107 @@ private final class LoadDriver: ChannelInboundHandler {
         done = true
         finished.succeed(result)
         context.close(promise: nil)
+    }
+}
+
+/// Reads HTTP/1.1 answers from a keep-alive connection: the status line, `Content-Length` and
+/// `ETag`; the body is skipped. Answers framed any other way (chunked, or until close) are
+/// reported as failures: the relay frames every answer these loads get by `Content-Length`.
+struct ResponseReader {
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
+        init(_ description: String) { self.description = description }
+    }
+
+    private var buffer = ByteBuffer()
+    /// Where the search for the end of the head resumes.
+    private var scanned = 0
+
+    mutating func append(_ bytes: inout ByteBuffer) {
+        if buffer.readableBytes == 0 { buffer = bytes } else { buffer.writeBuffer(&bytes) }
+    }
+
+    /// The next complete answer, or `nil` until more bytes arrive.
+    mutating func next() throws -> LoadAnswer? {
+        let from = scanned
+        let parsed: (answer: LoadAnswer, total: Int)?? = try buffer.withUnsafeReadableBytes { bytes in
+            guard let headEnd = Self.endOfHead(bytes, from: from) else { return nil }
+            var status = 0
+            var length = 0
+            var etag: String?
+            var lineStart = 0
+            var first = true
+            while lineStart < headEnd {
+                var lineEnd = lineStart
+                while lineEnd < headEnd, bytes[lineEnd] != 13 { lineEnd += 1 }
+                if first {
+                    // HTTP/1.1 NNN Reason
+                    guard lineEnd - lineStart >= 12 else { throw Failure("a malformed status line") }
+                    status = try Self.decimal(bytes, lineStart + 9, lineStart + 12)
+                    first = false
+                } else if let colon = (lineStart..<lineEnd).first(where: { bytes[$0] == UInt8(ascii: ":") }) {
+                    var valueStart = colon + 1
+                    while valueStart < lineEnd, bytes[valueStart] == 32 || bytes[valueStart] == 9 { valueStart += 1 }
+                    var valueEnd = lineEnd
+                    while valueEnd > valueStart, bytes[valueEnd - 1] == 32 || bytes[valueEnd - 1] == 9 { valueEnd -= 1 }
+                    if Self.named(bytes, lineStart, colon, "content-length") {
+                        length = try Self.decimal(bytes, valueStart, valueEnd)
+                    } else if Self.named(bytes, lineStart, colon, "etag") {
+                        etag = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[valueStart..<valueEnd]), as: UTF8.self)
+                    } else if Self.named(bytes, lineStart, colon, "transfer-encoding") {
+                        throw Failure("an answer not framed by Content-Length")
+                    }
+                }
+                lineStart = lineEnd + 2
+            }
+            let total = headEnd + 4 + length
+            guard bytes.count >= total else { return .some(nil) }
+            return (LoadAnswer(status: status, etag: etag), total)
+        }
+        switch parsed {
+        case nil:
+            scanned = max(0, buffer.readableBytes - 3)
+            return nil
+        case .some(nil):
+            return nil
+        case .some(.some(let parsed)):
+            buffer.moveReaderIndex(forwardBy: parsed.total)
+            scanned = 0
+            return parsed.answer
+        }
+    }
+
+    /// The offset of the `\r\n\r\n` that ends the head.
+    private static func endOfHead(_ bytes: UnsafeRawBufferPointer, from offset: Int) -> Int? {
+        var index = offset
+        while index + 3 < bytes.count {
+            if bytes[index] == 13, bytes[index + 1] == 10, bytes[index + 2] == 13, bytes[index + 3] == 10 { return index }
+            index += 1
+        }
+        return nil
+    }
+
+    private static func decimal(_ bytes: UnsafeRawBufferPointer, _ start: Int, _ end: Int) throws -> Int {
+        guard start < end, end - start <= 18 else { throw Failure("a malformed number") }
+        var value = 0
+        for index in start..<end {
+            let digit = bytes[index] &- 48
+            guard digit < 10 else { throw Failure("a malformed number") }
+            value = value * 10 + Int(digit)
+        }
+        return value
+    }
+
+    /// Whether the header name in `start..<end` is `lowercased`, in any case.
+    private static func named(_ bytes: UnsafeRawBufferPointer, _ start: Int, _ end: Int, _ lowercased: StaticString) -> Bool {
+        guard end - start == lowercased.utf8CodeUnitCount else { return false }
+        let name = lowercased.utf8Start
+        for index in 0..<(end - start) {
+            let byte = bytes[start + index]
+            let lower = byte >= 65 && byte <= 90 ? byte + 32 : byte
+            if lower != name[index] { return false }
+        }
+        return true
     }
 }
 

@@ -34,11 +34,19 @@ struct Poll: AsyncParsableCommand {
     @Option(help: "Webhooks per second during the polls (open loop), each to one random owner.")
     var webhookRate = 500.0
 
+    @Option(
+        help: ArgumentHelp(
+            "Polls per second (open loop: each poll has a scheduled instant and its latency counts from there, so a relay that falls behind shows it). Without it, each connection polls again as soon as it is answered (closed loop: the most polls per second).",
+            valueName: "polls/s"
+        )
+    )
+    var rate: Double?
+
     @Option(help: "The relay's process id: prints its CPU time per poll over the polling (webhooks included).")
     var relayPID: Int?
 
     func validate() throws {
-        guard owners > 0, concurrency > 0, seconds > 0, webhookRate >= 0 else { throw ValidationError("counts must be positive") }
+        guard owners > 0, concurrency > 0, seconds > 0, webhookRate >= 0, (rate ?? 1) > 0 else { throw ValidationError("counts must be positive") }
     }
 
     func run() async throws {
@@ -58,7 +66,7 @@ struct Poll: AsyncParsableCommand {
         guard registered.accepted == owners else { throw ValidationError("setup: \(registered.accepted) of \(owners) webhooks accepted: \(registered.failed)") }
 
         let expires = Int(Date().timeIntervalSince1970) + 3600 + seconds
-        let tokens = (0..<owners).map { Self.userToken(sub: owner($0), expires: expires, key: key) }
+        let authorizations = (0..<owners).map { "Bearer " + Self.userToken(sub: owner($0), expires: expires, key: key) }
         let etags = Mutex([String?](repeating: nil, count: owners))
         let notModified = Atomic<Int>(0)
         let app = relay.app
@@ -66,13 +74,13 @@ struct Poll: AsyncParsableCommand {
             target: .init(host: host, port: port, path: ""), concurrency: concurrency, accepted: [200, 304],
             request: { number in
                 let index = number % owners
-                var headers = [("Authorization", "Bearer \(tokens[index])")]
+                var headers = [("Authorization", authorizations[index])]
                 if let etag = etags.withLock({ $0[index] }) { headers.append(("If-None-Match", etag)) }
                 return LoadRequest(method: .GET, path: "/v1/apps/\(app)/users/\(owner(index))/unread", headers: headers, body: nil)
             },
-            onAnswer: { number, head in
-                if head.status == .notModified { notModified.add(1, ordering: .relaxed) }
-                if let etag = head.headers.first(name: "ETag") { etags.withLock { $0[number % owners] = etag } }
+            onAnswer: { number, answer in
+                if answer.status == 304 { notModified.add(1, ordering: .relaxed) }
+                if let etag = answer.etag { etags.withLock { $0[number % owners] = etag } }
             }
         )
         var changes = WebhookLoad(
@@ -90,7 +98,7 @@ struct Poll: AsyncParsableCommand {
         let cpuBefore = relayPID.flatMap(Self.cpuSeconds)
         async let changed = webhookRate > 0
             ? changes.drive(count: Int(webhookRate * Double(seconds)) + 1, offset: owners, rate: webhookRate) : WebhookLoad.Result()
-        let result = try await polls.drive(count: Int.max, offset: 0, rate: nil)
+        let result = try await polls.drive(count: rate.map { Int($0 * Double(seconds)) } ?? Int.max, offset: 0, rate: rate)
         let webhooks = try await changed
         let cpuAfter = relayPID.flatMap(Self.cpuSeconds)
 
@@ -98,7 +106,8 @@ struct Poll: AsyncParsableCommand {
         func ms(_ percentile: Double) -> String { String(format: "%.2f ms", Double(histogram.valueAtPercentile(percentile)) / 1000) }
         let total = result.accepted + result.failed.values.reduce(0, +)
         let unchanged = notModified.load(ordering: .relaxed)
-        print("poll: \(owners) owners, \(concurrency) connections, \(seconds) s, webhooks at \(Int(webhookRate))/s to random owners")
+        let mode = rate.map { "open loop at \(Int($0)) polls/s" } ?? "closed loop"
+        print("poll: \(owners) owners, \(concurrency) connections, \(mode), \(seconds) s, webhooks at \(Int(webhookRate))/s to random owners")
         print(String(format: "  polls       %d in %.2f s: %.0f polls/s, %.1f%% answered 304", total, result.elapsed, Double(total) / result.elapsed, Double(unchanged) * 100 / Double(max(total, 1))))
         print("  latency     p50 \(ms(50))  p90 \(ms(90))  p99 \(ms(99))  p99.9 \(ms(99.9))  max \(String(format: "%.2f ms", Double(histogram.max) / 1000))")
         print(String(format: "  webhooks    %d accepted (%.0f/s)", webhooks.accepted, Double(webhooks.accepted) / max(result.elapsed, 0.001)))

@@ -22,7 +22,10 @@ struct OpenAPITests {
         let writer = IntakeWriter(queue: DeliveryQueue(client: database.client), logger: TestDatabase.logger)
         let listener = try PostgresListener(conninfo: conninfo, channels: [UnreadChannel.name], logger: TestDatabase.logger)
         let hub = UnreadHub(listener: listener, heartbeat: .seconds(15))
-        let (_, routes) = buildRouter(database: database, apps: apps, writer: writer, settings: settings, hub: hub, metrics: RelayMetrics())
+        let authenticator = Authenticator(keys: APIKeyStore(client: database.client), apps: apps)
+        let (_, routes) = buildRouter(
+            database: database, apps: apps, authenticator: authenticator, writer: writer, settings: settings, hub: hub, metrics: RelayMetrics()
+        )
 
         let document = try #require(try Yams.load(yaml: OpenAPIDocument.yaml) as? [String: Any])
         #expect(document["openapi"] as? String == "3.0.3")

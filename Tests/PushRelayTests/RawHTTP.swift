@@ -110,3 +110,66 @@ enum RawHTTP {
         }
     }
 }
+
+/// A keep-alive HTTP/1.1 connection driven byte by byte: requests go out exactly as given (one
+/// write may hold several, pipelined), answers are read one at a time, framed by `Content-Length`.
+struct RawConnection {
+    private var inbound: NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator
+    private let outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>
+    private var pending: [UInt8] = []
+
+    /// Opens a connection to `port`, runs `body` with it and closes it. The connection is closed
+    /// after `timeout` whatever happens, so a missing answer fails the test instead of hanging it.
+    static func with<T: Sendable>(port: Int, timeout: TimeAmount = .seconds(60), _ body: (inout RawConnection) async throws -> T) async throws -> T {
+        let channel = try await ClientBootstrap(group: RawHTTP.group)
+            .connectTimeout(.seconds(5))
+            .connect(host: "127.0.0.1", port: port) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    channel.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
+                    return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+                }
+            }
+        return try await channel.executeThenClose { inbound, outbound in
+            var connection = RawConnection(inbound: inbound.makeAsyncIterator(), outbound: outbound)
+            return try await body(&connection)
+        }
+    }
+
+    private init(inbound: NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator, outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>) {
+        self.inbound = inbound
+        self.outbound = outbound
+    }
+
+    /// A request without `Connection: close` (unless given in `headers`).
+    static func request(_ method: String, _ target: String, headers: [(String, String)] = [], body: [UInt8]? = nil) -> [UInt8] {
+        var head = "\(method) \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        for (name, value) in headers { head += "\(name): \(value)\r\n" }
+        if let body { head += "Content-Length: \(body.count)\r\n" }
+        return Array((head + "\r\n").utf8) + (body ?? [])
+    }
+
+    mutating func send(_ bytes: [UInt8]) async throws {
+        try await outbound.write(ByteBuffer(bytes: bytes))
+    }
+
+    /// The next answer; `nil` when the connection closed first.
+    mutating func next() async throws -> RawHTTP.Answer? {
+        while true {
+            if let (answer, used) = Self.complete(pending) {
+                pending.removeFirst(used)
+                return answer
+            }
+            guard let buffer = try await inbound.next() else { return nil }
+            pending += Array(buffer.readableBytesView)
+        }
+    }
+
+    /// The first answer in `bytes` and how many bytes it took, once it is all there.
+    static func complete(_ bytes: [UInt8]) -> (RawHTTP.Answer, Int)? {
+        guard let end = bytes.firstRange(of: [13, 10, 13, 10]), var answer = RawHTTP.parse(Array(bytes[..<end.upperBound])) else { return nil }
+        let length = answer.header("Content-Length").flatMap { Int($0) } ?? 0
+        guard bytes.count >= end.upperBound + length else { return nil }
+        answer.body = Array(bytes[end.upperBound..<(end.upperBound + length)])
+        return (answer, end.upperBound + length)
+    }
+}

@@ -69,13 +69,18 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
         store: JobStore(client: database.client), wakeUps: jobListener.events, settings: JobSettings(config: reader.scoped(to: "jobs")),
         metrics: metrics, logger: logger
     )
-    let (router, _) = buildRouter(database: database, apps: directory, writer: writer, settings: settings, hub: hub, metrics: metrics)
+    let authenticator = Authenticator(keys: APIKeyStore(client: database.client), apps: directory)
+    let (router, _) = buildRouter(
+        database: database, apps: directory, authenticator: authenticator, writer: writer, settings: settings, hub: hub, metrics: metrics
+    )
     let limits = ConnectionLimits(config: reader.scoped(to: "http"))
+    let serverName = "PushRelay"
+    let shortcut = UnreadPollShortcut(hub: hub, authenticator: authenticator, metrics: metrics, logger: logger, serverName: serverName)
     var app = Application(
         router: router,
-        server: limits.server(logger: logger),
+        server: limits.server(logger: logger, shortcut: shortcut),
         configuration: .init(
-            address: .hostname(http.host, port: http.port), serverName: "PushRelay",
+            address: .hostname(http.host, port: http.port), serverName: serverName,
             availableConnectionsDelegate: MaximumAvailableConnections(limits.maxConnections, logger: logger)
         ),
         logger: logger
@@ -96,7 +101,8 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
 
 /// The routes and middleware, and the list of served routes (checked against the OpenAPI document).
 func buildRouter(
-    database: Database, apps: AppDirectory, writer: IntakeWriter, settings: WebhookSettings, hub: UnreadHub, metrics: RelayMetrics
+    database: Database, apps: AppDirectory, authenticator: Authenticator, writer: IntakeWriter, settings: WebhookSettings, hub: UnreadHub,
+    metrics: RelayMetrics
 ) -> (Router<AppRequestContext>, [Route]) {
     let router = Router(context: AppRequestContext.self)
     let routes = RouteRecorder(router: router)
@@ -105,7 +111,6 @@ func buildRouter(
         RequestLogMiddleware()
         ErrorMiddleware(routes: routes.recorded)
     }
-    let authenticator = Authenticator(keys: APIKeyStore(client: database.client), apps: apps)
     routes.addRoutes(HealthController(database: database).endpoints)
     routes.addRoutes(OpenAPIController().endpoints)
     routes.addRoutes(MetricsController(metrics: metrics).endpoints)
@@ -114,6 +119,6 @@ func buildRouter(
         DeviceController(repository: PostgresDeviceRepository(client: database.client), authenticator: authenticator).endpoints
     )
     routes.addRoutes(AdminController(store: JobStore(client: database.client), authenticator: authenticator, maxJSONBytes: 64 << 20).endpoints)
-    routes.addRoutes(UnreadController(store: UnreadStore(client: database.client), hub: hub, authenticator: authenticator).endpoints)
+    routes.addRoutes(UnreadController(store: UnreadStore(client: database.client), hub: hub, authenticator: authenticator, metrics: metrics).endpoints)
     return (router, routes.recorded.all)
 }

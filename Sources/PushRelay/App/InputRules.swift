@@ -108,6 +108,13 @@ extension RequestContext {
         guard let raw = parameters.get(name) else {
             throw APIError(.internalServerError, code: "internal_error", message: "the route has no parameter \(name)")
         }
+        return try PathSegment.parameter(raw, name: name)
+    }
+}
+
+extension PathSegment {
+    /// A path parameter's value: percent-decoded UTF-8 without control characters (400 otherwise).
+    static func parameter(_ raw: some StringProtocol, name: String) throws(APIError) -> String {
         guard let value = PathSegment.decode(raw) else {
             throw JSONBody.invalidField(name, "in the path must be percent-encoded UTF-8")
         }

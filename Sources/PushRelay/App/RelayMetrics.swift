@@ -35,6 +35,13 @@ public final class RelayMetrics: Sendable {
         registry.makeCounter(name: "push_relay_bulk_unregister_not_found_total", labels: [("app", app)]).increment(by: Int64(notFound))
     }
 
+    /// How a `GET …/unread` was answered: `cached` (304 from the cached ETag, on the connection's
+    /// event loop: ``UnreadPollShortcut``), `cached_routed` (304 from the cached ETag through the
+    /// router: API keys, `Connection: close`, …), `read` (the counts read from PostgreSQL).
+    func unreadPoll(app: String, answer: String) {
+        registry.makeCounter(name: "push_relay_unread_polls_total", labels: [("app", app), ("answer", answer)]).increment()
+    }
+
     var text: String { registry.emitToString() }
 }
 

@@ -21,10 +21,15 @@ struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
                 "http.method": "\(Self.method(request.method.rawValue))",
                 "http.route": "\(Self.route(context.endpointPath, parameters: context.parameters))",
                 "http.status": "\(response.status.code)",
-                "http.duration_ms": "\(Double(elapsed.components.attoseconds / 1_000_000_000_000) / 1000 + Double(elapsed.components.seconds) * 1000)",
+                "http.duration_ms": "\(Self.milliseconds(elapsed))",
             ]
         )
         return response
+    }
+
+    /// A duration in milliseconds, to the microsecond.
+    static func milliseconds(_ elapsed: Duration) -> Double {
+        Double(elapsed.components.attoseconds / 1_000_000_000_000) / 1000 + Double(elapsed.components.seconds) * 1000
     }
 
     static var unmatched: String { "(no route)" }

@@ -3,6 +3,7 @@ import Hummingbird
 import HummingbirdCore
 import Logging
 import NIOCore
+import NIOHTTP1
 import NIOHTTPTypes
 
 /// Limits on HTTP connections, so slow or idle clients cannot hold the relay's connections.
@@ -24,6 +25,8 @@ public struct ConnectionLimits: Sendable {
     /// Body bytes that must arrive within each `bodyTimeout`.
     public var bodyProgressBytes: Int = 64 * 1024
 
+    var shortestTimeout: TimeAmount { min(idleTimeout, headerTimeout, bodyTimeout) }
+
     public init(config: ConfigReader) {
         maxConnections = max(1, config.int(forKey: "max_connections", default: 2048))
         idleTimeout = .seconds(Int64(max(1, config.int(forKey: "idle_timeout_seconds", default: 75))))
@@ -31,10 +34,11 @@ public struct ConnectionLimits: Sendable {
         bodyTimeout = .seconds(Int64(max(1, config.int(forKey: "body_timeout_seconds", default: 30))))
     }
 
-    /// Hummingbird's HTTP/1.1 server with these limits.
-    func server(logger: Logger) -> HTTPServerBuilder {
+    /// Hummingbird's HTTP/1.1 server with these limits, answering unchanged unread polls itself
+    /// when `shortcut` is given.
+    func server(logger: Logger, shortcut: UnreadPollShortcut? = nil) -> HTTPServerBuilder {
         HTTPServerBuilder { responder in
-            GuardedHTTP1Channel(responder: responder, limits: self, logger: logger)
+            GuardedHTTP1Channel(responder: responder, limits: self, logger: logger, shortcut: shortcut)
         }
     }
 }
@@ -45,6 +49,7 @@ struct GuardedHTTP1Channel: ServerChildChannel {
     let responder: HTTPChannelHandler.Responder
     let limits: ConnectionLimits
     let logger: Logger
+    let shortcut: UnreadPollShortcut?
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<HTTP1Channel.Value> {
         let deadline = ConnectionDeadline(limits: limits, logger: self.logger)
@@ -56,6 +61,14 @@ struct GuardedHTTP1Channel: ServerChildChannel {
             try channel.pipeline.syncOperations.addHandler(FirstByteHandler(deadline: deadline), position: .first)
         }.flatMap {
             inner.setup(channel: channel, logger: logger)
+        }.flatMapThrowing { value in
+            // Right behind the decoder, ahead of the conversion to the framework's request type.
+            if let shortcut {
+                let operations = channel.pipeline.syncOperations
+                let decoder = try operations.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
+                try operations.addHandler(UnreadPollShortcutHandler(shortcut: shortcut, deadline: deadline), position: .after(decoder))
+            }
+            return value
         }
     }
 
@@ -68,7 +81,7 @@ struct GuardedHTTP1Channel: ServerChildChannel {
 /// the connection's event loop, by its two handlers.
 ///
 /// A phase change only moves `deadline`; one timer per connection follows it lazily (when it fires
-/// early it is scheduled again for the current deadline), so a request costs no timer scheduling or
+/// early it is scheduled again, see ``arm(_:channel:)``), so a request costs no timer scheduling or
 /// cancelling: NIO cancels a scheduled task with a linear search of the loop's timers.
 final class ConnectionDeadline: @unchecked Sendable {
     enum Phase {
@@ -106,9 +119,13 @@ final class ConnectionDeadline: @unchecked Sendable {
         if deadline != nil, timer == nil, !closed { arm(context.eventLoop, channel: context.channel) }
     }
 
+    /// The timer fires at the deadline or after the shortest of the timeouts, whichever is first,
+    /// and then again while the connection lives: a deadline set after the timer was armed is never
+    /// further off than the shortest timeout, so it is met on time (a head that starts on an idle
+    /// connection gets the header timeout, not what was left of the idle one).
     private func arm(_ loop: any EventLoop, channel: any Channel) {
         guard let deadline else { return }
-        timer = loop.scheduleTask(deadline: deadline) { [self] in
+        timer = loop.scheduleTask(deadline: min(deadline, .now() + limits.shortestTimeout)) { [self] in
             timer = nil
             guard let current = self.deadline, !closed else { return }
             if current > .now() {

@@ -62,19 +62,13 @@ public struct Authenticator: Sendable {
     /// Authenticates a request aimed at `app` (the app in the URL, if any). Throws 401 on a
     /// missing or bad credential; authorisation (403) is the caller's.
     public func authenticate(_ request: Request, app: String?) async throws -> Principal {
-        guard let header = request.headers[.authorization] else {
-            throw Self.unauthorized("missing Authorization: Bearer credential")
-        }
-        guard header.utf8.count > 7, header.prefix(7).lowercased() == "bearer " else {
-            throw Self.unauthorized("the Authorization header must be 'Bearer <credential>'")
-        }
-        let credential = header.dropFirst(7).trimmingCharacters(in: .whitespaces)
+        let credential = try Self.bearerCredential(request.headers[.authorization])
         if let key = APIKey(presented: credential) {
             guard let record = try await keys.verify(key) else { throw Self.unauthorized("unknown or revoked API key") }
             if let appID = record.appID { return .app(id: appID, scopes: Set(record.scopes)) }
             return .admin
         }
-        guard credential.split(separator: ".", omittingEmptySubsequences: false).count == 3 else {
+        guard Self.isJWTShaped(credential) else {
             throw Self.unauthorized("the credential is neither an API key nor a JWT")
         }
         guard let app else {
@@ -83,9 +77,7 @@ public struct Authenticator: Sendable {
         guard let collection = apps.entry(app)?.userTokenKeys else {
             throw Self.unauthorized("user tokens are not enabled for this app")
         }
-        if let subject = verifiedUserTokens.subject(app: app, token: credential, now: Date()) {
-            return .user(app: app, userID: subject)
-        }
+        if let principal = rememberedUser(credential, app: app, now: Date()) { return principal }
         do {
             let claims = try await collection.verify(credential, as: UserTokenClaims.self)
             // The subject becomes a stored user id: it follows the same rule as `user_id`.
@@ -99,6 +91,32 @@ public struct Authenticator: Sendable {
         } catch {
             throw Self.unauthorized("invalid or expired user token")
         }
+    }
+
+    /// The credential of an `Authorization: Bearer <credential>` header (the scheme in any case,
+    /// spaces and tabs around the credential ignored); 401 when there is none.
+    static func bearerCredential(_ header: String?) throws(APIError) -> String {
+        guard let header else { throw Self.unauthorized("missing Authorization: Bearer credential") }
+        let lowercased = { (byte: UInt8) in (0x41...0x5A).contains(byte) ? byte + 0x20 : byte }
+        guard header.utf8.count > 7, header.utf8.prefix(7).map(lowercased).elementsEqual("bearer ".utf8) else {
+            throw Self.unauthorized("the Authorization header must be 'Bearer <credential>'")
+        }
+        return String(header.dropFirst(7).trimmingSpacesAndTabs())
+    }
+
+    /// Three dot-separated parts, as a JWT has.
+    static func isJWTShaped(_ credential: String) -> Bool {
+        credential.utf8.count(where: { $0 == UInt8(ascii: ".") }) == 2
+    }
+
+    /// The user of a user token of `app` that was checked before (signature, claims, subject) and
+    /// has not expired: a lookup, no cryptography, no I/O. `nil` for any other credential, which
+    /// ``authenticate(_:app:)`` then checks in full.
+    func rememberedUser(_ credential: String, app: String, now: Date) -> Principal? {
+        guard apps.entry(app)?.userTokenKeys != nil, let subject = verifiedUserTokens.subject(app: app, token: credential, now: now) else {
+            return nil
+        }
+        return .user(app: app, userID: subject)
     }
 
     static func unauthorized(_ message: String) -> APIError {

@@ -16,6 +16,7 @@ struct UnreadController<Context: RequestContext>: Sendable {
     let store: UnreadStore
     let hub: UnreadHub
     let authenticator: Authenticator
+    let metrics: RelayMetrics
 
     var endpoints: RouteCollection<Context> {
         RouteCollection(context: Context.self)
@@ -42,15 +43,17 @@ struct UnreadController<Context: RequestContext>: Sendable {
     /// reads the counts.
     @Sendable func unread(_ request: Request, context: Context) async throws -> Response {
         let (app, owner) = try await authorize(request, context: context, scope: .unreadRead)
-        let cacheControl = "private, max-age=\(hub.pollAfter)"
+        let cacheControl = hub.cacheControl
         let match = request.headers[.ifNoneMatch]
         if let match, let cached = hub.cachedETag(app: app, owner: owner), Self.matches(match, cached) {
+            metrics.unreadPoll(app: app, answer: "cached_routed")
             return Response(status: .notModified, headers: [.eTag: cached, .cacheControl: cacheControl])
         }
+        metrics.unreadPoll(app: app, answer: "read")
         let since = hub.beginRead()
         let summary = try await store.summary(app: app, owner: owner)
         let body = try Self.encoder.encode(summary)
-        let etag = "\"" + SHA256.hash(data: body).prefix(12).map { String(format: "%02x", $0) }.joined() + "\""
+        let etag = Self.etag(of: body)
         hub.remember(app: app, owner: owner, etag: etag, since: since)
         var headers: HTTPFields = [.eTag: etag, .cacheControl: cacheControl]
         if let match, Self.matches(match, etag) {
@@ -132,18 +135,35 @@ struct UnreadController<Context: RequestContext>: Sendable {
         ByteBuffer(string: "event: unread\ndata: " + String(decoding: try encoder.encode(summary), as: UTF8.self) + "\n\n")
     }
 
+    /// A strong ETag: the first 96 bits of the body's SHA-256, in hex.
+    static func etag(of body: Data) -> String {
+        let hex = Array("0123456789abcdef".utf8)
+        var text = [UInt8(ascii: "\"")]
+        for byte in SHA256.hash(data: body).prefix(12) {
+            text.append(hex[Int(byte >> 4)])
+            text.append(hex[Int(byte & 0x0F)])
+        }
+        text.append(UInt8(ascii: "\""))
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    /// The owner named by a `{user}` path parameter (decoded): a user id or a device token.
+    static func owner(_ value: String) throws(APIError) -> String {
+        try InputRules.identifier(value, field: "user", maxBytes: InputRules.maxTokenBytes)
+    }
+
     /// `If-None-Match` holds `*` or a list of (possibly weak) tags.
     static func matches(_ header: String, _ etag: String) -> Bool {
         header.split(separator: ",").contains { candidate in
-            let tag = candidate.trimmingCharacters(in: .whitespaces)
-            return tag == "*" || tag == etag || tag == "W/" + etag
+            let tag = candidate.trimmingSpacesAndTabs()
+            return tag == "*" || tag == etag || (tag.hasPrefix("W/") && tag.dropFirst(2) == etag)
         }
     }
 
     private func authorize(_ request: Request, context: Context, scope: APIKeyScope) async throws -> (app: String, owner: String) {
         let (app, principal) = try await authenticator.resolve(request, context: context)
         // The owner is a user id or, for a device linked to no user, its token.
-        let owner = try InputRules.identifier(try context.pathParameter("user"), field: "user", maxBytes: InputRules.maxTokenBytes)
+        let owner = try Self.owner(try context.pathParameter("user"))
         try principal.require(app, scope: scope, user: owner)
         return (app, owner)
     }

@@ -67,10 +67,14 @@ final class UnreadHub: Service, Sendable {
     /// Seconds a client may use an answer of `GET …/unread` before polling again (``UnreadSettings/pollAfter``).
     let pollAfter: Int
 
+    /// `GET …/unread`'s `Cache-Control` value: `private, max-age=` ``pollAfter``.
+    let cacheControl: String
+
     init(listener: PostgresListener, heartbeat: Duration, pollAfter: Int = 10) {
         self.listener = listener
         self.heartbeat = heartbeat
         self.pollAfter = pollAfter
+        cacheControl = "private, max-age=\(pollAfter)"
     }
 
     private static func key(app: String, owner: String) -> String { app + " " + owner }
