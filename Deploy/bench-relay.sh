@@ -24,7 +24,7 @@ apps:
       secret_file: $user_token_key_file
 YAML
 
-.build/release/push-relay serve --config "$work/config.yaml" --data-dir "$work/data" > "$work/relay.log" 2>&1 &
+"${RELAY_BINARY:-.build/release/push-relay}" serve --config "$work/config.yaml" --data-dir "$work/data" > "$work/relay.log" 2>&1 &
 relay=$!
 cleanup() {
     kill -TERM "$relay" 2>/dev/null || true

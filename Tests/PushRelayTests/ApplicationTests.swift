@@ -83,6 +83,19 @@ struct ApplicationTests {
         try await cluster.stop()
     }
 
+    @Test("new request ids are distinct version 4 UUIDs, from concurrent callers too")
+    func newRequestIDs() async {
+        let ids = await withTaskGroup(of: [String].self) { group in
+            for _ in 0..<4 { group.addTask { (0..<5_000).map { _ in RequestIDMiddleware<AppRequestContext>.newID() } } }
+            return await group.reduce(into: []) { $0 += $1 }
+        }
+        #expect(Set(ids).count == 20_000)
+        for id in ids.prefix(100) {
+            #expect(UUID(uuidString: id) != nil && id == id.lowercased())
+            #expect(Array(id)[14] == "4" && "89ab".contains(Array(id)[19]), "\(id)")
+        }
+    }
+
     @Test("unknown routes get a JSON 404 error and every response carries a request id")
     func notFoundAndRequestID() async throws {
         let app = try await makeApp(conninfo: try await TestDatabase.makeDatabase())

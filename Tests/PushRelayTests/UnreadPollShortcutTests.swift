@@ -176,6 +176,15 @@ struct UnreadPollShortcutTests {
         }
     }
 
+    @Test("header names are matched in any case, and only whole")
+    func headerNames() {
+        #expect(UnreadPollShortcut.isNamed("If-None-Match", "if-none-match"))
+        #expect(UnreadPollShortcut.isNamed("AUTHORIZATION", "authorization"))
+        #expect(!UnreadPollShortcut.isNamed("Authorization2", "authorization"))
+        #expect(!UnreadPollShortcut.isNamed("Authorizatio", "authorization"))
+        #expect(!UnreadPollShortcut.isNamed("If_None_Match", "if-none-match"))
+    }
+
     @Test("the Date header is IMF-fixdate")
     func httpDate() {
         #expect(HTTPDate.format(0) == "Thu, 01 Jan 1970 00:00:00 GMT")

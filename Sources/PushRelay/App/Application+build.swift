@@ -75,7 +75,9 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
     )
     let limits = ConnectionLimits(config: reader.scoped(to: "http"))
     let serverName = "PushRelay"
-    let shortcut = UnreadPollShortcut(hub: hub, authenticator: authenticator, metrics: metrics, logger: logger, serverName: serverName)
+    let shortcut = UnreadPollShortcut(
+        hub: hub, authenticator: authenticator, metrics: metrics, apps: directory.ids, logger: logger, serverName: serverName
+    )
     var app = Application(
         router: router,
         server: limits.server(logger: logger, shortcut: shortcut),

@@ -39,7 +39,11 @@ public final class RelayMetrics: Sendable {
     /// event loop: ``UnreadPollShortcut``), `cached_routed` (304 from the cached ETag through the
     /// router: API keys, `Connection: close`, …), `read` (the counts read from PostgreSQL).
     func unreadPoll(app: String, answer: String) {
-        registry.makeCounter(name: "push_relay_unread_polls_total", labels: [("app", app), ("answer", answer)]).increment()
+        unreadPollCounter(app: app, answer: answer).increment()
+    }
+
+    func unreadPollCounter(app: String, answer: String) -> Counter {
+        registry.makeCounter(name: "push_relay_unread_polls_total", labels: [("app", app), ("answer", answer)])
     }
 
     var text: String { registry.emitToString() }

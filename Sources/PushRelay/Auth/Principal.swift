@@ -42,19 +42,20 @@ public struct Authenticator: Sendable {
     /// still checked on every use. Bounded: when full, it starts over.
     final class VerifiedUserTokens: Sendable {
         static let capacity = 100_000
-        private let table = Mutex<[String: (subject: String, expires: Date)]>([:])
+        /// By app, then token.
+        private let table = Mutex<(count: Int, apps: [String: [String: (subject: String, expires: Date)]])>((0, [:]))
 
         func subject(app: String, token: String, now: Date) -> String? {
             table.withLock { table in
-                guard let entry = table[app + " " + token] else { return nil }
+                guard let entry = table.apps[app]?[token] else { return nil }
                 return entry.expires > now ? entry.subject : nil
             }
         }
 
         func remember(app: String, token: String, subject: String, expires: Date) {
             table.withLock { table in
-                if table.count >= Self.capacity { table.removeAll(keepingCapacity: true) }
-                table[app + " " + token] = (subject, expires)
+                if table.count >= Self.capacity { table = (0, [:]) }
+                if table.apps[app, default: [:]].updateValue((subject, expires), forKey: token) == nil { table.count += 1 }
             }
         }
     }
@@ -98,7 +99,7 @@ public struct Authenticator: Sendable {
     static func bearerCredential(_ header: String?) throws(APIError) -> String {
         guard let header else { throw Self.unauthorized("missing Authorization: Bearer credential") }
         let lowercased = { (byte: UInt8) in (0x41...0x5A).contains(byte) ? byte + 0x20 : byte }
-        guard header.utf8.count > 7, header.utf8.prefix(7).map(lowercased).elementsEqual("bearer ".utf8) else {
+        guard header.utf8.count > 7, zip(header.utf8, "bearer ".utf8).allSatisfy({ lowercased($0) == $1 }) else {
             throw Self.unauthorized("the Authorization header must be 'Bearer <credential>'")
         }
         return String(header.dropFirst(7).trimmingSpacesAndTabs())

@@ -3,6 +3,7 @@ import HTTPTypes
 import Logging
 import NIOCore
 import NIOHTTP1
+import Prometheus
 
 /// Answers an unchanged poll, `GET /v1/apps/{app}/users/{user}/unread` with an `If-None-Match`
 /// that matches, on the connection's event loop as soon as the request is read, without the
@@ -24,6 +25,17 @@ struct UnreadPollShortcut: Sendable {
     let metrics: RelayMetrics
     let logger: Logger
     let serverName: String
+    /// `push_relay_unread_polls_total{answer="cached"}` per configured app, made once.
+    private let counters: [String: Counter]
+
+    init(hub: UnreadHub, authenticator: Authenticator, metrics: RelayMetrics, apps: [String], logger: Logger, serverName: String) {
+        self.hub = hub
+        self.authenticator = authenticator
+        self.metrics = metrics
+        self.logger = logger
+        self.serverName = serverName
+        counters = Dictionary(uniqueKeysWithValues: apps.map { ($0, metrics.unreadPollCounter(app: $0, answer: "cached")) })
+    }
 
     struct Answer: Equatable {
         var etag: String
@@ -36,23 +48,44 @@ struct UnreadPollShortcut: Sendable {
     func unchanged(_ head: HTTPRequestHead, now: Date) -> Answer? {
         guard head.method == .GET, head.version == .http1_1, head.isKeepAlive else { return nil }
         guard let (rawApp, rawUser) = Self.pollRoute(head.uri) else { return nil }
-        let headers = head.headers
-        // A request with a body, or any framing the normal path would have to judge, goes there.
-        guard !headers.contains(name: "transfer-encoding"), headers["content-length"].allSatisfy({ $0 == "0" }) else { return nil }
-        let authorization = headers["authorization"]
-        let matches = headers["if-none-match"]
-        guard authorization.count == 1, !matches.isEmpty else { return nil }
-        guard let credential = try? Authenticator.bearerCredential(authorization[0]), Authenticator.isJWTShaped(credential),
+        var authorization: String?
+        var match: String?
+        for (name, value) in head.headers {
+            if Self.isNamed(name, "authorization") {
+                // Two credentials are for the normal path to refuse.
+                guard authorization == nil else { return nil }
+                authorization = value
+            } else if Self.isNamed(name, "if-none-match") {
+                // Several fields are one list, as the normal path reads them.
+                match = match.map { $0 + ", " + value } ?? value
+            } else if Self.isNamed(name, "transfer-encoding") || (Self.isNamed(name, "content-length") && value != "0") {
+                // A body, or framing the normal path would have to judge, goes there.
+                return nil
+            }
+        }
+        guard let authorization, let match else { return nil }
+        guard let credential = try? Authenticator.bearerCredential(authorization), Authenticator.isJWTShaped(credential),
             let app = try? PathSegment.parameter(rawApp, name: "app"),
             let principal = authenticator.rememberedUser(credential, app: app, now: now),
             let user = try? PathSegment.parameter(rawUser, name: "user"),
             let owner = try? UnreadController<AppRequestContext>.owner(user),
             (try? principal.require(app, scope: .unreadRead, user: owner)) != nil,
             let etag = hub.cachedETag(app: app, owner: owner),
-            UnreadController<AppRequestContext>.matches(matches.joined(separator: ", "), etag)
+            UnreadController<AppRequestContext>.matches(match, etag)
         else { return nil }
-        metrics.unreadPoll(app: app, answer: "cached")
+        if let counter = counters[app] { counter.increment() } else { metrics.unreadPoll(app: app, answer: "cached") }
         return Answer(etag: etag, app: app, owner: owner)
+    }
+
+    /// Whether a header's name is `lowercased`, in any case.
+    static func isNamed(_ name: String, _ lowercased: StaticString) -> Bool {
+        var utf8 = name.utf8.makeIterator()
+        let expected = UnsafeBufferPointer(start: lowercased.utf8Start, count: lowercased.utf8CodeUnitCount)
+        for byte in expected {
+            guard let next = utf8.next() else { return false }
+            if next != byte, !(next >= 0x41 && next <= 0x5A && next + 0x20 == byte) { return false }
+        }
+        return utf8.next() == nil
     }
 
     /// The raw `{app}` and `{user}` of `/v1/apps/{app}/users/{user}/unread` exactly as written
@@ -80,7 +113,7 @@ struct UnreadPollShortcut: Sendable {
     /// writes them.
     func requestID(_ head: HTTPRequestHead, answer: Answer, elapsed: Duration) -> String {
         let id = head.headers.first(name: RequestIDMiddleware<AppRequestContext>.headerName.rawName).flatMap(RequestIDMiddleware<AppRequestContext>.acceptable)
-            ?? UUID.random().lowercasedString
+            ?? RequestIDMiddleware<AppRequestContext>.newID()
         if logger.logLevel <= .info {
             var logger = logger
             logger[metadataKey: "request.id"] = .string(id)
