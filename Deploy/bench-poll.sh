@@ -4,7 +4,9 @@
 # count with If-None-Match on CONNECTIONS connections for SECONDS, while webhooks at RATE/s each
 # reply to one random owner. Prints polls/s, latency percentiles, the share answered 304 and the
 # relay's CPU time per poll.
-# Usage: Deploy/bench-poll.sh [owners (10000)] [connections (64)] [seconds (20)] [webhooks/s (500)]
+# With a fifth argument, polls come at that rate (open loop: latency counts from each poll's
+# scheduled instant) instead of back to back on each connection.
+# Usage: Deploy/bench-poll.sh [owners (10000)] [connections (64)] [seconds (20)] [webhooks/s (500)] [polls/s (closed loop)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +14,7 @@ owners="${1:-10000}"
 connections="${2:-64}"
 seconds="${3:-20}"
 rate="${4:-500}"
+polls="${5:-}"
 port="${BENCH_PORT:-18470}"
 
 Deploy/bootstrap.sh
@@ -23,4 +26,4 @@ swift build -c release --product push-relay-bench >&2
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(date -u '+%Y-%m-%d %H:%M UTC')"
 .build/release/push-relay-bench poll --url "http://127.0.0.1:$port" --app bench --secret "$secret" \
     --user-token-key-file "$user_token_key_file" --owners "$owners" --concurrency "$connections" --seconds "$seconds" \
-    --webhook-rate "$rate" --relay-pid "$relay"
+    --webhook-rate "$rate" ${polls:+--rate "$polls"} --relay-pid "$relay"

@@ -96,11 +96,13 @@ struct Poll: AsyncParsableCommand {
         changes.deadline = deadline
 
         let cpuBefore = relayPID.flatMap(Self.cpuSeconds)
+        let ownBefore = Self.cpuSeconds(pid: Int(getpid()))
         async let changed = webhookRate > 0
             ? changes.drive(count: Int(webhookRate * Double(seconds)) + 1, offset: owners, rate: webhookRate) : WebhookLoad.Result()
         let result = try await polls.drive(count: rate.map { Int($0 * Double(seconds)) } ?? Int.max, offset: 0, rate: rate)
         let webhooks = try await changed
         let cpuAfter = relayPID.flatMap(Self.cpuSeconds)
+        let ownAfter = Self.cpuSeconds(pid: Int(getpid()))
 
         let histogram = result.histogram
         func ms(_ percentile: Double) -> String { String(format: "%.2f ms", Double(histogram.valueAtPercentile(percentile)) / 1000) }
@@ -113,6 +115,9 @@ struct Poll: AsyncParsableCommand {
         print(String(format: "  webhooks    %d accepted (%.0f/s)", webhooks.accepted, Double(webhooks.accepted) / max(result.elapsed, 0.001)))
         if let cpuBefore, let cpuAfter {
             print(String(format: "  relay CPU   %.1f µs per poll (%.2f s over the polling, webhooks included)", (cpuAfter - cpuBefore) / Double(max(total, 1)) * 1e6, cpuAfter - cpuBefore))
+        }
+        if let ownBefore, let ownAfter {
+            print(String(format: "  bench CPU   %.1f µs per poll (this load generator, webhooks included, on the same cores)", (ownAfter - ownBefore) / Double(max(total, 1)) * 1e6))
         }
         let failures = result.failed.merging(webhooks.failed, uniquingKeysWith: +)
         print("  failures    " + (failures.isEmpty ? "none" : failures.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")))
