@@ -52,10 +52,11 @@ struct RelayProcess {
         return relay
     }
 
-    func request(_ method: String, _ path: String, body: String? = nil) async throws -> (status: Int, body: Data) {
+    func request(_ method: String, _ path: String, body: String? = nil, bearer: String? = nil) async throws -> (status: Int, body: Data) {
         var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
         request.httpMethod = method
         request.timeoutInterval = 10
+        if let bearer { request.setValue("Bearer \(bearer)", forHTTPHeaderField: "Authorization") }
         if let body {
             request.httpBody = Data(body.utf8)
             request.setValue("application/json", forHTTPHeaderField: "Content-Type")

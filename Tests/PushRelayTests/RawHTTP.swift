@@ -164,6 +164,21 @@ struct RawConnection {
         }
     }
 
+    /// Reads raw bytes (a stream's chunks, undecoded) until the text read so far, from where the
+    /// last call stopped, satisfies `done`; returns that text. `nil` when the connection closed first.
+    @discardableResult
+    mutating func read(until done: (String) -> Bool) async throws -> String? {
+        while true {
+            let text = String(decoding: pending, as: UTF8.self)
+            if done(text) {
+                pending.removeAll()
+                return text
+            }
+            guard let buffer = try await inbound.next() else { return nil }
+            pending += Array(buffer.readableBytesView)
+        }
+    }
+
     /// The first answer in `bytes` and how many bytes it took, once it is all there.
     static func complete(_ bytes: [UInt8]) -> (RawHTTP.Answer, Int)? {
         guard let end = bytes.firstRange(of: [13, 10, 13, 10]), var answer = RawHTTP.parse(Array(bytes[..<end.upperBound])) else { return nil }

@@ -1,0 +1,342 @@
+import Foundation
+import Postgres
+import PushRelay
+import PushSandbox
+import Synchronization
+import TestSupport
+import Testing
+
+/// Several `push-relay serve` processes on one PostgreSQL database and one sandbox, as the design
+/// runs them past one machine: no coordinator, `FOR UPDATE SKIP LOCKED` and leases.
+struct RelayCluster {
+    let harness: DeliveryHarness
+    let configFile: String
+    var relays: [RelayProcess]
+
+    /// The webhook path of each app (both apps deliver to the sandbox).
+    static let hookPaths = [
+        "support": "/v1/webhooks/zendesk/support/\(TestApp.webhookSecret)", "other": "/v1/webhooks/zendesk/other/\(TestApp.otherSecret)",
+    ]
+
+    static func start(_ count: Int, harness: DeliveryHarness, leaseSeconds: Int = 30) async throws -> RelayCluster {
+        let configFile = harness.directory + "/cluster.yaml"
+        var apps = ""
+        for app in harness.test.apps {
+            let apns = try #require(app.apns?.token)
+            let fcm = try #require(app.fcm)
+            let zendesk = try #require(app.zendesk)
+            apps += """
+                  - id: \(app.id)
+                    webhook_secrets: [\(app.webhookSecrets.map { "\"\($0)\"" }.joined(separator: ", "))]
+                \(app.userTokens.map { "    user_tokens: { secret_file: \($0.secretFile) }\n" } ?? "")\
+                    apns:
+                      topic: com.example.\(app.id)
+                      url: \(harness.gateway)
+                      token: { key_file: \(apns.keyFile), key_id: \(apns.keyID), team_id: \(apns.teamID) }
+                    fcm:
+                      service_account_file: \(fcm.serviceAccountFile)
+                      url: \(harness.gateway)
+                    zendesk:
+                      url: \(harness.gateway)
+                      email: admin@example.com
+                      api_token_file: \(zendesk.apiTokenFile)
+
+                """
+        }
+        try """
+        database:
+          url: "\(harness.test.conninfo)"
+          max_connections: 4
+        tls:
+          ca_file: \(harness.sandbox.certificates.caFile)
+        delivery:
+          poll_interval_ms: 100
+          lease_seconds: \(leaseSeconds)
+          retry_base_ms: 100
+        zendesk:
+          poll_interval_ms: 100
+        jobs:
+          poll_interval_ms: 100
+        apps:
+        \(apps)
+        """.write(toFile: configFile, atomically: true, encoding: .utf8)
+        var relays: [RelayProcess] = []
+        for index in 0..<count {
+            relays.append(try await Self.launch(configFile: configFile, directory: harness.directory, index: index))
+        }
+        return RelayCluster(harness: harness, configFile: configFile, relays: relays)
+    }
+
+    static func launch(configFile: String, directory: String, index: Int) async throws -> RelayProcess {
+        try await RelayProcess.start(
+            configFile: configFile, port: try EmbeddedPostgres.freePort(), log: directory + "/relay-\(index).log"
+        )
+    }
+
+    /// Stops instance `index` with SIGTERM (graceful) and starts it again on a new port.
+    mutating func restart(_ index: Int) async throws {
+        relays[index].process.terminate()
+        relays[index].process.waitUntilExit()
+        relays[index] = try await Self.launch(configFile: configFile, directory: harness.directory, index: index)
+    }
+
+    func stopAll() {
+        for relay in relays { relay.stop() }
+    }
+
+    /// Deliveries instance `index` counted as delivered (every app and platform).
+    func delivered(by index: Int) async throws -> Double {
+        let text = String(decoding: try await relays[index].request("GET", "/metrics").body, as: UTF8.self)
+        return text.split(separator: "\n").filter { $0.hasPrefix("push_relay_push_outcomes_total{") && $0.contains("outcome=\"delivered\"") }
+            .compactMap { $0.split(separator: " ").last.flatMap { Double($0) } }.reduce(0, +)
+    }
+
+    var logs: String {
+        relays.indices.map { (try? String(contentsOfFile: harness.directory + "/relay-\($0).log", encoding: .utf8)) ?? "" }.joined(separator: "\n")
+    }
+}
+
+/// The ports of the instances taking webhooks, changed as instances restart.
+final class Ports: Sendable {
+    private let list: Mutex<[Int]>
+    init(_ ports: [Int]) { list = Mutex(ports) }
+    var current: [Int] { list.withLock { $0 } }
+    func set(_ index: Int, _ port: Int) { list.withLock { $0[index] = port } }
+    func removeFirst() { _ = list.withLock { $0.removeFirst() } }
+}
+
+/// Hands out item numbers to the connections of a load.
+final class Numbers: Sendable {
+    private let value = Atomic<Int>(0)
+    func next() -> Int { value.add(1, ordering: .relaxed).oldValue }
+}
+
+/// One webhook of a load: its app and its device.
+struct LoadItem: Sendable {
+    var app: String
+    var token: String
+    var platform: String
+}
+
+/// Sends webhooks on keep-alive connections spread over the cluster's instances.
+enum ClusterLoad {
+    /// The webhook of item `number`: one device, iOS and Android alternately, the two apps alternately.
+    static func item(_ number: Int) -> LoadItem {
+        let app = number % 4 < 2 ? "support" : "other"
+        return number % 2 == 0
+            ? LoadItem(app: app, token: apnsToken(), platform: "ios")
+            : LoadItem(app: app, token: "android-\(number)-\(UUID().uuidString.prefix(8))", platform: "android")
+    }
+
+    /// Sends `items` over `connections` connections per port in `ports()` (asked again for each
+    /// connection, so a restarted instance's new port is used), each webhook once, never retried.
+    /// Returns the items acknowledged with a 202 and those that were not.
+    static func send(
+        _ items: [LoadItem], connectionsPerPort: Int, ports: @escaping @Sendable () -> [Int]
+    ) async -> (acknowledged: [LoadItem], unacknowledged: [LoadItem]) {
+        let numbers = Numbers()
+        let initial = ports()
+        return await withTaskGroup(of: ([LoadItem], [LoadItem]).self) { group in
+            for slot in 0..<(initial.count * connectionsPerPort) {
+                group.addTask {
+                    var acknowledged: [LoadItem] = []
+                    var unacknowledged: [LoadItem] = []
+                    var number = numbers.next()
+                    while number < items.count {
+                        let current = ports()
+                        let port = current[slot % current.count]
+                        // A connection per run of webhooks; a refused or closed one leaves the item unacknowledged.
+                        do {
+                            try await RawConnection.with(port: port, timeout: .seconds(120)) { connection in
+                                while number < items.count {
+                                    let item = items[number]
+                                    let body = Array(webhook(devices: [(item.token, item.platform)], ticket: "\(number)").utf8)
+                                    try await connection.send(
+                                        RawConnection.request("POST", RelayCluster.hookPaths[item.app]!, headers: [("Content-Type", "application/json")], body: body)
+                                    )
+                                    let answer = try await connection.next()
+                                    if answer?.status == 202 { acknowledged.append(item) } else { unacknowledged.append(item) }
+                                    number = numbers.next()
+                                    guard answer != nil, answer?.header("Connection")?.lowercased() != "close" else { return }
+                                }
+                            }
+                        } catch {
+                            unacknowledged.append(items[number])
+                            number = numbers.next()
+                            try? await Task.sleep(for: .milliseconds(50))
+                        }
+                    }
+                    return (acknowledged, unacknowledged)
+                }
+            }
+            var result: ([LoadItem], [LoadItem]) = ([], [])
+            for await (acknowledged, unacknowledged) in group {
+                result.0 += acknowledged
+                result.1 += unacknowledged
+            }
+            return result
+        }
+    }
+
+    /// How many answered (2xx) pushes the sandbox saw per device token.
+    static func pushes(_ state: SandboxState) -> [String: Int] {
+        var counts: [String: Int] = [:]
+        for request in state.requests(service: "apns") where request.status == 200 {
+            if let token = request.path.split(separator: "/").last { counts[String(token), default: 0] += 1 }
+        }
+        for request in state.requests(service: "fcm") where request.status == 200 {
+            guard let range = request.body.range(of: #""token":""#) else { continue }
+            let rest = request.body[range.upperBound...]
+            if let end = rest.firstIndex(of: "\"") { counts[String(rest[..<end]), default: 0] += 1 }
+        }
+        return counts
+    }
+}
+
+@Suite("Scale-out: several relay processes on one database", .serialized)
+struct ScaleOutTests {
+    @Test("three instances, 20,000 webhooks spread over them: every push delivered once, each instance a fair share; dead tokens and a bulk job handled once")
+    func threeInstances() async throws {
+        try await DeliveryHarness.with { harness in
+            var cluster = try await RelayCluster.start(3, harness: harness)
+            defer { cluster.stopAll() }
+            let count = 20_000
+            let items = (0..<count).map(ClusterLoad.item)
+            // Some iOS tokens are dead: each must reach Zendesk once, whichever instance forwards it.
+            let dead = items.filter { $0.platform == "ios" }.prefix(40).map(\.token)
+            for token in dead { harness.state.setBehaviour(SandboxBehaviour(status: 410, reason: "Unregistered"), for: token) }
+            let ports = cluster.relays.map(\.port)
+            let start = ContinuousClock.now
+            let (acknowledged, unacknowledged) = await ClusterLoad.send(items, connectionsPerPort: 6, ports: { ports })
+            #expect(acknowledged.count == count && unacknowledged.isEmpty)
+            let live = Set(acknowledged.map(\.token)).subtracting(dead)
+            var pushes: [String: Int] = [:]
+            let all = await eventually(timeout: .seconds(240)) {
+                pushes = ClusterLoad.pushes(harness.state)
+                return live.allSatisfy { pushes[$0] != nil }
+            }
+            let elapsed = ContinuousClock.now - start
+            #expect(all, "\(live.filter { pushes[$0] == nil }.count) pushes missing after \(elapsed)")
+            #expect(pushes.values.allSatisfy { $0 == 1 }, "duplicates: \(pushes.filter { $0.value > 1 }.count)")
+            var shares: [Double] = []
+            for index in 0..<3 { shares.append(try await cluster.delivered(by: index)) }
+            let total = shares.reduce(0, +)
+            #expect(total == Double(live.count))
+            #expect(shares.allSatisfy { $0 >= 0.2 * total }, "delivered per instance: \(shares)")
+
+            // A bulk-unregister job started on one instance runs once, on whichever instance takes it.
+            let admin = try await harness.test.key(app: nil)
+            let removed = Array(live.filter { $0.hasPrefix("android-") }.prefix(300))
+            let upload = try await cluster.relays[1].request(
+                "POST", "/v1/admin/apps/support/devices/bulk-unregister",
+                body: #"{"tokens":[\#(removed.map { "\"\($0)\"" }.joined(separator: ","))],"propagate_to_zendesk":true}"#, bearer: admin
+            )
+            #expect(upload.status == 202)
+            let job = try #require((try JSONSerialization.jsonObject(with: upload.body) as? [String: Any])?["job_id"] as? String)
+            var state: [String: Any] = [:]
+            #expect(try await eventually(timeout: .seconds(60)) {
+                state = (try JSONSerialization.jsonObject(with: try await cluster.relays[2].request("GET", "/v1/admin/jobs/\(job)", bearer: admin).body) as? [String: Any]) ?? [:]
+                return state["status"] as? String == "succeeded" && state["forwarded"] as? Int == state["removed"] as? Int
+            }, "\(state)")
+            let supportRemoved = removed.filter { token in acknowledged.contains { $0.token == token && $0.app == "support" } }
+            #expect(state["processed"] as? Int == removed.count)
+            #expect(state["removed"] as? Int == supportRemoved.count)
+
+            // Each dead token and each removed token reached Zendesk exactly once.
+            let forwarded = harness.state.requests(service: "zendesk").filter { $0.status == 200 }.map(\.body)
+            for token in dead + supportRemoved {
+                #expect(forwarded.reduce(0) { $0 + $1.components(separatedBy: "\"\(token)\"").count - 1 } == 1, "\(token)")
+            }
+            print("scale-out: \(count) webhooks over 3 instances delivered in \(elapsed); per instance \(shares.map { Int($0) })")
+        }
+    }
+
+    @Test("rolling restart under load: each instance stopped with SIGTERM and started again in turn; nothing acknowledged is lost, nothing is sent twice")
+    func rollingRestart() async throws {
+        try await DeliveryHarness.with { harness in
+            var cluster = try await RelayCluster.start(3, harness: harness)
+            defer { cluster.stopAll() }
+            let ports = Ports(cluster.relays.map(\.port))
+            let items = (0..<6_000).map(ClusterLoad.item)
+            async let load = ClusterLoad.send(items, connectionsPerPort: 3, ports: { ports.current })
+            for index in 0..<3 {
+                try await Task.sleep(for: .milliseconds(700))
+                try await cluster.restart(index)
+                let port = cluster.relays[index].port
+                ports.set(index, port)
+            }
+            let (acknowledged, unacknowledged) = await load
+            let expected = Set(acknowledged.map(\.token))
+            var pushes: [String: Int] = [:]
+            let all = await eventually(timeout: .seconds(120)) {
+                pushes = ClusterLoad.pushes(harness.state)
+                return expected.allSatisfy { pushes[$0] != nil }
+            }
+            #expect(all, "\(expected.filter { pushes[$0] == nil }.count) acknowledged pushes missing")
+            #expect(pushes.values.allSatisfy { $0 == 1 }, "sent twice: \(pushes.filter { $0.value > 1 }.count)")
+            #expect(acknowledged.count > 3_000, "\(acknowledged.count) acknowledged, \(unacknowledged.count) not")
+            print("rolling restart: \(acknowledged.count) webhooks acknowledged, \(unacknowledged.count) refused or cut off while an instance restarted")
+        }
+    }
+
+    @Test("SIGKILL of one instance under load: its claimed deliveries are sent by the others after the lease; duplicates at most what it had in flight")
+    func killOneInstance() async throws {
+        try await DeliveryHarness.with { harness in
+            var cluster = try await RelayCluster.start(3, harness: harness, leaseSeconds: 3)
+            defer { cluster.stopAll() }
+            // The pushes are slow to answer, so the killed instance has sends in flight.
+            let items = (0..<3_000).map(ClusterLoad.item)
+            for item in items { harness.state.setBehaviour(SandboxBehaviour(status: 200, delayMilliseconds: 300, times: 1), for: item.token) }
+            let ports = Ports(cluster.relays.map(\.port))
+            async let load = ClusterLoad.send(items, connectionsPerPort: 3, ports: { ports.current })
+            try await Task.sleep(for: .seconds(2))
+            let victim = cluster.relays[0]
+            let pid = victim.process.processIdentifier
+            victim.kill()
+            ports.removeFirst()
+            let inFlight = try await harness.test.count(
+                "SELECT count(*) FROM deliveries WHERE status = 'sending' AND lease_owner LIKE $1", ["%-\(pid)-%"]
+            )
+            let (acknowledged, _) = await load
+            let expected = Set(acknowledged.map(\.token))
+            var pushes: [String: Int] = [:]
+            let all = await eventually(timeout: .seconds(120)) {
+                pushes = ClusterLoad.pushes(harness.state)
+                return expected.allSatisfy { pushes[$0] != nil }
+            }
+            #expect(all, "\(expected.filter { pushes[$0] == nil }.count) acknowledged pushes missing")
+            let duplicates = pushes.values.reduce(0) { $0 + max(0, $1 - 1) }
+            #expect(inFlight > 0, "the killed instance had nothing in flight: the test proves nothing")
+            #expect(duplicates <= inFlight, "\(duplicates) duplicates, \(inFlight) in flight at the kill")
+            print("SIGKILL: \(acknowledged.count) acknowledged, \(inFlight) deliveries in flight on the killed instance, \(duplicates) sent twice")
+        }
+    }
+
+    @Test("the live stream on one instance sees a change made through another within a second")
+    func streamAcrossInstances() async throws {
+        try await DeliveryHarness.with { harness in
+            var cluster = try await RelayCluster.start(2, harness: harness)
+            defer { cluster.stopAll() }
+            let user = try await TestApp.userToken("sse-user")
+            let device = "android-sse-\(UUID().uuidString.prefix(8))"
+            let registered = try await cluster.relays[1].request(
+                "PUT", "/v1/apps/support/devices/\(device)", body: #"{"platform":"android","user_id":"sse-user"}"#, bearer: user
+            )
+            #expect(registered.status == 201)
+            let first = cluster.relays[0].port
+            let second = cluster.relays[1]
+            let latency = try await RawConnection.with(port: first, timeout: .seconds(30)) { connection in
+                try await connection.send(
+                    RawConnection.request("GET", "/v1/apps/support/users/sse-user/unread/stream", headers: [("Authorization", "Bearer \(user)")])
+                )
+                _ = try await connection.read(until: { $0.contains(#""total":0"#) })
+                let sent = ContinuousClock.now
+                let hook = try await second.request("POST", RelayCluster.hookPaths["support"]!, body: webhook(devices: [(device, "android")]))
+                #expect(hook.status == 202)
+                _ = try await connection.read(until: { $0.contains(#""total":1"#) })
+                return ContinuousClock.now - sent
+            }
+            #expect(latency < .seconds(1), "the change arrived after \(latency)")
+        }
+    }
+}
