@@ -133,6 +133,7 @@ let package = Package(
             dependencies: [
                 "CurlHTTP2",
                 "PushSandbox",
+                "Postgres",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),

@@ -170,6 +170,13 @@ struct WebhookLoad: Sendable {
         var host: String
         var port: Int
         var path: String
+        /// Further instances of the relay: connection i goes to `([port] + morePorts)[i % count]`.
+        var morePorts: [Int] = []
+
+        func port(forConnection index: Int) -> Int {
+            let all = [port] + morePorts
+            return all[index % all.count]
+        }
     }
 
     struct Result {
@@ -185,9 +192,9 @@ struct WebhookLoad: Sendable {
         let counter = Counter()
         let start = ContinuousClock.now
         var result = try await withThrowingTaskGroup(of: Result.self) { group in
-            for _ in 0..<min(concurrency, count) {
+            for index in 0..<min(concurrency, count) {
                 group.addTask {
-                    try await connection(counter: counter, count: count, offset: offset, rate: rate, start: start)
+                    try await connection(index, counter: counter, count: count, offset: offset, rate: rate, start: start)
                 }
             }
             var merged = Result()
@@ -202,11 +209,11 @@ struct WebhookLoad: Sendable {
         return result
     }
 
-    private func connection(counter: Counter, count: Int, offset: Int, rate: Double?, start: ContinuousClock.Instant) async throws -> Result {
+    private func connection(_ index: Int, counter: Counter, count: Int, offset: Int, rate: Double?, start: ContinuousClock.Instant) async throws -> Result {
         let load = self
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
-            .connect(host: target.host, port: target.port) { channel in
+            .connect(host: target.host, port: target.port(forConnection: index)) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let driver = LoadDriver(
                         load: load, counter: counter, count: count, offset: offset, rate: rate, start: start,

@@ -5,6 +5,7 @@ import FoundationNetworking
 #endif
 import Histogram
 import Logging
+import Postgres
 import PushSandbox
 import Synchronization
 
@@ -41,6 +42,18 @@ struct EndToEnd: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Directory for the relay's data and configuration (default: a new temporary one).", valueName: "dir"))
     var workDirectory: String?
 
+    @Option(
+        help: ArgumentHelp(
+            "Relay processes sharing one PostgreSQL server that the benchmark starts (durable), on ports --port, --port + 1, ...; the webhook connections are spread over them. Without it, one relay with its own embedded PostgreSQL.",
+            valueName: "n"
+        )
+    )
+    var instances: Int?
+
+    func validate() throws {
+        guard (instances ?? 1) >= 1 else { throw ValidationError("--instances must be at least 1") }
+    }
+
     func run() async throws {
         let relayPath = relay ?? ((CommandLine.arguments[0] as NSString).deletingLastPathComponent as NSString).appendingPathComponent("push-relay")
         guard FileManager.default.isExecutableFile(atPath: relayPath) else { throw ValidationError("no push-relay executable at \(relayPath)") }
@@ -58,8 +71,19 @@ struct EndToEnd: AsyncParsableCommand {
         )
         let gateway = "https://localhost:\(sandbox.port)"
         let secret = "bench-secret-" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        // Several instances share a server the benchmark starts; one instance alone runs its own.
+        var shared: EmbeddedPostgres?
+        var databaseSection = ""
+        if instances != nil {
+            let server = EmbeddedPostgres(configuration: .init(directory: work + "/postgres", durable: true), logger: logger)
+            let (conninfo, _) = try await server.start()
+            shared = server
+            databaseSection = "database:\n  url: \"\(conninfo)\"\n"
+        }
+        // On an early exit, stop the server without waiting (the normal path stops it cleanly).
+        defer { shared?.signalImmediateShutdown() }
         try """
-        http:
+        \(databaseSection)http:
           port: \(port)
         log:
           level: warning
@@ -77,24 +101,31 @@ struct EndToEnd: AsyncParsableCommand {
               url: \(gateway)
         """.write(toFile: work + "/config.yaml", atomically: true, encoding: .utf8)
 
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: relayPath)
-        process.arguments = ["serve", "--config", work + "/config.yaml", "--data-dir", work + "/data"]
-        FileManager.default.createFile(atPath: work + "/relay.log", contents: nil)
-        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: work + "/relay.log"))
-        process.standardOutput = log
-        process.standardError = log
-        try process.run()
+        let ports = (0..<(instances ?? 1)).map { port + $0 }
+        var processes: [Process] = []
         defer {
-            if process.isRunning {
+            for process in processes where process.isRunning {
                 process.interrupt()
                 process.waitUntilExit()
             }
         }
-        try await waitUntilReady()
+        for (index, port) in ports.enumerated() {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: relayPath)
+            process.arguments = ["serve", "--config", work + "/config.yaml", "--data-dir", work + "/data", "--port", "\(port)"]
+            FileManager.default.createFile(atPath: work + "/relay-\(index).log", contents: nil)
+            let log = try FileHandle(forWritingTo: URL(fileURLWithPath: work + "/relay-\(index).log"))
+            process.standardOutput = log
+            process.standardError = log
+            try process.run()
+            processes.append(process)
+            try await waitUntilReady(port: port)
+        }
+        let relayPIDs = processes.map { Int($0.processIdentifier) }
+        let postmasterFile = shared.map { $0.dataDirectory + "/postmaster.pid" } ?? Self.find("postmaster.pid", under: work + "/data")
 
         let load = WebhookLoad(
-            target: .init(host: "127.0.0.1", port: port, path: "/v1/webhooks/zendesk/bench/\(secret)"),
+            target: .init(host: "127.0.0.1", port: ports[0], path: "/v1/webhooks/zendesk/bench/\(secret)", morePorts: Array(ports.dropFirst())),
             concurrency: concurrency,
             body: Self.webhook(number:),
             onSend: { number, instant in tracker.sent(number, at: instant) }
@@ -106,16 +137,32 @@ struct EndToEnd: AsyncParsableCommand {
 
         // 1. Throughput.
         tracker.reset()
+        let relayBefore = relayPIDs.compactMap(Poll.cpuSeconds).reduce(0, +)
+        let postgresBefore = postmasterFile.map { Self.postgresCPUSeconds(postmasterFile: $0) } ?? 0
         let start = ContinuousClock.now
         let ingest = try await load.drive(count: requests, offset: warmup, rate: nil)
         let arrived = await tracker.waitForPushes(ingest.accepted, timeout: .seconds(300))
         let elapsed = (tracker.lastArrival ?? ContinuousClock.now) - start
-        print("end-to-end: relay \(relayPath), embedded PostgreSQL (fsync, synchronous_commit on), sandbox over TLS HTTP/2 in the load generator")
+        let relayCPU = relayPIDs.compactMap(Poll.cpuSeconds).reduce(0, +) - relayBefore
+        let postgresCPU = (postmasterFile.map { Self.postgresCPUSeconds(postmasterFile: $0) } ?? 0) - postgresBefore
+        if let instances {
+            print("end-to-end: \(instances) relay process\(instances == 1 ? "" : "es") (\(relayPath)) on one PostgreSQL server started by the benchmark (fsync, synchronous_commit on), sandbox over TLS HTTP/2 in the load generator")
+        } else {
+            print("end-to-end: relay \(relayPath), embedded PostgreSQL (fsync, synchronous_commit on), sandbox over TLS HTTP/2 in the load generator")
+        }
         print("throughput run: \(requests) webhooks of one device each, \(concurrency) connections, closed loop")
         print(String(format: "  webhooks accepted  %d in %.2f s (%.0f/s)", ingest.accepted, ingest.elapsed, Double(ingest.accepted) / ingest.elapsed))
         print(String(format: "  pushes received    %d in %.2f s from the first webhook: %.0f notifications/s end to end%@",
                      tracker.count, elapsed.seconds, Double(tracker.count) / elapsed.seconds, arrived ? "" : " (INCOMPLETE)"))
         print("  webhook→push       \(tracker.summary())")
+        let notifications = Double(max(tracker.count, 1))
+        print(String(format: "  CPU per notification  relay %.0f µs (all processes), PostgreSQL %.0f µs%@", relayCPU / notifications * 1e6, postgresCPU / notifications * 1e6,
+                     postmasterFile == nil ? " (PostgreSQL's processes not found)" : ""))
+        if ports.count > 1 {
+            var shares: [String] = []
+            for port in ports { shares.append(await Self.delivered(port: port).map { String(Int($0)) } ?? "?") }
+            print("  delivered per instance  " + shares.joined(separator: " / ") + " (warm-up included)")
+        }
 
         // 2. Latency at a fixed rate.
         tracker.reset()
@@ -126,14 +173,50 @@ struct EndToEnd: AsyncParsableCommand {
         print(String(format: "latency run: %d webhooks at %.0f/s (open loop)%@", count, rate, complete ? "" : " (INCOMPLETE)"))
         print("  webhook→push       \(tracker.summary())")
         print("  accept latency     p50 \(Self.ms(paced.histogram, 50))  p99 \(Self.ms(paced.histogram, 99))")
-        print("  relay peak RSS     \(Self.peakRSS(pid: process.processIdentifier))")
-        process.interrupt()
-        process.waitUntilExit()
+        print("  relay peak RSS     \(processes.map { Self.peakRSS(pid: $0.processIdentifier) }.joined(separator: ", "))")
+        for process in processes {
+            process.interrupt()
+            process.waitUntilExit()
+        }
+        if let shared { try? await shared.stop() }
         await sandbox.shutdown()
         if workDirectory == nil { try? FileManager.default.removeItem(atPath: work) }
     }
 
-    private func waitUntilReady() async throws {
+    /// The first file named `name` under `directory`.
+    static func find(_ name: String, under directory: String) -> String? {
+        guard let files = FileManager.default.enumerator(atPath: directory) else { return nil }
+        for case let file as String in files where (file as NSString).lastPathComponent == name { return directory + "/" + file }
+        return nil
+    }
+
+    /// User + system CPU seconds of a PostgreSQL server: its postmaster (from `postmaster.pid`)
+    /// and every process whose parent it is (backends, WAL writer, checkpointer, ...).
+    static func postgresCPUSeconds(postmasterFile: String) -> Double {
+        guard let text = try? String(contentsOfFile: postmasterFile, encoding: .utf8), let first = text.split(separator: "\n").first,
+            let postmaster = Int(first)
+        else { return 0 }
+        var total = Poll.cpuSeconds(pid: postmaster) ?? 0
+        for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
+            guard let pid = Int(entry), let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+                let close = stat.lastIndex(of: ")")
+            else { continue }
+            // After the command: state, then the parent's pid.
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            if fields.count > 1, Int(fields[1]) == postmaster { total += Poll.cpuSeconds(pid: pid) ?? 0 }
+        }
+        return total
+    }
+
+    /// Deliveries an instance counted as delivered, from its `/metrics`.
+    static func delivered(port: Int) async -> Double? {
+        guard let (data, _) = try? await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)/metrics")!) else { return nil }
+        return String(decoding: data, as: UTF8.self).split(separator: "\n")
+            .filter { $0.hasPrefix("push_relay_push_outcomes_total{") && $0.contains("outcome=\"delivered\"") }
+            .compactMap { $0.split(separator: " ").last.flatMap { Double($0) } }.reduce(0, +)
+    }
+
+    private func waitUntilReady(port: Int) async throws {
         for _ in 0..<240 {
             if let (_, response) = try? await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)/ready")!),
                 (response as? HTTPURLResponse)?.statusCode == 200
