@@ -7,6 +7,7 @@ import Postgres
 import PushRelay
 import PushSandbox
 import TestSupport
+import Testing
 
 /// A relay whose apps deliver to a sandbox running in the test process, over TLS and HTTP/2, with
 /// made-up APNs and FCM credentials that the sandbox checks.
@@ -115,6 +116,31 @@ struct DeliveryHarness: Sendable {
     }
 
     func shutdown() async { await sandbox.shutdown() }
+
+    /// One entry of a configuration file's `apps:` list for `app`, delivering to the sandbox (APNs,
+    /// FCM and Zendesk), with `secrets` as its webhook secrets (the app's own by default).
+    func appYAML(_ app: AppConfiguration, secrets: [String]? = nil) throws -> String {
+        let apns = try #require(app.apns?.token)
+        let fcm = try #require(app.fcm)
+        let zendesk = try #require(app.zendesk)
+        return """
+              - id: \(app.id)
+                webhook_secrets: [\((secrets ?? app.webhookSecrets).map { "\"\($0)\"" }.joined(separator: ", "))]
+            \(app.userTokens.map { "    user_tokens: { secret_file: \($0.secretFile) }\n" } ?? "")\
+                apns:
+                  topic: com.example.\(app.id)
+                  url: \(gateway)
+                  token: { key_file: \(apns.keyFile), key_id: \(apns.keyID), team_id: \(apns.teamID) }
+                fcm:
+                  service_account_file: \(fcm.serviceAccountFile)
+                  url: \(gateway)
+                zendesk:
+                  url: \(gateway)
+                  email: admin@example.com
+                  api_token_file: \(zendesk.apiTokenFile)
+
+            """
+    }
 
     /// The requests the sandbox received for one device token.
     func requests(token: String) -> [SandboxRequest] {

@@ -284,28 +284,10 @@ struct LogRedactionTests {
     @Test("at log level trace, every path variant and a full delivery round leave no secret, full token, API key, provider token or notification text in the log")
     func nothingSecretLogged() async throws {
         try await DeliveryHarness.with { harness in
-            let app = harness.test.apps[0]
-            let apns = try #require(app.apns?.token)
-            let fcm = try #require(app.fcm)
-            let zendesk = try #require(app.zendesk)
             let secret = HostileRelay.secret
             let relay = try await HostileRelay.start(
                 logLevel: "trace",
-                appYAML: """
-                      - id: support
-                        webhook_secrets: ["\(secret)"]
-                        apns:
-                          topic: com.example.support
-                          url: \(harness.gateway)
-                          token: { key_file: \(apns.keyFile), key_id: \(apns.keyID), team_id: \(apns.teamID) }
-                        fcm:
-                          service_account_file: \(fcm.serviceAccountFile)
-                          url: \(harness.gateway)
-                        zendesk:
-                          url: \(harness.gateway)
-                          email: admin@example.com
-                          api_token_file: \(zendesk.apiTokenFile)
-                    """,
+                appYAML: try harness.appYAML(harness.test.apps[0], secrets: [secret]),
                 extraYAML: """
                     tls:
                       ca_file: \(harness.sandbox.certificates.caFile)

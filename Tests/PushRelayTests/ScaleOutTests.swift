@@ -20,29 +20,7 @@ struct RelayCluster {
 
     static func start(_ count: Int, harness: DeliveryHarness, leaseSeconds: Int = 30) async throws -> RelayCluster {
         let configFile = harness.directory + "/cluster.yaml"
-        var apps = ""
-        for app in harness.test.apps {
-            let apns = try #require(app.apns?.token)
-            let fcm = try #require(app.fcm)
-            let zendesk = try #require(app.zendesk)
-            apps += """
-                  - id: \(app.id)
-                    webhook_secrets: [\(app.webhookSecrets.map { "\"\($0)\"" }.joined(separator: ", "))]
-                \(app.userTokens.map { "    user_tokens: { secret_file: \($0.secretFile) }\n" } ?? "")\
-                    apns:
-                      topic: com.example.\(app.id)
-                      url: \(harness.gateway)
-                      token: { key_file: \(apns.keyFile), key_id: \(apns.keyID), team_id: \(apns.teamID) }
-                    fcm:
-                      service_account_file: \(fcm.serviceAccountFile)
-                      url: \(harness.gateway)
-                    zendesk:
-                      url: \(harness.gateway)
-                      email: admin@example.com
-                      api_token_file: \(zendesk.apiTokenFile)
-
-                """
-        }
+        let apps = try harness.test.apps.map { try harness.appYAML($0) }.joined()
         try """
         database:
           url: "\(harness.test.conninfo)"
@@ -178,6 +156,18 @@ enum ClusterLoad {
         }
     }
 
+    /// Waits (at most `timeout`) until the sandbox has answered a push to each of `tokens`; records
+    /// an issue naming how many are missing when it has not. Returns the pushes per token.
+    static func waitForPushes(_ tokens: Set<String>, _ state: SandboxState, timeout: Duration = .seconds(120)) async -> [String: Int] {
+        var pushes: [String: Int] = [:]
+        let all = await eventually(timeout: timeout) {
+            pushes = Self.pushes(state)
+            return tokens.allSatisfy { pushes[$0] != nil }
+        }
+        #expect(all, "\(tokens.filter { pushes[$0] == nil }.count) acknowledged pushes missing")
+        return pushes
+    }
+
     /// How many answered (2xx) pushes the sandbox saw per device token.
     static func pushes(_ state: SandboxState) -> [String: Int] {
         var counts: [String: Int] = [:]
@@ -267,12 +257,7 @@ struct ScaleOutTests {
             }
             let (acknowledged, unacknowledged) = await load
             let expected = Set(acknowledged.map(\.token))
-            var pushes: [String: Int] = [:]
-            let all = await eventually(timeout: .seconds(120)) {
-                pushes = ClusterLoad.pushes(harness.state)
-                return expected.allSatisfy { pushes[$0] != nil }
-            }
-            #expect(all, "\(expected.filter { pushes[$0] == nil }.count) acknowledged pushes missing")
+            let pushes = await ClusterLoad.waitForPushes(expected, harness.state)
             #expect(pushes.values.allSatisfy { $0 == 1 }, "sent twice: \(pushes.filter { $0.value > 1 }.count)")
             #expect(acknowledged.count > 3_000, "\(acknowledged.count) acknowledged, \(unacknowledged.count) not")
             print("rolling restart: \(acknowledged.count) webhooks acknowledged, \(unacknowledged.count) refused or cut off while an instance restarted")
@@ -299,12 +284,7 @@ struct ScaleOutTests {
             )
             let (acknowledged, _) = await load
             let expected = Set(acknowledged.map(\.token))
-            var pushes: [String: Int] = [:]
-            let all = await eventually(timeout: .seconds(120)) {
-                pushes = ClusterLoad.pushes(harness.state)
-                return expected.allSatisfy { pushes[$0] != nil }
-            }
-            #expect(all, "\(expected.filter { pushes[$0] == nil }.count) acknowledged pushes missing")
+            let pushes = await ClusterLoad.waitForPushes(expected, harness.state)
             let duplicates = pushes.values.reduce(0) { $0 + max(0, $1 - 1) }
             #expect(inFlight > 0, "the killed instance had nothing in flight: the test proves nothing")
             #expect(duplicates <= inFlight, "\(duplicates) duplicates, \(inFlight) in flight at the kill")
