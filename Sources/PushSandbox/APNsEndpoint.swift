@@ -133,7 +133,13 @@ struct APNsEndpoint: Sendable {
                 guard connectionKeys.tie(request.connection, to: kid) == kid else { throw Failure(status: 403, reason: "UnrelatedKeyIdInToken") }
                 if let home = keyEnvironments[kid], home != environment { throw Failure(status: 403, reason: "BadEnvironmentKeyInToken") }
             }
-            if Date().timeIntervalSince(claims.iat.value) > 3600 { throw Failure(status: 403, reason: "ExpiredProviderToken") }
+            if Date().timeIntervalSince(claims.iat.value) > 3600 {
+                if let kid = Self.keyID(of: jwt) { state.providerTokenExpired(keyID: kid) }
+                throw Failure(status: 403, reason: "ExpiredProviderToken")
+            }
+            if let kid = Self.keyID(of: jwt), !state.admitProviderToken(jwt, keyID: kid) {
+                throw Failure(status: 429, reason: "TooManyProviderTokenUpdates")
+            }
         }
         try validateRequest(request, topic: request.headers["apns-topic"])
     }

@@ -129,6 +129,39 @@ public final class SandboxState: Sendable {
 
     func countSink() { sinkCount.add(1, ordering: .relaxed) }
 
+    /// Per APNs key id: every provider token seen, when the newest one first came, and whether it
+    /// was answered ExpiredProviderToken since.
+    private let providerTokens = Mutex<[String: (seen: Set<String>, newestAt: Date, expired: Bool)]>([:])
+
+    /// Apple's rule: a key's provider token may change at most every 20 minutes, or the new one is
+    /// refused (429 TooManyProviderTokenUpdates). A token already seen, the first token of a key,
+    /// and a new one after the newest was reported expired are admitted.
+    func admitProviderToken(_ jwt: String, keyID: String, now: Date = Date()) -> Bool {
+        providerTokens.withLock { table in
+            guard var entry = table[keyID] else {
+                table[keyID] = ([jwt], now, false)
+                return true
+            }
+            if entry.seen.contains(jwt) { return true }
+            guard entry.expired || now.timeIntervalSince(entry.newestAt) >= 20 * 60 else { return false }
+            entry.seen.insert(jwt)
+            entry.newestAt = now
+            entry.expired = false
+            table[keyID] = entry
+            return true
+        }
+    }
+
+    /// The sandbox answered ExpiredProviderToken for a token of `keyID`: a new one is welcome.
+    func providerTokenExpired(keyID: String) {
+        providerTokens.withLock { $0[keyID]?.expired = true }
+    }
+
+    /// The distinct provider tokens admitted for an APNs key id.
+    public func providerTokenCount(keyID: String) -> Int {
+        providerTokens.withLock { $0[keyID]?.seen.count ?? 0 }
+    }
+
     /// Requests answered by `/sink`.
     public var sinkRequests: Int { sinkCount.load(ordering: .relaxed) }
 }

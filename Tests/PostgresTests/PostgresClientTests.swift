@@ -18,8 +18,10 @@ struct PostgresClientTests {
     func poolUnderConcurrency() async throws {
         let marker = "pool-\(UUID().uuidString.prefix(8))"
         let conninfo = try await TestDatabase.makeDatabase()
+        // Forty callers take turns on three connections: on a loaded machine the last waits longer
+        // than the default 10 s, and how long is not what this test is about.
         let client = PostgresClient(
-            configuration: .init(conninfo: conninfo, maxConnections: 3, applicationName: marker),
+            configuration: .init(conninfo: conninfo, maxConnections: 3, acquireTimeout: .seconds(60), applicationName: marker),
             logger: TestDatabase.logger
         )
         let observer = PostgresClient(configuration: .init(conninfo: conninfo, maxConnections: 1), logger: TestDatabase.logger)

@@ -4,6 +4,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import PushSandbox
+import Synchronization
 import Testing
 
 @testable import PushRelay
@@ -22,6 +23,90 @@ struct APNsKeyTests {
     static func tokens(keyFile: String, keyID: String) async throws -> APNsTokenManager {
         let pem = try String(contentsOfFile: keyFile, encoding: .utf8)
         return try await APNsTokenManager(privateKeyPEM: pem, keyID: keyID, teamID: SandboxCredentials.apnsTeamID)
+    }
+
+    @Test("the sandbox refuses a key's second new provider token within 20 minutes with 429 TooManyProviderTokenUpdates, as APNs does")
+    func sandboxRefusesTokenChurn() async throws {
+        try await DeliveryHarness.with { harness in
+            let credentials = try await DeliveryHarness.credentials()
+            // Two signers of one key, as two instances each signing their own would be.
+            let first = try await Self.tokens(keyFile: credentials.apnsKeyFile, keyID: SandboxCredentials.apnsKeyID).token()
+            let second = try await Self.tokens(keyFile: credentials.apnsKeyFile, keyID: SandboxCredentials.apnsKeyID).token()
+            #expect(first != second)
+            let client = try HTTP2Client(configuration: .init(maxConnectionsPerHost: 1, caFile: harness.sandbox.certificates.caFile))
+            func push(bearer: String) async throws -> (Int, String?) {
+                let headers = APNsHeaders.make(
+                    type: .alert, topic: "com.example.support", bearer: bearer, ticketID: "1", expiration: Date().addingTimeInterval(60),
+                    apnsID: UUID.random()
+                )
+                let response = try await client.send(
+                    HTTP2Request(
+                        url: harness.gateway + APNsHeaders.devicePath(token: apnsToken()), headers: headers,
+                        body: APNsPayload.alert(title: "t", body: "b", badge: nil, ticketID: "1")
+                    )
+                )
+                let reason = (try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any])?["reason"] as? String
+                return (response.status, reason)
+            }
+            #expect(try await push(bearer: first) == (200, nil))
+            #expect(try await push(bearer: second) == (429, "TooManyProviderTokenUpdates"))
+            #expect(try await push(bearer: first) == (200, nil))
+            await client.shutdown()
+            #expect(harness.state.providerTokenCount(keyID: SandboxCredentials.apnsKeyID) == 1)
+        }
+    }
+
+    @Test("instances sharing the database share one provider token per key and one access token per service account; an expiry reported by several leads to one new token")
+    func sharedProviderTokens() async throws {
+        let test = try await TestApp.make()
+        _ = try await test.application()  // applies the migrations
+        let store = ProviderTokenStore(client: test.client)
+        let credentials = try await DeliveryHarness.credentials()
+        let pem = try String(contentsOfFile: credentials.apnsKeyFile, encoding: .utf8)
+        let clock = Mutex(Date(timeIntervalSince1970: 1_900_000_000))
+        let now: @Sendable () -> Date = { clock.withLock { $0 } }
+        func manager() async throws -> APNsTokenManager {
+            try await APNsTokenManager(privateKeyPEM: pem, keyID: SandboxCredentials.apnsKeyID, teamID: SandboxCredentials.apnsTeamID, store: store, now: now)
+        }
+        let (a, b) = (try await manager(), try await manager())
+        let first = try await a.token()
+        #expect(try await b.token() == first)
+        clock.withLock { $0 += 30 * 60 }
+        #expect(try await a.token() == first)
+        // Due after 50 minutes: the first to ask signs, the other takes it.
+        clock.withLock { $0 += 21 * 60 }
+        let second = try await b.token()
+        #expect(second != first)
+        #expect(try await a.token() == second)
+        // Both are told it expired: one new token, not two.
+        await a.expired(second)
+        await b.expired(second)
+        let third = try await a.token()
+        #expect(third != second)
+        #expect(try await b.token() == third)
+
+        // FCM: one exchange for two managers, and one more after a rejection reported by both.
+        let exchanges = Mutex(0)
+        let exchange: FCMAccessTokenManager.Exchange = { _, _ in
+            let number = exchanges.withLock { value in
+                value += 1
+                return value
+            }
+            return (200, Array(#"{"access_token":"access-\#(number)","expires_in":3599}"#.utf8))
+        }
+        let accountFile = try credentials.writeServiceAccount(sandboxURL: "https://oauth.invalid")
+        let account = try JSONDecoder().decode(ServiceAccount.self, from: Data(contentsOf: URL(fileURLWithPath: accountFile)))
+        let (c, d) = (
+            try await FCMAccessTokenManager(account: account, exchange: exchange, store: store, now: now),
+            try await FCMAccessTokenManager(account: account, exchange: exchange, store: store, now: now)
+        )
+        #expect(try await c.token() == "access-1")
+        #expect(try await d.token() == "access-1")
+        await c.rejected("access-1")
+        await d.rejected("access-1")
+        #expect(try await d.token() == "access-2")
+        #expect(try await c.token() == "access-2")
+        #expect(exchanges.withLock { $0 } == 2)
     }
 
     @Test("the sandbox answers 403 UnrelatedKeyIdInToken to a second key's token on a connection tied to the first key, and nothing else")

@@ -213,6 +213,11 @@ struct ScaleOutTests {
             let total = shares.reduce(0, +)
             #expect(total == Double(live.count))
             #expect(shares.allSatisfy { $0 >= 0.2 * total }, "delivered per instance: \(shares)")
+            // One provider token for the key and one OAuth exchange for the service account,
+            // cluster-wide (three instances, two apps each).
+            #expect(harness.state.providerTokenCount(keyID: SandboxCredentials.apnsKeyID) == 1)
+            #expect(harness.state.requests(service: "oauth").filter { $0.status == 200 }.count == 1)
+            #expect(!harness.state.requests(service: "apns").contains { $0.status == 429 })
 
             // A bulk-unregister job started on one instance runs once, on whichever instance takes it.
             let admin = try await harness.test.key(app: nil)

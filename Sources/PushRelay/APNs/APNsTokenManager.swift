@@ -6,7 +6,10 @@ import JWTKit
 /// Apple wants a token reused for at least 20 minutes and no older than 60, and answers
 /// TooManyProviderTokenUpdates to clients that sign one per request. So one token is kept and
 /// signed again only after `refreshInterval` (50 minutes by default), or at once when APNs
-/// reported it expired. The clock is injected so the rules can be tested without waiting.
+/// reported it expired. With a ``ProviderTokenStore`` the token is the cluster's: the instance that
+/// finds it due signs it and stores it, the others use the stored one, and an expiry reported by
+/// several instances leads to one new token. The clock is injected so the rules can be tested
+/// without waiting.
 actor APNsTokenManager {
     struct Claims: JWTPayload {
         var iss: IssuerClaim
@@ -19,12 +22,19 @@ actor APNsTokenManager {
     private let teamID: String
     private let refreshInterval: TimeInterval
     private let now: @Sendable () -> Date
+    private let store: ProviderTokenStore?
     private var current: (token: String, issuedAt: Date)?
+    /// The token APNs last reported expired, until a new one is in use.
+    private var rejected: String?
+
+    /// The credential's name in the ``ProviderTokenStore``.
+    nonisolated var credential: String { "apns:\(teamID):\(keyID)" }
 
     /// - Parameters:
     ///   - privateKeyPEM: the `.p8` file's content (PKCS#8 PEM of a P-256 key).
+    ///   - store: shares the token with the other instances; `nil` keeps it to this process.
     init(
-        privateKeyPEM: String, keyID: String, teamID: String, refreshInterval: TimeInterval = 50 * 60,
+        privateKeyPEM: String, keyID: String, teamID: String, refreshInterval: TimeInterval = 50 * 60, store: ProviderTokenStore? = nil,
         now: @escaping @Sendable () -> Date = { Date() }
     ) async throws {
         let key = try ES256PrivateKey(pem: privateKeyPEM)
@@ -32,6 +42,7 @@ actor APNsTokenManager {
         self.keyID = keyID
         self.teamID = teamID
         self.refreshInterval = min(max(refreshInterval, 20 * 60), 60 * 60 - 60)
+        self.store = store
         self.now = now
     }
 
@@ -39,16 +50,33 @@ actor APNsTokenManager {
     func token() async throws -> String {
         let time = now()
         if let current, time.timeIntervalSince(current.issuedAt) < refreshInterval { return current.token }
+        let entry: ProviderTokenStore.Entry
+        if let store {
+            entry = try await store.token(credential: credential, now: time, reuseFor: refreshInterval, rejected: rejected) {
+                try await self.sign(at: time)
+            }
+        } else {
+            entry = try await sign(at: time)
+        }
+        current = (entry.token, entry.issuedAt)
+        rejected = nil
+        return entry.token
+    }
+
+    private func sign(at time: Date) async throws -> ProviderTokenStore.Entry {
         // APNs reads iat in whole seconds.
         let issuedAt = Date(timeIntervalSince1970: time.timeIntervalSince1970.rounded(.down))
         let token = try await keys.sign(Claims(iss: .init(value: teamID), iat: .init(value: issuedAt)), kid: JWKIdentifier(string: keyID))
-        current = (token, issuedAt)
-        return token
+        return .init(token: token, issuedAt: issuedAt, expiresAt: issuedAt.addingTimeInterval(60 * 60))
     }
 
-    /// APNs answered ExpiredProviderToken for `token`: the next call signs a new one. A stale
-    /// report about an older token changes nothing.
+    /// APNs answered ExpiredProviderToken for `token`: the next call signs a new one (or, with a
+    /// store, takes the one another instance signed since). A stale report about an older token
+    /// changes nothing.
     func expired(_ token: String) {
-        if current?.token == token { current = nil }
+        if current?.token == token {
+            current = nil
+            rejected = token
+        }
     }
 }

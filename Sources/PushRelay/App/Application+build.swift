@@ -42,7 +42,7 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
     let jobListener: PostgresListener
     let forwarder: ZendeskForwarder
     do {
-        providers = try await ProviderSet(apps: configuredApps, settings: delivery)
+        providers = try await ProviderSet(apps: configuredApps, settings: delivery, tokens: ProviderTokenStore(client: database.client))
         listener = try PostgresListener(conninfo: database.client.configuration.conninfo, channels: [DeliveryQueue.channel], logger: logger)
         unreadListener = try PostgresListener(conninfo: database.client.configuration.conninfo, channels: [UnreadChannel.name], logger: logger)
         jobListener = try PostgresListener(conninfo: database.client.configuration.conninfo, channels: [JobStore.channel], logger: logger)

@@ -5,13 +5,16 @@ import Foundation
 ///
 /// One ``HTTP2Client`` (one libcurl multi handle, so one connection pool) per credential: APNs binds
 /// a connection to one team, so apps sharing a key share a client and apps with different keys
-/// never share a connection.
+/// never share a connection. Likewise one token manager per APNs key and per service account, its
+/// token shared with the other instances through `tokens` when given.
 final class ProviderSet: Sendable {
     private let providers: [String: (apns: (any PushProvider)?, fcm: (any PushProvider)?)]
     private let clients: [HTTP2Client]
 
-    init(apps: [AppConfiguration], settings: DeliverySettings) async throws {
+    init(apps: [AppConfiguration], settings: DeliverySettings, tokens: ProviderTokenStore? = nil) async throws {
         var clients: [String: HTTP2Client] = [:]
+        var apnsManagers: [String: APNsTokenManager] = [:]
+        var fcmManagers: [String: FCMAccessTokenManager] = [:]
         func client(_ key: String, certificate: HTTP2ClientConfiguration.ClientCertificate? = nil) throws -> HTTP2Client {
             if let existing = clients[key] { return existing }
             let created = try HTTP2Client(
@@ -37,12 +40,16 @@ final class ProviderSet: Sendable {
                         }
                         let manager: APNsTokenManager
                         do {
-                            manager = try await APNsTokenManager(privateKeyPEM: String(decoding: pem, as: UTF8.self), keyID: token.keyID, teamID: token.teamID)
+                            manager = try await APNsTokenManager(
+                                privateKeyPEM: String(decoding: pem, as: UTF8.self), keyID: token.keyID, teamID: token.teamID, store: tokens
+                            )
                         } catch {
                             throw ConfigurationError("app '\(app.id)': apns.token.key_file is not a PKCS#8 P-256 key (.p8)")
                         }
+                        let shared = apnsManagers[manager.credential, default: manager]
+                        apnsManagers[manager.credential] = shared
                         apns = APNsProvider(
-                            settings: apnsSettings, client: try client("apns-token:\(token.teamID):\(token.keyID)"), tokens: manager,
+                            settings: apnsSettings, client: try client("apns-token:\(token.teamID):\(token.keyID)"), tokens: shared,
                             pushTTL: settings.pushTTL, timeout: settings.requestTimeout
                         )
                     } else if let certificate = apnsSettings.certificate {
@@ -61,12 +68,17 @@ final class ProviderSet: Sendable {
                     let http = try client("fcm:\(account.projectID):\(account.clientEmail)")
                     let manager: FCMAccessTokenManager
                     do {
-                        manager = try await FCMAccessTokenManager(
-                            account: account, exchange: FCMProvider.exchange(client: http, timeout: settings.requestTimeout)
-                        )
+                        if let existing = fcmManagers[account.clientEmail] {
+                            manager = existing
+                        } else {
+                            manager = try await FCMAccessTokenManager(
+                                account: account, exchange: FCMProvider.exchange(client: http, timeout: settings.requestTimeout), store: tokens
+                            )
+                        }
                     } catch {
                         throw ConfigurationError("app '\(app.id)': the private_key of fcm.service_account_file is not an RSA key")
                     }
+                    fcmManagers[account.clientEmail] = manager
                     fcm = FCMProvider(
                         settings: fcmSettings, projectID: account.projectID, client: http, tokens: manager, pushTTL: settings.pushTTL,
                         timeout: settings.requestTimeout

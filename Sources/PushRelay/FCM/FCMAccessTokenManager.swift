@@ -19,8 +19,9 @@ struct ServiceAccount: Sendable, Decodable {
 /// The OAuth2 access token for FCM, from an RS256 assertion signed with the service account key.
 ///
 /// The token is cached until a minute before it expires and fetched again when FCM answers
-/// UNAUTHENTICATED. The HTTP exchange is injected (delivery passes its HTTP/2 client), so the
-/// rules can be tested without a network.
+/// UNAUTHENTICATED. With a ``ProviderTokenStore`` the token is the cluster's: one instance asks
+/// Google, the others use what it stored. The HTTP exchange is injected (delivery passes its
+/// HTTP/2 client), so the rules can be tested without a network.
 actor FCMAccessTokenManager {
     typealias Exchange = @Sendable (_ url: String, _ form: String) async throws -> (status: Int, body: [UInt8])
 
@@ -43,12 +44,21 @@ actor FCMAccessTokenManager {
     private let keys: JWTKeyCollection
     private let exchange: Exchange
     private let now: @Sendable () -> Date
+    private let store: ProviderTokenStore?
     private var current: (token: String, expires: Date)?
+    /// The token FCM last refused, until a new one is in use.
+    private var rejected: String?
 
-    init(account: ServiceAccount, exchange: @escaping Exchange, now: @escaping @Sendable () -> Date = { Date() }) async throws {
+    /// The credential's name in the ``ProviderTokenStore``.
+    nonisolated var credential: String { "fcm:\(account.clientEmail)" }
+
+    init(
+        account: ServiceAccount, exchange: @escaping Exchange, store: ProviderTokenStore? = nil, now: @escaping @Sendable () -> Date = { Date() }
+    ) async throws {
         self.account = account
         keys = await JWTKeyCollection().add(rsa: try Insecure.RSA.PrivateKey(pem: account.privateKey), digestAlgorithm: .sha256)
         self.exchange = exchange
+        self.store = store
         self.now = now
     }
 
@@ -56,6 +66,21 @@ actor FCMAccessTokenManager {
     func token() async throws -> String {
         let time = now()
         if let current, time < current.expires { return current.token }
+        let entry: ProviderTokenStore.Entry
+        if let store {
+            // Usable until its expiry (already a minute early), whoever fetched it.
+            entry = try await store.token(credential: credential, now: time, reuseFor: .infinity, rejected: rejected) {
+                try await self.fetch(at: time)
+            }
+        } else {
+            entry = try await fetch(at: time)
+        }
+        current = (entry.token, entry.expiresAt)
+        rejected = nil
+        return entry.token
+    }
+
+    private func fetch(at time: Date) async throws -> ProviderTokenStore.Entry {
         let issued = Date(timeIntervalSince1970: time.timeIntervalSince1970.rounded(.down))
         let assertion = try await keys.sign(
             Assertion(
@@ -73,12 +98,15 @@ actor FCMAccessTokenManager {
             throw TokenError(description: "the OAuth token endpoint answered HTTP \(status)")
         }
         let lifetime = (object["expires_in"] as? Int) ?? 3599
-        current = (token, issued.addingTimeInterval(TimeInterval(max(lifetime - 60, 0))))
-        return token
+        return .init(token: token, issuedAt: issued, expiresAt: issued.addingTimeInterval(TimeInterval(max(lifetime - 60, 0))))
     }
 
-    /// FCM answered UNAUTHENTICATED with `token`: the next call fetches a new one.
+    /// FCM answered UNAUTHENTICATED with `token`: the next call fetches a new one (or, with a
+    /// store, takes the one another instance fetched since).
     func rejected(_ token: String) {
-        if current?.token == token { current = nil }
+        if current?.token == token {
+            current = nil
+            rejected = token
+        }
     }
 }
