@@ -40,16 +40,19 @@ final class ProviderSet: Sendable {
                         }
                         let manager: APNsTokenManager
                         do {
-                            manager = try await APNsTokenManager(
-                                privateKeyPEM: String(decoding: pem, as: UTF8.self), keyID: token.keyID, teamID: token.teamID, store: tokens
-                            )
+                            if let existing = apnsManagers["\(token.teamID):\(token.keyID)"] {
+                                manager = existing
+                            } else {
+                                manager = try await APNsTokenManager(
+                                    privateKeyPEM: String(decoding: pem, as: UTF8.self), keyID: token.keyID, teamID: token.teamID, store: tokens
+                                )
+                            }
                         } catch {
                             throw ConfigurationError("app '\(app.id)': apns.token.key_file is not a PKCS#8 P-256 key (.p8)")
                         }
-                        let shared = apnsManagers[manager.credential, default: manager]
-                        apnsManagers[manager.credential] = shared
+                        apnsManagers["\(token.teamID):\(token.keyID)"] = manager
                         apns = APNsProvider(
-                            settings: apnsSettings, client: try client("apns-token:\(token.teamID):\(token.keyID)"), tokens: shared,
+                            settings: apnsSettings, client: try client("apns-token:\(token.teamID):\(token.keyID)"), tokens: manager,
                             pushTTL: settings.pushTTL, timeout: settings.requestTimeout
                         )
                     } else if let certificate = apnsSettings.certificate {

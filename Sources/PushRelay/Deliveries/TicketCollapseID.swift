@@ -13,12 +13,9 @@ enum TicketCollapseID {
         if prefix.utf8.count + ticketID.utf8.count <= 64, !ticketID.isEmpty, ticketID.utf8.allSatisfy(isPlainIDByte) {
             return prefix + ticketID
         }
-        let digits = Array("0123456789abcdef".utf8)
-        var hex = Array("zendesk-ticket~".utf8)
-        for byte in SHA256.hash(data: Array(ticketID.utf8)).prefix(16) {
-            hex += [digits[Int(byte >> 4)], digits[Int(byte & 0x0F)]]
-        }
-        return String(decoding: hex, as: UTF8.self)
+        var text = Array("zendesk-ticket~".utf8)
+        Hex.append(SHA256.hash(data: Array(ticketID.utf8)).prefix(16), to: &text)
+        return String(decoding: text, as: UTF8.self)
     }
 
     private static func isPlainIDByte(_ byte: UInt8) -> Bool {

@@ -137,12 +137,8 @@ struct UnreadController<Context: RequestContext>: Sendable {
 
     /// A strong ETag: the first 96 bits of the body's SHA-256, in hex.
     static func etag(of body: Data) -> String {
-        let hex = Array("0123456789abcdef".utf8)
         var text = [UInt8(ascii: "\"")]
-        for byte in SHA256.hash(data: body).prefix(12) {
-            text.append(hex[Int(byte >> 4)])
-            text.append(hex[Int(byte & 0x0F)])
-        }
+        Hex.append(SHA256.hash(data: body).prefix(12), to: &text)
         text.append(UInt8(ascii: "\""))
         return String(decoding: text, as: UTF8.self)
     }
