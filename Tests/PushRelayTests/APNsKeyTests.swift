@@ -20,6 +20,23 @@ struct APNsKeyTests {
         return try SandboxCredentials.generateAPNsKey(keyID: secondKeyID, teamID: SandboxCredentials.apnsTeamID, directory: directory)
     }
 
+    /// One alert to a random device through `client`, with `bearer` as the provider token: the
+    /// status and APNs' reason.
+    static func push(_ client: HTTP2Client, gateway: String, bearer: String) async throws -> (Int, String?) {
+        let headers = APNsHeaders.make(
+            type: .alert, topic: "com.example.support", bearer: bearer, ticketID: "1", expiration: Date().addingTimeInterval(60),
+            apnsID: UUID.random()
+        )
+        let response = try await client.send(
+            HTTP2Request(
+                url: gateway + APNsHeaders.devicePath(token: apnsToken()), headers: headers,
+                body: APNsPayload.alert(title: "t", body: "b", badge: nil, ticketID: "1")
+            )
+        )
+        let reason = (try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any])?["reason"] as? String
+        return (response.status, reason)
+    }
+
     static func tokens(keyFile: String, keyID: String) async throws -> APNsTokenManager {
         let pem = try String(contentsOfFile: keyFile, encoding: .utf8)
         return try await APNsTokenManager(privateKeyPEM: pem, keyID: keyID, teamID: SandboxCredentials.apnsTeamID)
@@ -34,20 +51,7 @@ struct APNsKeyTests {
             let second = try await Self.tokens(keyFile: credentials.apnsKeyFile, keyID: SandboxCredentials.apnsKeyID).token()
             #expect(first != second)
             let client = try HTTP2Client(configuration: .init(maxConnectionsPerHost: 1, caFile: harness.sandbox.certificates.caFile))
-            func push(bearer: String) async throws -> (Int, String?) {
-                let headers = APNsHeaders.make(
-                    type: .alert, topic: "com.example.support", bearer: bearer, ticketID: "1", expiration: Date().addingTimeInterval(60),
-                    apnsID: UUID.random()
-                )
-                let response = try await client.send(
-                    HTTP2Request(
-                        url: harness.gateway + APNsHeaders.devicePath(token: apnsToken()), headers: headers,
-                        body: APNsPayload.alert(title: "t", body: "b", badge: nil, ticketID: "1")
-                    )
-                )
-                let reason = (try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any])?["reason"] as? String
-                return (response.status, reason)
-            }
+            func push(bearer: String) async throws -> (Int, String?) { try await Self.push(client, gateway: harness.gateway, bearer: bearer) }
             #expect(try await push(bearer: first) == (200, nil))
             #expect(try await push(bearer: second) == (429, "TooManyProviderTokenUpdates"))
             #expect(try await push(bearer: first) == (200, nil))
@@ -116,20 +120,7 @@ struct APNsKeyTests {
             let credentials = try await DeliveryHarness.credentials()
             let first = try await Self.tokens(keyFile: credentials.apnsKeyFile, keyID: SandboxCredentials.apnsKeyID).token()
             let second = try await Self.tokens(keyFile: secondFile, keyID: Self.secondKeyID).token()
-            func push(_ client: HTTP2Client, bearer: String) async throws -> (Int, String?) {
-                let headers = APNsHeaders.make(
-                    type: .alert, topic: "com.example.support", bearer: bearer, ticketID: "1", expiration: Date().addingTimeInterval(60),
-                    apnsID: UUID.random()
-                )
-                let response = try await client.send(
-                    HTTP2Request(
-                        url: harness.gateway + APNsHeaders.devicePath(token: apnsToken()), headers: headers,
-                        body: APNsPayload.alert(title: "t", body: "b", badge: nil, ticketID: "1")
-                    )
-                )
-                let reason = (try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any])?["reason"] as? String
-                return (response.status, reason)
-            }
+            func push(_ client: HTTP2Client, bearer: String) async throws -> (Int, String?) { try await Self.push(client, gateway: harness.gateway, bearer: bearer) }
             // One connection: the first key's token ties it; the second key's is refused on it.
             let shared = try HTTP2Client(configuration: .init(maxConnectionsPerHost: 1, caFile: harness.sandbox.certificates.caFile))
             #expect(try await push(shared, bearer: first) == (200, nil))
