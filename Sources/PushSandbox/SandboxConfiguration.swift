@@ -25,7 +25,12 @@ public struct SandboxConfiguration: Sendable {
         }
     }
 
-    public init(host: String = "127.0.0.1", port: Int = 0, directory: String, apnsKeys: [String: APNsKey] = [:]) {
+    /// The secret feedback events must be signed with (`POST /events…`); `nil`: the receiver
+    /// answers 401 to every request.
+    public var eventSigningSecret: String?
+
+    public init(host: String = "127.0.0.1", port: Int = 0, directory: String, apnsKeys: [String: APNsKey] = [:], eventSigningSecret: String? = nil) {
+        self.eventSigningSecret = eventSigningSecret
         self.host = host
         self.port = port
         self.directory = directory

@@ -8,6 +8,7 @@ import JWTKit
 /// - `POST /v1/projects/{project}/messages:send` and `POST /token`: FCM HTTP v1 and its OAuth
 ///   exchange (``FCMEndpoints``).
 /// - `POST /api/v2/push_notification_devices/destroy_many`: Zendesk Bulk Unregister.
+/// - `POST /events[/…]`: a customer's receiver of PushRelay's feedback events (``EventsEndpoint``).
 /// - `POST /sink`: 200 with no checks, for measuring a client.
 /// - `GET /sandbox/received[?service=apns]`, `DELETE /sandbox/received`: what arrived.
 /// - `PUT /sandbox/behaviours/{token}` with a ``SandboxBehaviour``, `DELETE` to clear it.
@@ -16,6 +17,7 @@ struct SandboxRouter: Sendable {
     let apns: APNsEndpoint
     let fcm: FCMEndpoints
     let zendesk: ZendeskEndpoint
+    let events: EventsEndpoint
 
     init(configuration: SandboxConfiguration, state: SandboxState) async throws {
         self.state = state
@@ -33,6 +35,7 @@ struct SandboxRouter: Sendable {
         )
         fcm = FCMEndpoints(state: state)
         zendesk = ZendeskEndpoint(state: state)
+        events = EventsEndpoint(state: state, secret: configuration.eventSigningSecret)
     }
 
     func respond(_ request: SandboxHTTPRequest) async -> SandboxHTTPResponse {
@@ -49,6 +52,8 @@ struct SandboxRouter: Sendable {
             return fcm.token(request)
         case ("POST", "api") where segments == ["api", "v2", "push_notification_devices", "destroy_many"]:
             return await zendesk.destroyMany(request)
+        case ("POST", "events"):
+            return await events.receive(request)
         case ("POST", "sink"):
             state.countSink()
             return SandboxHTTPResponse(status: 200)

@@ -71,7 +71,9 @@ struct DeliveryHarness: Sendable {
             return key
         }
         keys.merge(moreAPNsKeys) { $1 }
-        let sandbox = try await SandboxServer.start(configuration: .init(directory: directory, apnsKeys: keys), logger: logger)
+        let sandbox = try await SandboxServer.start(
+            configuration: .init(directory: directory, apnsKeys: keys, eventSigningSecret: eventSecret), logger: logger
+        )
         var test = try await TestApp.make(conninfo: conninfo)
         let gateway = "https://localhost:\(sandbox.port)"
         let serviceAccount = try credentials.writeServiceAccount(sandboxURL: gateway)
@@ -116,6 +118,28 @@ struct DeliveryHarness: Sendable {
     }
 
     func shutdown() async { await sandbox.shutdown() }
+
+    /// The secret the sandbox's events receiver checks signatures with.
+    static let eventSecret = "events-signing-secret-0123456789"
+
+    /// This harness with app `app` sending its feedback events (`types`, or the default ones) to
+    /// the sandbox's receiver at `/events/<app>`, signed with ``eventSecret``.
+    func sendingEvents(app: String = "support", types: [String]? = nil, secret: String = eventSecret) throws -> DeliveryHarness {
+        let file = directory + "/events-secret-\(app)"
+        try secret.write(toFile: file, atomically: true, encoding: .utf8)
+        var copy = self
+        let index = try #require(copy.test.apps.firstIndex { $0.id == app })
+        copy.test.apps[index].events = EventSettings(url: gateway + "/events/\(app)", signingSecretFile: file, types: types)
+        return copy
+    }
+
+    /// The events the sandbox's receiver accepted (2xx), in the order they arrived, repeats included.
+    func acceptedEvents() throws -> [[String: Any]] {
+        try state.requests(service: "events").filter { $0.status == 200 }.flatMap { request in
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(request.body.utf8)) as? [String: Any])
+            return try #require(object["events"] as? [[String: Any]])
+        }
+    }
 
     /// One entry of a configuration file's `apps:` list for `app`, delivering to the sandbox (APNs,
     /// FCM and Zendesk), with `secrets` as its webhook secrets (the app's own by default).

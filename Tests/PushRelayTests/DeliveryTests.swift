@@ -88,7 +88,7 @@ struct DeliveryTests {
                     uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(dead, "ios"), (alive, "ios")]))
                 )
                 #expect(first.status == .accepted)
-                #expect(try await eventually { try await harness.deliveries(token: dead).first?.status == "failed" })
+                #expect(try await eventually { try await harness.deliveries(token: dead).first?.status == "dead_token" })
                 #expect(try await eventually { try await harness.deliveries(token: alive).first?.status == "delivered" })
                 let device = try #require(try await harness.test.client.query(
                     "SELECT status, invalid_reason FROM devices WHERE app_id = 'support' AND token = $1", [dead]
@@ -133,7 +133,7 @@ struct DeliveryTests {
             harness.state.setBehaviour(SandboxBehaviour(status: 410, reason: "Unregistered", times: 1, invalidSinceMilliseconds: minuteAgo), for: token)
             try await harness.application().test(.router) { client in
                 _ = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(token, "ios")])))
-                #expect(try await eventually { try await harness.deliveries(token: token).first?.status == "failed" })
+                #expect(try await eventually { try await harness.deliveries(token: token).first?.status == "dead_token" })
                 #expect(try await harness.test.count("SELECT count(*) FROM devices WHERE token = $1 AND status = 'active'", [token]) == 1)
                 #expect(try await harness.test.count("SELECT count(*) FROM zendesk_unregister_queue WHERE token = $1", [token]) == 0)
                 // The next webhook is sent to it.
@@ -170,7 +170,7 @@ struct DeliveryTests {
                 #expect(first.status == .accepted)
                 #expect(try await eventually { try await harness.deliveries(token: development).first?.status == "delivered" })
                 #expect(try await eventually { try await harness.deliveries(token: production).first?.status == "delivered" })
-                #expect(try await eventually { try await harness.deliveries(token: bad).first?.status == "failed" })
+                #expect(try await eventually { try await harness.deliveries(token: bad).first?.status == "dead_token" })
                 // Remembered, still registered, not forwarded to Zendesk.
                 #expect(try await eventually {
                     try await harness.test.count("SELECT count(*) FROM devices WHERE token = $1 AND environment = 'sandbox' AND status = 'active'", [development]) == 1
@@ -198,7 +198,7 @@ struct DeliveryTests {
             try await harness.application().test(.router) { client in
                 let response = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(fixtureWebhook))
                 #expect(response.status == .accepted)
-                #expect(try await eventually { try await harness.deliveries(token: "oiuytrdsdfghjk").first?.status == "failed" })
+                #expect(try await eventually { try await harness.deliveries(token: "oiuytrdsdfghjk").first?.status == "dead_token" })
             }
             #expect(harness.state.requests(service: "apns").first?.reason == "BadDeviceToken")
             #expect(try await harness.test.count("SELECT count(*) FROM zendesk_unregister_queue WHERE token = 'oiuytrdsdfghjk'") == 1)

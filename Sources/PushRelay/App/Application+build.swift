@@ -10,7 +10,8 @@ import Postgres
 /// Keys (docs/configuration.md lists them all): `http.*` (``HTTPConfiguration``, ``ConnectionLimits``),
 /// `database.*` (``DatabaseConfiguration``), `webhooks.*` (``WebhookSettings``), `delivery.*` and
 /// `tls.ca_file` (``DeliverySettings``), `zendesk.*` (``ZendeskForwarderSettings``), `jobs.*`
-/// (``JobSettings``), `unread.*` (``UnreadSettings``), `data.directory` (default
+/// (``JobSettings``), `unread.*` (``UnreadSettings``), `events.*` (``EventForwarderSettings``),
+/// `retention.*` (``RetentionSettings``), `data.directory` (default
 /// `./.push-relay-data`, where the embedded cluster lives when `database.url` is not set), and
 /// `config.file`, whose `apps:` list is read when `apps` is not given.
 ///
@@ -41,6 +42,7 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
     let unreadListener: PostgresListener
     let jobListener: PostgresListener
     let forwarder: ZendeskForwarder
+    let eventForwarder: EventForwarder
     do {
         providers = try await ProviderSet(apps: configuredApps, settings: delivery, tokens: ProviderTokenStore(client: database.client))
         listener = try PostgresListener(conninfo: database.client.configuration.conninfo, channels: [DeliveryQueue.channel], logger: logger)
@@ -50,6 +52,10 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
             client: database.client, apps: configuredApps, settings: ZendeskForwarderSettings(config: reader.scoped(to: "zendesk")),
             caFile: delivery.caFile, metrics: metrics, logger: logger
         )
+        eventForwarder = try EventForwarder(
+            client: database.client, apps: configuredApps, settings: EventForwarderSettings(config: reader.scoped(to: "events")),
+            caFile: delivery.caFile, metrics: metrics, logger: logger
+        )
     } catch {
         try? await database.shutdown()
         throw error
@@ -57,7 +63,10 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
     let outbox = DeliveryQueue(client: database.client)
     let dispatcher = Dispatcher(
         queue: outbox, providers: providers, settings: delivery, apps: delivery.enabled ? configuredApps.map(\.id) : [],
-        wakeUps: listener.events, metrics: metrics, logger: logger
+        wakeUps: listener.events, events: EventForwarder.wanted(by: configuredApps), metrics: metrics, logger: logger
+    )
+    let retention = RetentionService(
+        client: database.client, settings: RetentionSettings(config: reader.scoped(to: "retention")), metrics: metrics, logger: logger
     )
     let writer = IntakeWriter(
         queue: outbox, logger: logger, maxBatch: settings.batchSize, maxConcurrentWrites: settings.concurrentWrites,
@@ -97,6 +106,8 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
     app.addServices(jobListener)
     app.addServices(jobs)
     app.addServices(forwarder)
+    app.addServices(eventForwarder)
+    app.addServices(retention)
     app.addServices(writer)
     return app
 }
@@ -121,6 +132,7 @@ func buildRouter(
         DeviceController(repository: PostgresDeviceRepository(client: database.client), authenticator: authenticator).endpoints
     )
     routes.addRoutes(AdminController(store: JobStore(client: database.client), authenticator: authenticator, maxJSONBytes: 64 << 20).endpoints)
+    routes.addRoutes(StatusController(store: DeliveryStatusStore(client: database.client), authenticator: authenticator).endpoints)
     routes.addRoutes(UnreadController(store: UnreadStore(client: database.client), hub: hub, authenticator: authenticator, metrics: metrics).endpoints)
     return (router, routes.recorded.all)
 }

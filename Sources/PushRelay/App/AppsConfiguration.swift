@@ -13,6 +13,7 @@ import Yams
 ///       secret_file: /etc/push-relay/support-user-tokens.key   # HS256 key for user JWTs
 ///     apns: { topic: com.example.app, token: { key_file: …, key_id: …, team_id: … } }
 ///     fcm: { service_account_file: /etc/push-relay/support-firebase.json }
+///     events: { url: https://hooks.example.com/push, signing_secret_file: /etc/push-relay/support-events.key }
 /// ```
 /// ``APNsSettings`` and ``FCMSettings`` describe the delivery sections.
 public struct AppConfiguration: Sendable, Decodable, Hashable {
@@ -30,6 +31,8 @@ public struct AppConfiguration: Sendable, Decodable, Hashable {
     public var fcm: FCMSettings?
     /// Where dead and bulk-unregistered tokens are forwarded (Zendesk's Bulk Unregister API).
     public var zendesk: ZendeskSettings?
+    /// Where the app's feedback events (delivered, failed, dead token …) are sent; none when absent.
+    public var events: EventSettings?
 
     /// User JWT settings.
     public struct UserTokens: Sendable, Decodable, Hashable {
@@ -45,9 +48,10 @@ public struct AppConfiguration: Sendable, Decodable, Hashable {
 
     public init(
         id: String, webhookSecrets: [String], webhookSigningSecret: String? = nil, userTokens: UserTokens? = nil,
-        apns: APNsSettings? = nil, fcm: FCMSettings? = nil, zendesk: ZendeskSettings? = nil
+        apns: APNsSettings? = nil, fcm: FCMSettings? = nil, zendesk: ZendeskSettings? = nil, events: EventSettings? = nil
     ) {
         self.zendesk = zendesk
+        self.events = events
         self.id = id
         self.webhookSecrets = webhookSecrets
         self.webhookSigningSecret = webhookSigningSecret
@@ -57,7 +61,7 @@ public struct AppConfiguration: Sendable, Decodable, Hashable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case id, apns, fcm, zendesk
+        case id, apns, fcm, zendesk, events
         case webhookSecrets = "webhook_secrets"
         case webhookSigningSecret = "webhook_signing_secret"
         case userTokens = "user_tokens"
@@ -131,6 +135,7 @@ extension AppConfiguration {
             try app.apns?.validate(app: app.id)
             try app.fcm?.validate(app: app.id)
             try app.zendesk?.validate(app: app.id)
+            try app.events?.validate(app: app.id)
         }
     }
 

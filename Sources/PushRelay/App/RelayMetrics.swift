@@ -35,6 +35,25 @@ public final class RelayMetrics: Sendable {
         registry.makeCounter(name: "push_relay_bulk_unregister_not_found_total", labels: [("app", app)]).increment(by: Int64(notFound))
     }
 
+    func eventsSent(app: String, count: Int) {
+        registry.makeCounter(name: "push_relay_events_sent_total", labels: [("app", app)]).increment(by: Int64(count))
+    }
+
+    /// A failed request to an app's events endpoint: `HTTP <status>` or `transport`.
+    func eventFailure(app: String, reason: String) {
+        registry.makeCounter(name: "push_relay_event_send_failures_total", labels: [("app", app), ("reason", reason)]).increment()
+    }
+
+    /// Events of the app waiting to be sent (counted up to 100,000) when last looked at.
+    func eventsQueued(app: String, count: Int) {
+        registry.makeGauge(name: "push_relay_events_queued", labels: [("app", app)]).set(Int64(count))
+    }
+
+    /// Rows the retention service deleted, by table.
+    func pruned(table: String, rows: Int) {
+        registry.makeCounter(name: "push_relay_retention_pruned_rows_total", labels: [("table", table)]).increment(by: Int64(rows))
+    }
+
     /// How a `GET …/unread` was answered: `cached` (304 from the cached ETag, on the connection's
     /// event loop: ``UnreadPollShortcut``), `cached_routed` (304 from the cached ETag through the
     /// router: API keys, `Connection: close`, …), `read` (the counts read from PostgreSQL).

@@ -53,6 +53,8 @@ public enum APIKeyScope: String, Sendable, CaseIterable, Codable {
     case unreadRead = "unread:read"
     /// Mark tickets read for the key's app's users.
     case unreadWrite = "unread:write"
+    /// Read what became of the key's app's notifications and deliveries (the status API).
+    case notificationsRead = "notifications:read"
 }
 
 /// A stored key's metadata (never its secret).

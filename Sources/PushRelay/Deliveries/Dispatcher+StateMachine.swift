@@ -248,7 +248,7 @@ extension Dispatcher {
                     delivery: delivery, status: .delivered, outcome: .delivered, providerID: providerID, learnedEnvironment: environment
                 )
             case .deadToken(let reason, let since):
-                return DeliveryResult(delivery: delivery, status: .failed, outcome: .deadToken, reason: clean(reason), deadSince: since)
+                return DeliveryResult(delivery: delivery, status: .deadToken, outcome: .deadToken, reason: clean(reason), deadSince: since)
             case .permanent(let reason):
                 return DeliveryResult(delivery: delivery, status: .failed, outcome: .failed, reason: clean(reason))
             case .unsendable(let reason):

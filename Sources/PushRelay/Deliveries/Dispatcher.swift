@@ -37,11 +37,15 @@ final class Dispatcher: Service, Sendable {
     private let rules: OutcomeRules
     private let doorbell = Doorbell()
     private let writerBell = Doorbell()
+    /// The event types each app wants, written with the outcomes.
+    private let events: [String: Set<DeliveryEventType>]
 
     init(
         queue: DeliveryQueue, providers: ProviderSet, settings: DeliverySettings, apps: [String],
-        wakeUps: AsyncStream<PostgresListenerEvent>?, metrics: RelayMetrics = RelayMetrics(), logger: Logger
+        wakeUps: AsyncStream<PostgresListenerEvent>?, events: [String: Set<DeliveryEventType>] = [:], metrics: RelayMetrics = RelayMetrics(),
+        logger: Logger
     ) {
+        self.events = events
         self.metrics = metrics
         self.queue = queue
         self.providers = providers
@@ -269,7 +273,7 @@ final class Dispatcher: Service, Sendable {
             let batch = machine.withLock { $0.takeUnwritten(max: 2000) }
             guard !batch.isEmpty else { return }
             do {
-                try await queue.store(batch, owner: owner)
+                try await queue.store(batch, owner: owner, events: events)
                 failures = 0
             } catch {
                 machine.withLock { $0.writeFailed(batch) }

@@ -63,6 +63,26 @@ enum OpenAPIDocument {
               required: true
               description: A job id; an id that is not a UUID names no job (404).
               schema: {type: string, format: uuid}
+            limit:
+              name: limit
+              in: query
+              required: false
+              description: Most items in the page, 1-500 (50 when absent).
+              schema: {type: integer, minimum: 1, maximum: 500}
+            cursor:
+              name: cursor
+              in: query
+              required: false
+              description: The next value of the previous page; absent for the first page.
+              schema: {type: string, pattern: "^[1-9][0-9]{0,18}$"}
+            tokens:
+              name: tokens
+              in: query
+              required: false
+              description: >-
+                short (the default): device tokens shortened as in logs. full: whole tokens, for admin keys and app
+                keys that also hold devices:read (403 otherwise).
+              schema: {type: string, enum: [short, full]}
           schemas:
             Token:
               type: string
@@ -128,6 +148,59 @@ enum OpenAPIDocument {
               properties:
                 total: {type: integer}
                 synced_devices: {type: integer}
+            DeliveryStatus:
+              type: object
+              description: One delivery (one push to one device) and what became of it.
+              required: [id, notification_id, ticket_id, token, platform, kind, status, attempts, last_reason, provider_id, created_at, updated_at, delivered_at]
+              properties:
+                id: {type: integer, format: int64}
+                notification_id: {type: integer, format: int64, nullable: true, description: "null for a badge sync, which belongs to no notification."}
+                ticket_id: {type: string, nullable: true}
+                token:
+                  type: string
+                  description: >-
+                    The device token shortened as in logs (first 6 and last 4 characters around "…"), or whole with
+                    tokens=full.
+                platform: {type: string, enum: [ios, android]}
+                kind: {type: string, enum: [alert, badge_sync]}
+                status:
+                  type: string
+                  enum: [pending, sending, delivered, failed, expired, skipped, dead_token]
+                  description: >-
+                    pending (waiting, new or to be retried), sending (claimed by an instance), delivered (accepted by
+                    APNs or FCM), failed (refused for good, or the request could not be built), expired (out of
+                    attempts or too old), skipped (the device was invalidated or unregistered first), dead_token (the
+                    provider reported the token dead).
+                attempts: {type: integer}
+                last_reason: {type: string, nullable: true, description: "The provider's reason (BadDeviceToken, UNREGISTERED …) or the relay's."}
+                provider_id: {type: string, nullable: true, description: "The apns-id, or the FCM message name, of a delivered push."}
+                created_at: {type: string, format: date-time}
+                updated_at: {type: string, format: date-time}
+                delivered_at: {type: string, format: date-time, nullable: true}
+            NotificationStatus:
+              type: object
+              description: One accepted webhook and how many of its deliveries are in each status.
+              required: [id, ticket_id, title, created_at, counts]
+              properties:
+                id: {type: integer, format: int64}
+                ticket_id: {type: string}
+                title: {type: string}
+                created_at: {type: string, format: date-time}
+                counts:
+                  type: object
+                  required: [pending, sending, delivered, failed, expired, skipped, dead_token]
+                  properties:
+                    pending: {type: integer}
+                    sending: {type: integer}
+                    delivered: {type: integer}
+                    failed: {type: integer}
+                    expired: {type: integer}
+                    skipped: {type: integer}
+                    dead_token: {type: integer}
+                deliveries:
+                  type: array
+                  description: Present when one notification is asked for (at most 1000, oldest first).
+                  items: {$ref: "#/components/schemas/DeliveryStatus"}
             Error:
               type: object
               required: [error]
@@ -294,6 +367,12 @@ enum OpenAPIDocument {
                           deliveries: {type: integer}
                           skipped: {type: integer}
                   links:
+                    GetNotificationStatus:
+                      operationId: getNotificationStatus
+                      description: What became of this notification's pushes.
+                      parameters:
+                        app: "$request.path.app"
+                        id: "$response.body#/notification_id"
                     GetFirstDevice:
                       operationId: getDevice
                       description: The webhook's first device is in the registry now (registered implicitly when it was not).
@@ -514,6 +593,91 @@ enum OpenAPIDocument {
                 "404": {$ref: "#/components/responses/Error"}
                 "413": {$ref: "#/components/responses/Error"}
                 "415": {$ref: "#/components/responses/Error"}
+          /v1/apps/{app}/notifications/{id}:
+            parameters:
+              - $ref: "#/components/parameters/app"
+              - name: id
+                in: path
+                required: true
+                description: A notification id (a webhook's 202 gives it); an id that is not a positive integer names no notification (404).
+                schema: {type: string}
+                example: "1"
+            get:
+              operationId: getNotificationStatus
+              summary: What became of one notification's pushes, device by device.
+              description: App keys with notifications:read (their app only) and admin keys.
+              security: [{bearer: []}]
+              parameters:
+                - $ref: "#/components/parameters/tokens"
+              responses:
+                "200":
+                  description: The notification, its counts by status and its deliveries.
+                  content:
+                    application/json:
+                      schema: {$ref: "#/components/schemas/NotificationStatus"}
+                "400": {$ref: "#/components/responses/Error"}
+                "401": {$ref: "#/components/responses/Error"}
+                "403": {$ref: "#/components/responses/Error"}
+                "404": {$ref: "#/components/responses/Error"}
+          /v1/apps/{app}/tickets/{ticket}/notifications:
+            parameters:
+              - $ref: "#/components/parameters/app"
+              - $ref: "#/components/parameters/ticket"
+            get:
+              operationId: listTicketNotifications
+              summary: A ticket's latest notifications, newest first, with their counts by status.
+              description: App keys with notifications:read (their app only) and admin keys. Keyset-paginated; next is null on the last page.
+              security: [{bearer: []}]
+              parameters:
+                - $ref: "#/components/parameters/limit"
+                - $ref: "#/components/parameters/cursor"
+              responses:
+                "200":
+                  description: A page of notifications.
+                  content:
+                    application/json:
+                      schema:
+                        type: object
+                        required: [notifications, next]
+                        properties:
+                          notifications:
+                            type: array
+                            items: {$ref: "#/components/schemas/NotificationStatus"}
+                          next: {type: string, nullable: true}
+                "400": {$ref: "#/components/responses/Error"}
+                "401": {$ref: "#/components/responses/Error"}
+                "403": {$ref: "#/components/responses/Error"}
+                "404": {$ref: "#/components/responses/Error"}
+          /v1/apps/{app}/devices/{token}/deliveries:
+            parameters:
+              - $ref: "#/components/parameters/app"
+              - $ref: "#/components/parameters/token"
+            get:
+              operationId: listDeviceDeliveries
+              summary: The latest deliveries to one device, newest first (alerts and badge syncs).
+              description: App keys with notifications:read (their app only) and admin keys. Keyset-paginated; next is null on the last page.
+              security: [{bearer: []}]
+              parameters:
+                - $ref: "#/components/parameters/limit"
+                - $ref: "#/components/parameters/cursor"
+                - $ref: "#/components/parameters/tokens"
+              responses:
+                "200":
+                  description: A page of deliveries.
+                  content:
+                    application/json:
+                      schema:
+                        type: object
+                        required: [deliveries, next]
+                        properties:
+                          deliveries:
+                            type: array
+                            items: {$ref: "#/components/schemas/DeliveryStatus"}
+                          next: {type: string, nullable: true}
+                "400": {$ref: "#/components/responses/Error"}
+                "401": {$ref: "#/components/responses/Error"}
+                "403": {$ref: "#/components/responses/Error"}
+                "404": {$ref: "#/components/responses/Error"}
           /metrics:
             get:
               operationId: metrics

@@ -8,8 +8,10 @@ enum DeliveryStatus: String, Sendable, Hashable, CaseIterable {
     /// Claimed under a lease; when the lease ends unfinished, the row is due again.
     case sending
     case delivered
-    /// Rejected for good: a dead token, a request the provider refused, or one that could not be built.
+    /// Rejected for good: a request the provider refused, or one that could not be built.
     case failed
+    /// The provider reported the device token dead (unregistered, or not a token of the app).
+    case deadToken = "dead_token"
     /// Out of attempts, or older than `delivery.max_age_seconds`.
     case expired
     /// Not sent: the device was invalidated or unregistered after the delivery was queued.

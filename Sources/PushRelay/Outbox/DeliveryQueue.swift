@@ -292,15 +292,20 @@ struct DeliveryQueue: Sendable {
     }
 
     /// One transaction: the deliveries' new state, dead tokens' devices marked invalid and queued
-    /// for Zendesk, and environments learned for devices registered without one. Rows whose lease
-    /// another instance has taken over are left to it.
-    func store(_ batch: [DeliveryResult], owner: String) async throws {
+    /// for Zendesk, environments learned for devices registered without one, and the feedback
+    /// events (``DeliveryEventType``) of the apps that want them (`events[app]`). Rows whose lease
+    /// another instance has taken over are left to it, and make no event.
+    func store(_ batch: [DeliveryResult], owner: String, events: [String: Set<DeliveryEventType>] = [:]) async throws {
         var ids: [Int64] = [], statuses: [String] = [], next: [Date?] = [], providerIDs: [String?] = [], reasons: [String?] = []
         var adjustments: [Int] = []
         var deadApps: [String] = [], deadTokens: [String] = [], deadPlatforms: [String] = [], deadReasons: [String] = []
         var deadSince: [Date?] = []
         var learnedApps: [String] = [], learnedTokens: [String] = [], learnedEnvironments: [String] = []
+        var eventRows = EventRows()
         for result in batch {
+            if let type = DeliveryEventType(result), events[result.delivery.appID]?.contains(type) == true {
+                eventRows.append(result, type: type)
+            }
             ids.append(result.delivery.id)
             statuses.append(result.status.rawValue)
             next.append(result.nextAttemptAt)
@@ -322,9 +327,14 @@ struct DeliveryQueue: Sendable {
         }
         let outcomes: [any PostgresEncodable] = [ids, statuses, next, providerIDs, reasons, adjustments, owner]
         guard !deadApps.isEmpty || !learnedApps.isEmpty else {
-            // Most batches: only the deliveries' new state. Planned at each execution like every
-            // statement here, this one plans in a fraction of the time of the full one below.
-            _ = try await client.query(Self.storeOutcomes, outcomes, prepare: true)
+            // Most batches: only the deliveries' new state (and their events). Planned at each
+            // execution like every statement here, these plan in a fraction of the time of the
+            // full one below.
+            if eventRows.isEmpty {
+                _ = try await client.query(Self.storeOutcomes, outcomes, prepare: true)
+            } else {
+                _ = try await client.query(Self.storeOutcomesAndEvents, outcomes + eventRows.parameters, prepare: true)
+            }
             return
         }
         // One statement: the deliveries' new state; the devices of dead tokens marked invalid and
@@ -332,6 +342,7 @@ struct DeliveryQueue: Sendable {
         _ = try await client.query(
             """
             WITH updated AS (\(Self.updateOutcomes)),
+            \(Self.insertEvents(from: 16)),
             dead AS (
                 -- A token APNs says died at some time, but that was registered again after it, lives on.
                 SELECT * FROM (
@@ -355,7 +366,8 @@ struct DeliveryQueue: Sendable {
             )
             SELECT (SELECT count(*) FROM updated), \(Self.relaxedCommit)
             """,
-            outcomes + [deadApps, deadTokens, deadPlatforms, deadReasons, deadSince, learnedApps, learnedTokens, learnedEnvironments],
+            outcomes + [deadApps, deadTokens, deadPlatforms, deadReasons, deadSince, learnedApps, learnedTokens, learnedEnvironments]
+                + eventRows.parameters,
             prepare: true
         )
     }
@@ -370,11 +382,51 @@ struct DeliveryQueue: Sendable {
         FROM unnest($1::bigint[], $2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::int[])
             AS u(id, status, next_at, provider_id, error, adjustment)
         WHERE d.id = u.id AND d.lease_owner = $7
-        RETURNING 1
+        RETURNING d.id, d.notification_id
         """
 
     /// ``updateOutcomes`` alone, with the relaxed commit.
     static let storeOutcomes = "WITH updated AS (\(updateOutcomes)) SELECT (SELECT count(*) FROM updated), \(relaxedCommit)"
+
+    /// ``updateOutcomes`` and the events of the rows it updated (``EventRows``, parameters $8–$14).
+    static let storeOutcomesAndEvents =
+        "WITH updated AS (\(updateOutcomes)), \(insertEvents(from: 8)) SELECT (SELECT count(*) FROM updated), \(relaxedCommit)"
+
+    /// The CTE `events`, after a CTE `updated` (``updateOutcomes``): inserts the events of
+    /// ``EventRows`` (parameters `$first`…`$first+6`) whose delivery was updated, in order.
+    static func insertEvents(from first: Int) -> String {
+        let p = (first..<first + 7).map { "$\($0)" }
+        return """
+            events AS (
+                INSERT INTO delivery_events (app_id, type, delivery_id, notification_id, ticket_id, platform, token_hint, reason)
+                SELECT e.app_id, e.type, e.delivery_id, u.notification_id, nullif(e.ticket_id, ''), e.platform, e.token_hint, e.reason
+                FROM unnest(\(p[0])::bigint[], \(p[1])::text[], \(p[2])::text[], \(p[3])::text[], \(p[4])::text[], \(p[5])::text[], \(p[6])::text[])
+                    WITH ORDINALITY AS e(delivery_id, app_id, type, ticket_id, platform, token_hint, reason, ord)
+                JOIN updated u ON u.id = e.delivery_id
+                ORDER BY e.ord
+            )
+            """
+    }
+
+    /// The events a batch of outcomes writes, as statement parameters.
+    struct EventRows {
+        private var deliveries: [Int64] = [], apps: [String] = [], types: [String] = [], tickets: [String] = []
+        private var platforms: [String] = [], hints: [String] = [], reasons: [String?] = []
+
+        var isEmpty: Bool { deliveries.isEmpty }
+
+        mutating func append(_ result: DeliveryResult, type: DeliveryEventType) {
+            deliveries.append(result.delivery.id)
+            apps.append(result.delivery.appID)
+            types.append(type.rawValue)
+            tickets.append(result.delivery.ticketID)
+            platforms.append(result.delivery.platform.rawValue)
+            hints.append(DeviceToken.redacted(result.delivery.token))
+            reasons.append(result.reason)
+        }
+
+        var parameters: [any PostgresEncodable] { [deliveries, apps, types, tickets, platforms, hints, reasons] }
+    }
 
     // MARK: - The Zendesk unregister queue
 

@@ -1,0 +1,253 @@
+import Crypto
+import CurlHTTP2
+import Foundation
+import Logging
+import Postgres
+import ServiceLifecycle
+import Synchronization
+
+/// One feedback event as the receiver gets it.
+struct DeliveryEvent: Sendable, Equatable, Encodable {
+    /// The event's id: increasing per relay database; a receiver that got an id already can drop
+    /// the repeat (events are sent at least once).
+    var id: Int64
+    var type: String
+    var app: String
+    var deliveryID: Int64
+    /// `nil` for a badge sync, which belongs to no notification.
+    var notificationID: Int64?
+    var ticketID: String?
+    var platform: String
+    /// The device token shortened as in logs (first 6 and last 4 characters).
+    var tokenHint: String
+    /// The provider's or the relay's reason, for every type but `delivered`.
+    var reason: String?
+    /// When the outcome was stored.
+    var at: Date
+
+    enum CodingKeys: String, CodingKey {
+        case id, type, app, platform, reason, at
+        case deliveryID = "delivery_id"
+        case notificationID = "notification_id"
+        case ticketID = "ticket_id"
+        case tokenHint = "token_hint"
+    }
+
+    /// Every key is written, `null` when absent, so receivers see one shape.
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(id, forKey: .id)
+        try container.encode(type, forKey: .type)
+        try container.encode(app, forKey: .app)
+        try container.encode(deliveryID, forKey: .deliveryID)
+        try container.encode(notificationID, forKey: .notificationID)
+        try container.encode(ticketID, forKey: .ticketID)
+        try container.encode(platform, forKey: .platform)
+        try container.encode(tokenHint, forKey: .tokenHint)
+        try container.encode(reason, forKey: .reason)
+        try container.encode(at, forKey: .at)
+    }
+}
+
+/// The request signature a receiver checks: `X-PushRelay-Signature` =
+/// base64(HMAC-SHA256(signing secret, `X-PushRelay-Timestamp` + body)), the timestamp in Unix
+/// seconds. The same scheme as Zendesk's webhook signature.
+enum EventSignature {
+    static let signatureHeader = "x-pushrelay-signature"
+    static let timestampHeader = "x-pushrelay-timestamp"
+
+    static func sign(body: [UInt8], timestamp: String, secret: SymmetricKey) -> String {
+        var signed = Array(timestamp.utf8)
+        signed.append(contentsOf: body)
+        return Data(HMAC<SHA256>.authenticationCode(for: signed, using: secret)).base64EncodedString()
+    }
+}
+
+/// The `delivery_events` outbox: read in order per app, deleted once the receiver accepted it.
+struct EventQueue: Sendable {
+    let client: PostgresClient
+
+    /// The app's oldest `limit` events, in order.
+    func oldest(app: String, limit: Int) async throws -> [DeliveryEvent] {
+        try await client.query(
+            """
+            SELECT id, type, delivery_id, notification_id, ticket_id, platform, token_hint, reason, at
+            FROM delivery_events WHERE app_id = $1 ORDER BY id LIMIT $2
+            """,
+            [app, limit], prepare: true
+        ).rows.map { row in
+            let (id, type, delivery, notification, ticket, platform, hint, reason, at) = try row.decode(
+                (Int64, String, Int64, Int64?, String?, String, String, String?, Date).self
+            )
+            return DeliveryEvent(
+                id: id, type: type, app: app, deliveryID: delivery, notificationID: notification, ticketID: ticket, platform: platform,
+                tokenHint: hint, reason: reason, at: at
+            )
+        }
+    }
+
+    /// The receiver accepted these events.
+    func sent(app: String, ids: [Int64]) async throws {
+        _ = try await client.query("DELETE FROM delivery_events WHERE app_id = $1 AND id = ANY($2)", [app, ids], prepare: true)
+    }
+
+    /// How many events of the app wait, counted up to `cap`.
+    func queued(app: String, cap: Int) async throws -> Int {
+        try await client.query(
+            "SELECT count(*)::int FROM (SELECT 1 FROM delivery_events WHERE app_id = $1 LIMIT $2) q", [app, cap]
+        ).rows.first?.decode(Int.self) ?? 0
+    }
+}
+
+/// Sends each app's feedback events to its `events.url`: JSON batches
+/// (`{"events":[…]}`, ``DeliveryEvent``) in id order, signed (``EventSignature``).
+///
+/// One instance at a time sends an app's events (a lease per app, `events:<app>`), so they leave
+/// in order. A 2xx deletes the batch; anything else (429, 5xx, another status, a connection error)
+/// keeps it and pauses the app: exponential backoff with jitter, or the receiver's `Retry-After`
+/// when longer; the next try sends the same events again first. Events are sent at least once.
+/// Deliveries never wait for this: outcomes write events to the table and go on.
+final class EventForwarder: Service, Sendable {
+    private struct Target: Sendable {
+        var app: String
+        var url: String
+        var secret: SymmetricKey
+    }
+
+    /// An app's state between rounds.
+    private struct AppState: Sendable {
+        var lease: HeldLease
+        var failures = 0
+        var pausedUntil: ContinuousClock.Instant?
+        var countedAt: ContinuousClock.Instant?
+    }
+
+    private let queue: EventQueue
+    private let leases: Leases
+    private let http: HTTP2Client?
+    private let targets: [Target]
+    private let settings: EventForwarderSettings
+    private let metrics: RelayMetrics
+    private let logger: Logger
+    private let states: Mutex<[String: AppState]>
+
+    init(client: PostgresClient, apps: [AppConfiguration], settings: EventForwarderSettings, caFile: String?, metrics: RelayMetrics, logger: Logger) throws {
+        queue = EventQueue(client: client)
+        leases = Leases(client: client, owner: leaseOwnerName(role: "events"))
+        targets = try apps.compactMap { app in
+            guard let events = app.events else { return nil }
+            return Target(app: app.id, url: events.url, secret: try events.secret(app: app.id))
+        }
+        http = targets.isEmpty ? nil : try HTTP2Client(configuration: .init(maxConnectionsPerHost: 1, maxConcurrentStreams: 10, caFile: caFile))
+        self.settings = settings
+        self.metrics = metrics
+        self.logger = logger
+        states = Mutex(
+            Dictionary(uniqueKeysWithValues: targets.map { ($0.app, AppState(lease: HeldLease(name: "events:\($0.app)", duration: settings.lease))) })
+        )
+    }
+
+    /// The event types each configured app wants (for the dispatcher, which writes them).
+    static func wanted(by apps: [AppConfiguration]) -> [String: Set<DeliveryEventType>] {
+        Dictionary(uniqueKeysWithValues: apps.compactMap { app in app.events.map { (app.id, $0.eventTypes) } })
+    }
+
+    func run() async throws {
+        guard let http, !targets.isEmpty else {
+            try? await gracefulShutdown()
+            return
+        }
+        await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                var busy = false
+                for target in self.targets {
+                    busy = await self.sendBatch(target, http: http) || busy
+                }
+                if !busy { try? await Task.sleep(for: self.settings.pollInterval) }
+            }
+        }
+        for target in targets where states.withLock({ $0[target.app]?.lease.isHeld ?? false }) {
+            try? await leases.release("events:\(target.app)")
+        }
+        await http.shutdown()
+    }
+
+    /// Sends one batch of the app's events, if this instance holds its lease and it is not paused;
+    /// true when a full batch went out (more may wait).
+    private func sendBatch(_ target: Target, http: HTTP2Client) async -> Bool {
+        guard var state = states.withLock({ $0[target.app] }) else { return false }
+        defer { states.withLock { $0[target.app] = state } }
+        if let until = state.pausedUntil, until > .now { return false }
+        let events: [DeliveryEvent]
+        do {
+            guard try await state.lease.hold(with: leases) else { return false }
+            if state.countedAt.map({ $0 + .seconds(5) < .now }) ?? true {
+                metrics.eventsQueued(app: target.app, count: try await queue.queued(app: target.app, cap: 100_000))
+                state.countedAt = .now
+            }
+            events = try await queue.oldest(app: target.app, limit: settings.batchSize)
+        } catch {
+            state.lease.forget()
+            logger.warning("reading the feedback event queue failed", metadata: ["push.app": "\(target.app)", "error": "\(error)"])
+            return false
+        }
+        guard !events.isEmpty else { return false }
+
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            var container = encoder.singleValueContainer()
+            try container.encode(date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true)))
+        }
+        let body = Array((try? encoder.encode(["events": events])) ?? Data())
+        let timestamp = String(Int64(Date().timeIntervalSince1970))
+        var problem: String?
+        var retryAfter: Int?
+        do {
+            let response = try await http.send(
+                HTTP2Request(
+                    url: target.url,
+                    headers: [
+                        ("content-type", "application/json"), ("user-agent", "PushRelay"), (EventSignature.timestampHeader, timestamp),
+                        (EventSignature.signatureHeader, EventSignature.sign(body: body, timestamp: timestamp, secret: target.secret)),
+                    ],
+                    body: body, timeout: settings.requestTimeout
+                )
+            )
+            if !(200..<300).contains(response.status) {
+                problem = "HTTP \(response.status)"
+                retryAfter = response.header("retry-after").flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }
+            }
+        } catch {
+            problem = "transport: \(error)"
+        }
+        if let problem {
+            state.failures += 1
+            let delay = backoffDelay(base: settings.retryBase, cap: settings.retryMax, attempt: state.failures, retryAfter: retryAfter)
+            state.pausedUntil = .now + delay
+            metrics.eventFailure(app: target.app, reason: problem.hasPrefix("transport") ? "transport" : problem)
+            logger.warning(
+                "sending feedback events failed; the app's events wait and are sent again",
+                metadata: [
+                    "push.app": "\(target.app)", "push.events": "\(events.count)", "push.reason": "\(problem)",
+                    "push.retry_in_s": "\(delay.timeInterval)",
+                ]
+            )
+            return false
+        }
+        if state.failures > 0 {
+            logger.notice("feedback events are accepted again", metadata: ["push.app": "\(target.app)", "push.failures": "\(state.failures)"])
+        }
+        state.failures = 0
+        state.pausedUntil = nil
+        do {
+            try await queue.sent(app: target.app, ids: events.map(\.id))
+            metrics.eventsSent(app: target.app, count: events.count)
+        } catch {
+            // They stay queued and go again: at least once.
+            state.lease.forget()
+            logger.warning("recording sent feedback events failed; they will be sent again", metadata: ["push.app": "\(target.app)", "error": "\(error)"])
+            return false
+        }
+        return events.count >= settings.batchSize
+    }
+}

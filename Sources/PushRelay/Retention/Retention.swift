@@ -1,0 +1,220 @@
+import Configuration
+import Foundation
+import Logging
+import Postgres
+import ServiceLifecycle
+
+/// How long history is kept (`retention.*`).
+///
+/// Keys, read from a reader scoped to `retention`:
+/// - `enabled` (bool, default true): whether this instance takes part in pruning.
+/// - `delivered_days` (int, default 30): deliveries `delivered` or `skipped` are deleted this many
+///   days after their last change.
+/// - `failed_days` (int, default 90): deliveries `failed`, `expired` or `dead_token`, and feedback
+///   events still unsent, after this many days.
+/// - `interval_seconds` (int, default 3600): time between runs.
+/// - `batch_size` (int, default 2000): rows looked at per statement; each statement is its own
+///   short transaction.
+/// - `batch_pause_ms` (int, default 10): pause between statements, so webhooks keep their share of
+///   the database while a large backlog is pruned.
+public struct RetentionSettings: Sendable {
+    public var enabled: Bool
+    public var deliveredDays: Int
+    public var failedDays: Int
+    public var interval: Duration
+    public var batchSize: Int
+    public var batchPause: Duration
+
+    public init(config: ConfigReader) {
+        enabled = config.bool(forKey: "enabled", default: true)
+        deliveredDays = max(1, config.int(forKey: "delivered_days", default: 30))
+        failedDays = max(1, config.int(forKey: "failed_days", default: 90))
+        interval = .seconds(max(1, config.int(forKey: "interval_seconds", default: 3600)))
+        batchSize = min(100_000, max(1, config.int(forKey: "batch_size", default: 2000)))
+        batchPause = .milliseconds(max(0, config.int(forKey: "batch_pause_ms", default: 10)))
+    }
+}
+
+/// What one retention run deleted.
+struct RetentionReport: Sendable, Equatable {
+    var deliveries = 0
+    var notifications = 0
+    var events = 0
+    var seconds = 0.0
+}
+
+/// The statements that prune history. Every one walks a table in primary-key order from a cursor,
+/// a bounded batch at a time, so none holds locks for long or rewrites a table; a walk stops at the
+/// first rows too young to be deleted (ids grow with time). Unread counters are not history: they
+/// are never touched.
+struct RetentionStore: Sendable {
+    let client: PostgresClient
+
+    /// Deletes, among the `limit` deliveries after id `cursor`, those finished long enough ago.
+    /// - Returns: the batch's last id (`nil` when there was none), how many were deleted, and
+    ///   whether the walk reached deliveries created after the shorter of the two cut-offs (then
+    ///   no later row can be old enough).
+    func pruneDeliveries(after cursor: Int64, limit: Int, deliveredDays: Int, failedDays: Int) async throws -> (last: Int64?, deleted: Int, done: Bool) {
+        let row = try await client.query(
+            """
+            WITH batch AS MATERIALIZED (
+                SELECT id, status, updated_at, created_at FROM deliveries WHERE id > $1 ORDER BY id LIMIT $2
+            ),
+            doomed AS (
+                DELETE FROM deliveries d USING batch b
+                WHERE d.id = b.id
+                  AND ((b.status IN ('delivered', 'skipped') AND b.updated_at < now() - make_interval(days => $3))
+                    OR (b.status IN ('failed', 'expired', 'dead_token') AND b.updated_at < now() - make_interval(days => $4)))
+                RETURNING 1
+            )
+            SELECT (SELECT max(id) FROM batch), (SELECT count(*) FROM doomed)::int,
+                   coalesce((SELECT max(created_at) FROM batch) >= now() - make_interval(days => least($3, $4)), true)
+            """,
+            [cursor, limit, deliveredDays, failedDays], prepare: true
+        ).first
+        guard let row else { return (nil, 0, true) }
+        let (last, deleted, done) = try row.decode((Int64?, Int, Bool).self)
+        return (last, deleted, done || last == nil)
+    }
+
+    /// Deletes, among the `limit` notifications after id `cursor`, those received before the
+    /// shorter cut-off that have no delivery left.
+    func pruneNotifications(after cursor: Int64, limit: Int, days: Int) async throws -> (last: Int64?, deleted: Int, done: Bool) {
+        let row = try await client.query(
+            """
+            WITH batch AS MATERIALIZED (
+                SELECT id, received_at FROM notifications WHERE id > $1 ORDER BY id LIMIT $2
+            ),
+            doomed AS (
+                DELETE FROM notifications n USING batch b
+                WHERE n.id = b.id AND b.received_at < now() - make_interval(days => $3)
+                  AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.notification_id = b.id)
+                RETURNING 1
+            )
+            SELECT (SELECT max(id) FROM batch), (SELECT count(*) FROM doomed)::int,
+                   coalesce((SELECT max(received_at) FROM batch) >= now() - make_interval(days => $3), true)
+            """,
+            [cursor, limit, days], prepare: true
+        ).first
+        guard let row else { return (nil, 0, true) }
+        let (last, deleted, done) = try row.decode((Int64?, Int, Bool).self)
+        return (last, deleted, done || last == nil)
+    }
+
+    /// Deletes up to `limit` of the oldest feedback events older than `days` (a receiver that has
+    /// been failing that long). Returns how many.
+    func pruneEvents(limit: Int, days: Int) async throws -> Int {
+        try await client.query(
+            """
+            WITH doomed AS (
+                DELETE FROM delivery_events WHERE id IN (
+                    SELECT id FROM delivery_events WHERE at < now() - make_interval(days => $2) ORDER BY id LIMIT $1
+                )
+                RETURNING 1
+            )
+            SELECT count(*)::int FROM doomed
+            """,
+            [limit, days], prepare: true
+        ).first?.decode(Int.self) ?? 0
+    }
+}
+
+/// Deletes old history in the background: deliveries past `retention.delivered_days` or
+/// `retention.failed_days` (by status), notifications with no delivery left, and feedback events
+/// nobody accepted for `failed_days`. Any instance may run it; a lease (`retention`) makes it one
+/// at a time. Each run logs one line and counts rows in `push_relay_retention_pruned_rows_total`.
+final class RetentionService: Service, Sendable {
+    static let leaseName = "retention"
+
+    private let store: RetentionStore
+    private let leases: Leases
+    private let settings: RetentionSettings
+    private let metrics: RelayMetrics
+    private let logger: Logger
+
+    init(client: PostgresClient, settings: RetentionSettings, metrics: RelayMetrics, logger: Logger) {
+        store = RetentionStore(client: client)
+        leases = Leases(client: client, owner: leaseOwnerName(role: "retention"))
+        self.settings = settings
+        self.metrics = metrics
+        self.logger = logger
+    }
+
+    func run() async throws {
+        guard settings.enabled else {
+            try? await gracefulShutdown()
+            return
+        }
+        await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                do {
+                    if let report = try await self.runOnce() {
+                        self.logger.info(
+                            "retention run finished",
+                            metadata: [
+                                "push.deliveries_pruned": "\(report.deliveries)", "push.notifications_pruned": "\(report.notifications)",
+                                "push.events_pruned": "\(report.events)", "push.seconds": "\(report.seconds)",
+                            ]
+                        )
+                    }
+                } catch is CancellationError {
+                    return
+                } catch {
+                    self.logger.warning("retention run failed; trying again at the next interval", metadata: ["error": "\(error)"])
+                }
+                try? await Task.sleep(for: self.settings.interval)
+            }
+        }
+        try? await leases.release(Self.leaseName)
+    }
+
+    /// One run, if this instance gets the lease (`nil` when another instance holds it).
+    func runOnce() async throws -> RetentionReport? {
+        // Long enough for a batch at any size; renewed between batches.
+        var lease = HeldLease(name: Self.leaseName, duration: .seconds(120))
+        guard try await lease.hold(with: leases) else { return nil }
+        let started = ContinuousClock.now
+        var report = RetentionReport()
+        var cursor: Int64 = 0
+        while true {
+            try Task.checkCancellation()
+            guard try await lease.hold(with: leases) else { return report }
+            let step = try await store.pruneDeliveries(
+                after: cursor, limit: settings.batchSize, deliveredDays: settings.deliveredDays, failedDays: settings.failedDays
+            )
+            report.deliveries += step.deleted
+            metrics.pruned(table: "deliveries", rows: step.deleted)
+            guard let last = step.last, !step.done else { break }
+            cursor = last
+            try await pause()
+        }
+        cursor = 0
+        let shorter = min(settings.deliveredDays, settings.failedDays)
+        while true {
+            try Task.checkCancellation()
+            guard try await lease.hold(with: leases) else { return report }
+            let step = try await store.pruneNotifications(after: cursor, limit: settings.batchSize, days: shorter)
+            report.notifications += step.deleted
+            metrics.pruned(table: "notifications", rows: step.deleted)
+            guard let last = step.last, !step.done else { break }
+            cursor = last
+            try await pause()
+        }
+        while true {
+            try Task.checkCancellation()
+            guard try await lease.hold(with: leases) else { return report }
+            let deleted = try await store.pruneEvents(limit: settings.batchSize, days: settings.failedDays)
+            report.events += deleted
+            metrics.pruned(table: "delivery_events", rows: deleted)
+            if deleted < settings.batchSize { break }
+            try await pause()
+        }
+        try? await leases.release(Self.leaseName)
+        report.seconds = (ContinuousClock.now - started).timeInterval
+        return report
+    }
+
+    private func pause() async throws {
+        if settings.batchPause > .zero { try await Task.sleep(for: settings.batchPause) }
+    }
+}

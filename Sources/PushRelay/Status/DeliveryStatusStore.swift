@@ -1,0 +1,178 @@
+import Foundation
+import Postgres
+
+/// One delivery as the status API shows it.
+struct DeliveryStatusRecord: Sendable, Equatable, Encodable {
+    var id: Int64
+    /// `nil` for a badge sync.
+    var notificationID: Int64?
+    var ticketID: String?
+    /// The device token, shortened (first 6 and last 4 characters) unless the caller asked for
+    /// full tokens and may see them.
+    var token: String
+    var platform: String
+    var kind: String
+    var status: String
+    var attempts: Int
+    var lastReason: String?
+    var providerID: String?
+    var createdAt: Date
+    var updatedAt: Date
+    var deliveredAt: Date?
+
+    enum CodingKeys: String, CodingKey {
+        case id, token, platform, kind, status, attempts
+        case notificationID = "notification_id"
+        case ticketID = "ticket_id"
+        case lastReason = "last_reason"
+        case providerID = "provider_id"
+        case createdAt = "created_at"
+        case updatedAt = "updated_at"
+        case deliveredAt = "delivered_at"
+    }
+
+    /// Every key is written (`null` when absent).
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(id, forKey: .id)
+        try c.encode(notificationID, forKey: .notificationID)
+        try c.encode(ticketID, forKey: .ticketID)
+        try c.encode(token, forKey: .token)
+        try c.encode(platform, forKey: .platform)
+        try c.encode(kind, forKey: .kind)
+        try c.encode(status, forKey: .status)
+        try c.encode(attempts, forKey: .attempts)
+        try c.encode(lastReason, forKey: .lastReason)
+        try c.encode(providerID, forKey: .providerID)
+        try c.encode(createdAt, forKey: .createdAt)
+        try c.encode(updatedAt, forKey: .updatedAt)
+        try c.encode(deliveredAt, forKey: .deliveredAt)
+    }
+}
+
+extension DeliveryStatusRecord {
+    /// The select list ``init(row:fullTokens:)`` reads; `d` is the delivery, `n` its notification.
+    static let columns =
+        "d.id, d.notification_id, n.ticket_id, d.device_token, d.platform, d.kind, d.status, d.attempts, d.last_error, d.provider_id, d.created_at, d.updated_at, d.delivered_at"
+
+    init(row: PostgresRow, fullTokens: Bool) throws {
+        let (id, notification, ticket, token, platform, kind, status, attempts, reason, provider, created, updated, delivered) = try row.decode(
+            (Int64, Int64?, String?, String, String, String, String, Int, String?, String?, Date, Date, Date?).self
+        )
+        self.init(
+            id: id, notificationID: notification, ticketID: ticket, token: fullTokens ? token : DeviceToken.redacted(token), platform: platform,
+            kind: kind, status: status, attempts: attempts, lastReason: reason, providerID: provider, createdAt: created, updatedAt: updated,
+            deliveredAt: delivered
+        )
+    }
+}
+
+/// A notification (one accepted webhook) as the status API shows it: what it was, and how many of
+/// its deliveries are in each status.
+struct NotificationStatusRecord: Sendable, Equatable, Encodable {
+    var id: Int64
+    var ticketID: String
+    var title: String
+    var createdAt: Date
+    /// Deliveries per status; every status is present.
+    var counts: [String: Int]
+    /// The deliveries, when one notification is asked for; absent from lists.
+    var deliveries: [DeliveryStatusRecord]?
+
+    enum CodingKeys: String, CodingKey {
+        case id, title, counts, deliveries
+        case ticketID = "ticket_id"
+        case createdAt = "created_at"
+    }
+
+    /// The select list ``init(row:)`` reads, from `n` the notification and `c` the counts (``countsJoin``).
+    static let columns = "n.id, n.ticket_id, n.title, n.received_at, " + DeliveryStatus.allCases.map { "c.\($0.rawValue)" }.joined(separator: ", ")
+
+    /// A lateral join `c` counting the deliveries of `n` by status.
+    static let countsJoin = """
+        CROSS JOIN LATERAL (
+            SELECT \(DeliveryStatus.allCases.map { "count(*) FILTER (WHERE d.status = '\($0.rawValue)')::int AS \($0.rawValue)" }.joined(separator: ", "))
+            FROM deliveries d WHERE d.notification_id = n.id
+        ) c
+        """
+
+    init(row: PostgresRow) throws {
+        let (id, ticket, title, created) = try row.decode((Int64, String, String, Date).self)
+        var counts: [String: Int] = [:]
+        for (offset, status) in DeliveryStatus.allCases.enumerated() {
+            counts[status.rawValue] = try row.decode(Int.self, at: 4 + offset)
+        }
+        self.init(id: id, ticketID: ticket, title: title, createdAt: created, counts: counts, deliveries: nil)
+    }
+
+    init(id: Int64, ticketID: String, title: String, createdAt: Date, counts: [String: Int], deliveries: [DeliveryStatusRecord]?) {
+        self.id = id
+        self.ticketID = ticketID
+        self.title = title
+        self.createdAt = createdAt
+        self.counts = counts
+        self.deliveries = deliveries
+    }
+}
+
+/// The status API's reads. Each is a bounded index scan whatever the tables' sizes: a notification
+/// by its primary key and its deliveries through `deliveries_by_notification`; a ticket's
+/// notifications backwards through `notifications_by_ticket_id`; a device's deliveries backwards
+/// through `deliveries_by_device_hash` (keyed by a hash of the token). Lists are keyset-paginated
+/// on the id: a page asks for one row more than it shows, to know whether a next page exists.
+struct DeliveryStatusStore: Sendable {
+    let client: PostgresClient
+
+    /// The most deliveries one notification's answer lists (a webhook has at most a few hundred).
+    static let maxDeliveriesShown = 1000
+
+    func notification(app: String, id: Int64, fullTokens: Bool) async throws -> NotificationStatusRecord? {
+        guard
+            var notification = try await client.query(
+                "SELECT \(NotificationStatusRecord.columns) FROM notifications n \(NotificationStatusRecord.countsJoin) WHERE n.id = $1 AND n.app_id = $2",
+                [id, app], prepare: true
+            ).first.map(NotificationStatusRecord.init(row:))
+        else { return nil }
+        notification.deliveries = try await client.query(
+            """
+            SELECT \(DeliveryStatusRecord.columns) FROM deliveries d JOIN notifications n ON n.id = d.notification_id
+            WHERE d.notification_id = $1 ORDER BY d.id LIMIT $2
+            """,
+            [id, Self.maxDeliveriesShown], prepare: true
+        ).rows.map { try DeliveryStatusRecord(row: $0, fullTokens: fullTokens) }
+        return notification
+    }
+
+    /// A ticket's notifications, newest first, older than `before` when given.
+    func notifications(app: String, ticket: String, before: Int64?, limit: Int) async throws -> (page: [NotificationStatusRecord], more: Bool) {
+        let rows = try await client.query(
+            """
+            SELECT \(NotificationStatusRecord.columns) FROM (
+                SELECT * FROM notifications WHERE app_id = $1 AND ticket_id = $2 AND id < coalesce($3::bigint, 9223372036854775807) ORDER BY id DESC LIMIT $4
+            ) n
+            \(NotificationStatusRecord.countsJoin)
+            ORDER BY n.id DESC
+            """,
+            [app, ticket, before, limit + 1], prepare: true
+        ).rows.map(NotificationStatusRecord.init(row:))
+        return (Array(rows.prefix(limit)), rows.count > limit)
+    }
+
+    /// A device's deliveries, newest first, older than `before` when given.
+    func deliveries(app: String, token: String, before: Int64?, limit: Int, fullTokens: Bool) async throws -> (page: [DeliveryStatusRecord], more: Bool) {
+        let rows = try await client.query(
+            """
+            SELECT \(DeliveryStatusRecord.columns) FROM (
+                SELECT * FROM deliveries
+                WHERE app_id = $1 AND hashtextextended(device_token, 0) = hashtextextended($2, 0) AND device_token = $2
+                  AND id < coalesce($3::bigint, 9223372036854775807)
+                ORDER BY id DESC LIMIT $4
+            ) d
+            LEFT JOIN notifications n ON n.id = d.notification_id
+            ORDER BY d.id DESC
+            """,
+            [app, token, before, limit + 1], prepare: true
+        ).rows.map { try DeliveryStatusRecord(row: $0, fullTokens: fullTokens) }
+        return (Array(rows.prefix(limit)), rows.count > limit)
+    }
+}
