@@ -1,13 +1,6 @@
 -- Delivery visibility: the status API's lookups, feedback events to the customer's endpoint, and
 -- retention (leases for work one instance at a time does).
 
--- A delivery whose token the provider reported dead gets its own status (it was 'failed' with the
--- reason). The new check allows more than the old one, so rows already stored pass it: NOT VALID
--- skips the scan of the whole table, and new and updated rows are checked as before.
-ALTER TABLE deliveries DROP CONSTRAINT IF EXISTS deliveries_status_check;
-ALTER TABLE deliveries ADD CONSTRAINT deliveries_status_check
-    CHECK (status IN ('pending', 'sending', 'delivered', 'failed', 'expired', 'skipped', 'dead_token')) NOT VALID;
-
 -- A ticket's latest notifications (GET …/tickets/{ticket}/notifications): one entry per webhook,
 -- read newest first by scanning the index backwards from the cursor.
 CREATE INDEX IF NOT EXISTS notifications_by_ticket_id ON notifications (app_id, ticket_id, id);
@@ -42,3 +35,12 @@ CREATE TABLE leases (
     owner       text        NOT NULL,
     expires_at  timestamptz NOT NULL
 );
+
+-- A delivery whose token the provider reported dead gets its own status (it was 'failed' with the
+-- reason). The new check allows more than the old one, so rows already stored pass it: NOT VALID
+-- skips the scan of the whole table, and new and updated rows are checked as before. Last in this
+-- file: changing a constraint locks the table against reads too until the migration commits, so
+-- it comes after the index builds (which only hold writes back).
+ALTER TABLE deliveries DROP CONSTRAINT IF EXISTS deliveries_status_check;
+ALTER TABLE deliveries ADD CONSTRAINT deliveries_status_check
+    CHECK (status IN ('pending', 'sending', 'delivered', 'failed', 'expired', 'skipped', 'dead_token')) NOT VALID;

@@ -5,8 +5,10 @@ import Foundation
 /// checking what a real receiver should: `X-PushRelay-Timestamp` within five minutes of now, and
 /// `X-PushRelay-Signature` = base64(HMAC-SHA256(secret, timestamp + body)), then a body
 /// `{"events":[…]}`. Bad signatures get 401, a bad body 400; both are recorded with the reason.
-/// A behaviour set for the key `events` makes it answer with that status (and `Retry-After`) for
-/// the next `times` requests, as a failing receiver would.
+/// A behaviour set for the key `events:<last path segment>` (one receiver, such as
+/// `events:support` for `/events/support`), or else `events` (every receiver), makes it answer with
+/// that status (and `Retry-After`, after `delay_ms`) for the next `times` requests, as a failing
+/// receiver would.
 struct EventsEndpoint: Sendable {
     let state: SandboxState
     let secret: String?
@@ -17,7 +19,9 @@ struct EventsEndpoint: Sendable {
         var headers: [(String, String)] = []
         if let problem = check(request) {
             (status, reason) = problem
-        } else if let behaviour = state.takeBehaviour(for: "events") {
+        } else if let behaviour = state.takeBehaviour(for: "events:" + (request.path.split(separator: "/").last.map(String.init) ?? ""))
+            ?? state.takeBehaviour(for: "events")
+        {
             if let delay = behaviour.delayMilliseconds { try? await Task.sleep(for: .milliseconds(delay)) }
             if behaviour.status != 0 && behaviour.status != 200 {
                 (status, reason) = (behaviour.status, behaviour.reason ?? "receiver failing")

@@ -201,6 +201,41 @@ struct DeliveryVisibilityTests {
         }
     }
 
+    @Test("a failing, slow receiver holds back its own app's events only, and its instance keeps the app's lease while it waits")
+    func failingReceiverIsolated() async throws {
+        try await DeliveryHarness.with { base in
+            let harness = try base.sendingEvents(app: "support").sendingEvents(app: "other")
+            // support's receiver answers 503 after a second and a half, asking for 30 seconds' rest.
+            harness.state.setBehaviour(SandboxBehaviour(status: 503, reason: "down", retryAfter: 30, delayMilliseconds: 1500), for: "events:support")
+            // A short lease (6 s: three request timeouts), so one not renewed while waiting would lapse within the test.
+            let extra: [AbsoluteConfigKey: ConfigValue] = [
+                "events.poll_interval_ms": .init(.int(50), isSecret: false),
+                "events.request_timeout_seconds": .init(.int(2), isSecret: false),
+                "events.lease_seconds": .init(.int(5), isSecret: false),
+            ]
+            try await harness.application(extra: extra).test(.router) { client in
+                _ = try await Self.accept(client, webhook(devices: [(apnsToken(), "ios")]))
+                #expect(try await eventually { harness.state.requests(service: "events").contains { $0.path == "/events/support" } })
+                // While support's receiver hangs and then fails, other's events go through at once.
+                let started = ContinuousClock.now
+                let other = try await client.execute(
+                    uri: "/v1/webhooks/zendesk/other/\(TestApp.otherSecret)", method: .post, headers: Self.json,
+                    body: jsonBody(webhook(devices: [(apnsToken(), "ios")]))
+                )
+                #expect(other.status == .accepted)
+                #expect(try await eventually(timeout: .seconds(10)) {
+                    harness.state.requests(service: "events").contains { $0.path == "/events/other" && $0.status == 200 }
+                })
+                #expect(ContinuousClock.now - started < .seconds(2))
+                // support waits out its Retry-After holding the lease (past its 6 s): one try so far, the event kept.
+                try await Task.sleep(for: .seconds(8))
+                #expect(harness.state.requests(service: "events").filter { $0.path == "/events/support" }.count == 1)
+                #expect(try await harness.test.count("SELECT count(*) FROM delivery_events WHERE app_id = 'support'") == 1)
+                #expect(try await harness.test.count("SELECT count(*) FROM leases WHERE name = 'events:support' AND expires_at > now()") == 1)
+            }
+        }
+    }
+
     @Test("an events receiver refuses a wrong signature; the events stay queued")
     func wrongSecretKeepsEvents() async throws {
         try await DeliveryHarness.with { base in
@@ -219,7 +254,8 @@ struct DeliveryVisibilityTests {
         try await DeliveryHarness.with { harness in
             let token = apnsToken()
             let sql = harness.test.client
-            try await harness.application().test(.router) { client in
+            // The relay's own retention service stays off: this test runs it by hand.
+            try await harness.application(extra: ["retention.enabled": .init(.bool(false), isSecret: false)]).test(.router) { client in
                 // Ids grow with time, which the pruning walk relies on: the old rows come first.
                 _ = try await Self.accept(client, webhook(devices: [(token, "ios")], ticket: "old"))
                 #expect(try await eventually { try await harness.test.count("SELECT count(*) FROM deliveries WHERE status = 'delivered'") == 1 })
@@ -259,10 +295,13 @@ struct DeliveryVisibilityTests {
             #expect(try await harness.test.count("SELECT count(*) FROM notifications") == 1)
             #expect(try await harness.test.count("SELECT coalesce(sum(unread), 0)::int FROM unread_counters") == unreadBefore)
             // A second run finds nothing more; a run while another instance holds the lease does nothing.
+            #expect(report.complete)
             let again = try #require(try await service.runOnce())
-            #expect(again.deliveries == 0 && again.notifications == 0 && again.events == 0)
-            _ = try await sql.query("INSERT INTO leases (name, owner, expires_at) VALUES ('retention', 'elsewhere', now() + interval '1 minute')")
-            #expect(try await service.runOnce() == nil)
+            #expect(again.deliveries == 0 && again.notifications == 0 && again.events == 0 && again.complete)
+            // The complete run keeps the lease for the interval: another instance does not run before then.
+            let neighbour = RetentionService(client: sql, settings: settings, metrics: RelayMetrics(), logger: DeliveryHarness.logger)
+            #expect(try await neighbour.runOnce() == nil)
+            #expect(try await harness.test.count("SELECT count(*) FROM leases WHERE name = 'retention' AND expires_at > now() + interval '50 minutes'") == 1)
         }
     }
 }

@@ -248,13 +248,13 @@ struct DispatcherStateMachineTests {
         #expect(result.nextAttemptAt == Self.epoch.addingTimeInterval(90))
     }
 
-    @Test("a dead token fails the delivery as dead_token with the provider's time; a reason quoting the token keeps it redacted")
+    @Test("a dead token ends the delivery in status dead_token, with the provider's time; a reason quoting the token keeps it redacted")
     func deadToken() {
         let machine = Machine(settings: Self.settings(), apps: ["a"])
         let since = Self.epoch.addingTimeInterval(-3600)
         let delivery = Self.delivery(1)
         let result = machine.rules.decide(delivery, .deadToken(reason: "Unregistered", since: since), now: Self.epoch, jitter: 0)
-        #expect(result.status == .failed)
+        #expect(result.status == .deadToken)
         #expect(result.isDeadToken)
         #expect(result.deadSince == since)
         let quoting = machine.rules.decide(delivery, .permanent(reason: "bad token \(delivery.token)"), now: Self.epoch, jitter: 0)

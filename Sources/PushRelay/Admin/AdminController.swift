@@ -101,7 +101,7 @@ struct AdminController<Context: RequestContext>: Sendable {
 
     @Sendable func list(_ request: Request, context: Context) async throws -> JobList {
         try await authenticator.resolve(request).requireAdmin()
-        let limit = try Self.limit(request.uri.queryParameters["limit"])
+        let limit = try InputRules.pageLimit(request.uri.queryParameters["limit"])
         let app = try request.uri.queryParameters["app"].map { try InputRules.identifier(String($0), field: "app", maxBytes: 256) }
         return JobList(jobs: try await store.list(limit: limit, app: app))
     }
@@ -125,15 +125,6 @@ struct AdminController<Context: RequestContext>: Sendable {
     private func jobID(_ context: Context) throws -> UUID {
         guard let id = UUID(uuidString: try context.pathParameter("id")) else { throw Self.jobNotFound }
         return id
-    }
-
-    /// `limit` of a list: 1-500, 50 when absent; anything else is a 400 (the OpenAPI document says so).
-    static func limit(_ value: Substring?) throws -> Int {
-        guard let value else { return 50 }
-        guard value.utf8.count <= 3, value.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let limit = Int(value), (1...500).contains(limit) else {
-            throw JSONBody.invalidField("limit", "must be an integer from 1 to 500")
-        }
-        return limit
     }
 
     private static func flag(_ value: String?) throws -> Bool {

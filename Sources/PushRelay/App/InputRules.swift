@@ -124,3 +124,14 @@ extension PathSegment {
         return value
     }
 }
+
+extension InputRules {
+    /// `limit` of a list: 1-500, 50 when absent; anything else is a 400 (the OpenAPI document says so).
+    static func pageLimit(_ value: Substring?) throws -> Int {
+        guard let value else { return 50 }
+        guard value.utf8.count <= 3, value.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let limit = Int(value), (1...500).contains(limit) else {
+            throw JSONBody.invalidField("limit", "must be an integer from 1 to 500")
+        }
+        return limit
+    }
+}

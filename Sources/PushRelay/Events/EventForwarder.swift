@@ -8,8 +8,10 @@ import Synchronization
 
 /// One feedback event as the receiver gets it.
 struct DeliveryEvent: Sendable, Equatable, Encodable {
-    /// The event's id: increasing per relay database; a receiver that got an id already can drop
-    /// the repeat (events are sent at least once).
+    /// The event's id, unique per relay database: a receiver that got an id already can drop the
+    /// repeat (events are sent at least once). Ids are taken in insertion order, and instances
+    /// commit concurrently, so an id can arrive after a higher one: de-duplicate on the id itself,
+    /// never on the highest id seen.
     var id: Int64
     var type: String
     var app: String
@@ -102,11 +104,14 @@ struct EventQueue: Sendable {
 /// Sends each app's feedback events to its `events.url`: JSON batches
 /// (`{"events":[…]}`, ``DeliveryEvent``) in id order, signed (``EventSignature``).
 ///
-/// One instance at a time sends an app's events (a lease per app, `events:<app>`), so they leave
-/// in order. A 2xx deletes the batch; anything else (429, 5xx, another status, a connection error)
-/// keeps it and pauses the app: exponential backoff with jitter, or the receiver's `Retry-After`
-/// when longer; the next try sends the same events again first. Events are sent at least once.
-/// Deliveries never wait for this: outcomes write events to the table and go on.
+/// Each app has its own loop, so a receiver that hangs or fails holds back its own app's events
+/// only. One instance at a time sends an app's events (a lease per app, `events:<app>`), so they
+/// leave in order. A 2xx deletes the batch; anything else (429, 5xx, another status, a connection
+/// error) keeps it and pauses the app: exponential backoff with jitter, or the receiver's
+/// `Retry-After` (seconds, at most an hour) when longer. The instance keeps the app's lease while
+/// it waits, so no other instance retries early; the next try sends the same events again first.
+/// Events are sent at least once. Deliveries never wait for this: outcomes write events to the
+/// table and go on.
 final class EventForwarder: Service, Sendable {
     private struct Target: Sendable {
         var app: String
@@ -114,12 +119,14 @@ final class EventForwarder: Service, Sendable {
         var secret: SymmetricKey
     }
 
-    /// An app's state between rounds.
-    private struct AppState: Sendable {
-        var lease: HeldLease
-        var failures = 0
-        var pausedUntil: ContinuousClock.Instant?
-        var countedAt: ContinuousClock.Instant?
+    /// What one try at an app's queue came to.
+    private enum Round {
+        /// Nothing to send (or not this instance's turn): look again after the poll interval.
+        case idle
+        /// The receiver accepted a batch; when it was full, more may wait.
+        case sent(full: Bool)
+        /// The receiver or the database failed: wait this long (the receiver asked, or backoff).
+        case failed(retryAfter: Int?)
     }
 
     private let queue: EventQueue
@@ -129,7 +136,8 @@ final class EventForwarder: Service, Sendable {
     private let settings: EventForwarderSettings
     private let metrics: RelayMetrics
     private let logger: Logger
-    private let states: Mutex<[String: AppState]>
+    /// Leases this instance may hold, given back at shutdown.
+    private let held = Mutex<Set<String>>([])
 
     init(client: PostgresClient, apps: [AppConfiguration], settings: EventForwarderSettings, caFile: String?, metrics: RelayMetrics, logger: Logger) throws {
         queue = EventQueue(client: client)
@@ -142,9 +150,6 @@ final class EventForwarder: Service, Sendable {
         self.settings = settings
         self.metrics = metrics
         self.logger = logger
-        states = Mutex(
-            Dictionary(uniqueKeysWithValues: targets.map { ($0.app, AppState(lease: HeldLease(name: "events:\($0.app)", duration: settings.lease))) })
-        )
     }
 
     /// The event types each configured app wants (for the dispatcher, which writes them).
@@ -158,47 +163,79 @@ final class EventForwarder: Service, Sendable {
             return
         }
         await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                var busy = false
+            await withDiscardingTaskGroup { group in
                 for target in self.targets {
-                    busy = await self.sendBatch(target, http: http) || busy
+                    group.addTask { await self.serve(target, http: http) }
                 }
-                if !busy { try? await Task.sleep(for: self.settings.pollInterval) }
             }
         }
-        for target in targets where states.withLock({ $0[target.app]?.lease.isHeld ?? false }) {
-            try? await leases.release("events:\(target.app)")
+        for name in held.withLock({ $0 }) {
+            try? await leases.release(name)
         }
         await http.shutdown()
     }
 
-    /// Sends one batch of the app's events, if this instance holds its lease and it is not paused;
-    /// true when a full batch went out (more may wait).
-    private func sendBatch(_ target: Target, http: HTTP2Client) async -> Bool {
-        guard var state = states.withLock({ $0[target.app] }) else { return false }
-        defer { states.withLock { $0[target.app] = state } }
-        if let until = state.pausedUntil, until > .now { return false }
-        let events: [DeliveryEvent]
-        do {
-            guard try await state.lease.hold(with: leases) else { return false }
-            if state.countedAt.map({ $0 + .seconds(5) < .now }) ?? true {
-                metrics.eventsQueued(app: target.app, count: try await queue.queued(app: target.app, cap: 100_000))
-                state.countedAt = .now
+    /// One app's loop, until the service is cancelled.
+    private func serve(_ target: Target, http: HTTP2Client) async {
+        // The lease outlives a request several times over, so it cannot lapse during one.
+        var lease = HeldLease(name: "events:\(target.app)", duration: max(settings.lease, settings.requestTimeout * 3))
+        held.withLock { _ = $0.insert(lease.name) }
+        var failures = 0
+        var countedAt: ContinuousClock.Instant?
+        while !Task.isCancelled {
+            let round: Round
+            do {
+                guard try await lease.hold(with: leases) else {
+                    try? await Task.sleep(for: settings.pollInterval)
+                    continue
+                }
+                if countedAt.map({ $0 + .seconds(5) < .now }) ?? true {
+                    metrics.eventsQueued(app: target.app, count: try await queue.queued(app: target.app, cap: 100_000))
+                    countedAt = .now
+                }
+                round = try await sendBatch(target, http: http, failures: failures)
+            } catch {
+                lease.forget()
+                logger.warning("reading the feedback event queue failed", metadata: ["push.app": "\(target.app)", "error": "\(error)"])
+                round = .idle
             }
-            events = try await queue.oldest(app: target.app, limit: settings.batchSize)
-        } catch {
-            state.lease.forget()
-            logger.warning("reading the feedback event queue failed", metadata: ["push.app": "\(target.app)", "error": "\(error)"])
-            return false
+            switch round {
+            case .idle:
+                try? await Task.sleep(for: settings.pollInterval)
+            case .sent(let full):
+                if failures > 0 {
+                    logger.notice("feedback events are accepted again", metadata: ["push.app": "\(target.app)", "push.failures": "\(failures)"])
+                }
+                failures = 0
+                if !full { try? await Task.sleep(for: settings.pollInterval) }
+            case .failed(let retryAfter):
+                failures += 1
+                let delay = backoffDelay(
+                    base: settings.retryBase, cap: settings.retryMax, attempt: failures, retryAfter: retryAfter.map { min($0, 3600) }
+                )
+                // Wait, renewing the lease (and the queue gauge) meanwhile.
+                let until = ContinuousClock.now + delay
+                while !Task.isCancelled, ContinuousClock.now < until {
+                    try? await Task.sleep(for: min(until - .now, lease.duration / 4))
+                    if (try? await lease.hold(with: leases)) != true { lease.forget() }
+                    if let count = try? await queue.queued(app: target.app, cap: 100_000) { metrics.eventsQueued(app: target.app, count: count) }
+                }
+            }
         }
-        guard !events.isEmpty else { return false }
+    }
 
+    /// Sends the app's oldest events, if any.
+    private func sendBatch(_ target: Target, http: HTTP2Client, failures: Int) async throws -> Round {
+        let events = try await queue.oldest(app: target.app, limit: settings.batchSize)
+        guard !events.isEmpty else {
+            return .idle
+        }
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .custom { date, encoder in
             var container = encoder.singleValueContainer()
             try container.encode(date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true)))
         }
-        let body = Array((try? encoder.encode(["events": events])) ?? Data())
+        let body = Array(try encoder.encode(["events": events]))
         let timestamp = String(Int64(Date().timeIntervalSince1970))
         var problem: String?
         var retryAfter: Int?
@@ -221,33 +258,19 @@ final class EventForwarder: Service, Sendable {
             problem = "transport: \(error)"
         }
         if let problem {
-            state.failures += 1
-            let delay = backoffDelay(base: settings.retryBase, cap: settings.retryMax, attempt: state.failures, retryAfter: retryAfter)
-            state.pausedUntil = .now + delay
             metrics.eventFailure(app: target.app, reason: problem.hasPrefix("transport") ? "transport" : problem)
             logger.warning(
                 "sending feedback events failed; the app's events wait and are sent again",
                 metadata: [
                     "push.app": "\(target.app)", "push.events": "\(events.count)", "push.reason": "\(problem)",
-                    "push.retry_in_s": "\(delay.timeInterval)",
+                    "push.failures": "\(failures + 1)",
                 ]
             )
-            return false
+            return .failed(retryAfter: retryAfter)
         }
-        if state.failures > 0 {
-            logger.notice("feedback events are accepted again", metadata: ["push.app": "\(target.app)", "push.failures": "\(state.failures)"])
-        }
-        state.failures = 0
-        state.pausedUntil = nil
-        do {
-            try await queue.sent(app: target.app, ids: events.map(\.id))
-            metrics.eventsSent(app: target.app, count: events.count)
-        } catch {
-            // They stay queued and go again: at least once.
-            state.lease.forget()
-            logger.warning("recording sent feedback events failed; they will be sent again", metadata: ["push.app": "\(target.app)", "error": "\(error)"])
-            return false
-        }
-        return events.count >= settings.batchSize
+        // If this fails, the events stay queued and go again: at least once.
+        try await queue.sent(app: target.app, ids: events.map(\.id))
+        metrics.eventsSent(app: target.app, count: events.count)
+        return .sent(full: events.count >= settings.batchSize)
     }
 }

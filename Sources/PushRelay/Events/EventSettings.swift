@@ -10,7 +10,8 @@ enum DeliveryEventType: String, Sendable, Hashable, CaseIterable, Codable {
     case failed
     /// An agent's reply ran out of attempts or passed `delivery.max_age_seconds`.
     case expired
-    /// The provider reported the device token dead; the device is invalidated.
+    /// The provider reported the device token dead; the device is invalidated (unless it was
+    /// registered again after the moment APNs says the token died).
     case deadToken = "dead_token"
     /// An agent's reply was not sent: the device was invalidated or unregistered after the webhook.
     case skipped
@@ -101,8 +102,9 @@ public struct EventSettings: Sendable, Decodable, Hashable {
 /// - `retry_base_ms` (int, default 1000): first delay after a failed request, doubled per failure
 ///   (with jitter) up to `retry_max_seconds` (int, default 300); a longer `Retry-After` wins.
 /// - `request_timeout_seconds` (int, default 15).
-/// - `lease_seconds` (int, default 60): how long an instance holds an app's sending; it renews it
-///   while it sends, and another instance takes over when it lapses.
+/// - `lease_seconds` (int, default 60, at least three request timeouts): how long an instance holds
+///   an app's sending; it renews it while it sends or waits to retry, and another instance takes
+///   over when it lapses.
 public struct EventForwarderSettings: Sendable {
     public var batchSize: Int
     public var pollInterval: Duration

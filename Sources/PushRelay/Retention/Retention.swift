@@ -41,41 +41,16 @@ struct RetentionReport: Sendable, Equatable {
     var notifications = 0
     var events = 0
     var seconds = 0.0
+    /// False when another instance took the lease over before the run was through.
+    var complete = false
 }
 
-/// The statements that prune history. Every one walks a table in primary-key order from a cursor,
+/// The statements that prune history beside the outbox's own (``DeliveryQueue/prune(after:limit:deliveredDays:failedDays:)``). Every one walks a table in primary-key order from a cursor,
 /// a bounded batch at a time, so none holds locks for long or rewrites a table; a walk stops at the
 /// first rows too young to be deleted (ids grow with time). Unread counters are not history: they
 /// are never touched.
 struct RetentionStore: Sendable {
     let client: PostgresClient
-
-    /// Deletes, among the `limit` deliveries after id `cursor`, those finished long enough ago.
-    /// - Returns: the batch's last id (`nil` when there was none), how many were deleted, and
-    ///   whether the walk reached deliveries created after the shorter of the two cut-offs (then
-    ///   no later row can be old enough).
-    func pruneDeliveries(after cursor: Int64, limit: Int, deliveredDays: Int, failedDays: Int) async throws -> (last: Int64?, deleted: Int, done: Bool) {
-        let row = try await client.query(
-            """
-            WITH batch AS MATERIALIZED (
-                SELECT id, status, updated_at, created_at FROM deliveries WHERE id > $1 ORDER BY id LIMIT $2
-            ),
-            doomed AS (
-                DELETE FROM deliveries d USING batch b
-                WHERE d.id = b.id
-                  AND ((b.status IN ('delivered', 'skipped') AND b.updated_at < now() - make_interval(days => $3))
-                    OR (b.status IN ('failed', 'expired', 'dead_token') AND b.updated_at < now() - make_interval(days => $4)))
-                RETURNING 1
-            )
-            SELECT (SELECT max(id) FROM batch), (SELECT count(*) FROM doomed)::int,
-                   coalesce((SELECT max(created_at) FROM batch) >= now() - make_interval(days => least($3, $4)), true)
-            """,
-            [cursor, limit, deliveredDays, failedDays], prepare: true
-        ).first
-        guard let row else { return (nil, 0, true) }
-        let (last, deleted, done) = try row.decode((Int64?, Int, Bool).self)
-        return (last, deleted, done || last == nil)
-    }
 
     /// Deletes, among the `limit` notifications after id `cursor`, those received before the
     /// shorter cut-off that have no delivery left.
@@ -122,10 +97,13 @@ struct RetentionStore: Sendable {
 /// Deletes old history in the background: deliveries past `retention.delivered_days` or
 /// `retention.failed_days` (by status), notifications with no delivery left, and feedback events
 /// nobody accepted for `failed_days`. Any instance may run it; a lease (`retention`) makes it one
-/// at a time. Each run logs one line and counts rows in `push_relay_retention_pruned_rows_total`.
+/// at a time, and once a run is complete its instance keeps the lease for `interval`, so a cluster
+/// prunes once per interval rather than once per instance. Each run logs one line and counts rows
+/// in `push_relay_retention_pruned_rows_total`.
 final class RetentionService: Service, Sendable {
     static let leaseName = "retention"
 
+    private let queue: DeliveryQueue
     private let store: RetentionStore
     private let leases: Leases
     private let settings: RetentionSettings
@@ -133,6 +111,7 @@ final class RetentionService: Service, Sendable {
     private let logger: Logger
 
     init(client: PostgresClient, settings: RetentionSettings, metrics: RelayMetrics, logger: Logger) {
+        queue = DeliveryQueue(client: client)
         store = RetentionStore(client: client)
         leases = Leases(client: client, owner: leaseOwnerName(role: "retention"))
         self.settings = settings
@@ -149,8 +128,8 @@ final class RetentionService: Service, Sendable {
             while !Task.isCancelled {
                 do {
                     if let report = try await self.runOnce() {
-                        self.logger.info(
-                            "retention run finished",
+                        self.logger.notice(
+                            report.complete ? "retention run finished" : "retention run stopped: another instance took the lease over",
                             metadata: [
                                 "push.deliveries_pruned": "\(report.deliveries)", "push.notifications_pruned": "\(report.notifications)",
                                 "push.events_pruned": "\(report.events)", "push.seconds": "\(report.seconds)",
@@ -158,6 +137,8 @@ final class RetentionService: Service, Sendable {
                         )
                     }
                 } catch is CancellationError {
+                    // Stopped in the middle of a run: another instance may take over at once.
+                    try? await self.leases.release(Self.leaseName)
                     return
                 } catch {
                     self.logger.warning("retention run failed; trying again at the next interval", metadata: ["error": "\(error)"])
@@ -165,7 +146,6 @@ final class RetentionService: Service, Sendable {
                 try? await Task.sleep(for: self.settings.interval)
             }
         }
-        try? await leases.release(Self.leaseName)
     }
 
     /// One run, if this instance gets the lease (`nil` when another instance holds it).
@@ -175,11 +155,15 @@ final class RetentionService: Service, Sendable {
         guard try await lease.hold(with: leases) else { return nil }
         let started = ContinuousClock.now
         var report = RetentionReport()
+        func stopped() -> RetentionReport {
+            report.seconds = (ContinuousClock.now - started).timeInterval
+            return report
+        }
         var cursor: Int64 = 0
         while true {
             try Task.checkCancellation()
-            guard try await lease.hold(with: leases) else { return report }
-            let step = try await store.pruneDeliveries(
+            guard try await lease.hold(with: leases) else { return stopped() }
+            let step = try await queue.prune(
                 after: cursor, limit: settings.batchSize, deliveredDays: settings.deliveredDays, failedDays: settings.failedDays
             )
             report.deliveries += step.deleted
@@ -192,7 +176,7 @@ final class RetentionService: Service, Sendable {
         let shorter = min(settings.deliveredDays, settings.failedDays)
         while true {
             try Task.checkCancellation()
-            guard try await lease.hold(with: leases) else { return report }
+            guard try await lease.hold(with: leases) else { return stopped() }
             let step = try await store.pruneNotifications(after: cursor, limit: settings.batchSize, days: shorter)
             report.notifications += step.deleted
             metrics.pruned(table: "notifications", rows: step.deleted)
@@ -202,16 +186,17 @@ final class RetentionService: Service, Sendable {
         }
         while true {
             try Task.checkCancellation()
-            guard try await lease.hold(with: leases) else { return report }
+            guard try await lease.hold(with: leases) else { return stopped() }
             let deleted = try await store.pruneEvents(limit: settings.batchSize, days: settings.failedDays)
             report.events += deleted
             metrics.pruned(table: "delivery_events", rows: deleted)
             if deleted < settings.batchSize { break }
             try await pause()
         }
-        try? await leases.release(Self.leaseName)
-        report.seconds = (ContinuousClock.now - started).timeInterval
-        return report
+        // Complete: the lease now marks when the cluster's next run is due.
+        _ = try? await leases.acquire(Self.leaseName, for: settings.interval)
+        report.complete = true
+        return stopped()
     }
 
     private func pause() async throws {

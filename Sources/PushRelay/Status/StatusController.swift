@@ -86,7 +86,7 @@ struct StatusController<Context: RequestContext>: Sendable {
 
     /// `limit` (1-500, default 50) and `cursor` (a `next` from the previous page).
     private func page(_ request: Request) throws -> (limit: Int, before: Int64?) {
-        let limit = try AdminController<Context>.limit(request.uri.queryParameters["limit"])
+        let limit = try InputRules.pageLimit(request.uri.queryParameters["limit"])
         guard let cursor = request.uri.queryParameters["cursor"] else { return (limit, nil) }
         guard let before = Self.positiveID(cursor) else {
             throw JSONBody.invalidField("cursor", "must be the next value of a previous page")
