@@ -21,7 +21,7 @@ rows="${1:-10000000}"
 rate="${2:-500}"
 seconds="${3:-60}"
 batch_size="${4:-2000}"
-batch_pause_ms="${5:-10}"
+batch_pause_ms="${5:-50}"
 port="${BENCH_PORT:-18490}"
 
 Deploy/bootstrap.sh

@@ -25,7 +25,8 @@ public struct SandboxCertificates: Sendable {
     /// Generates a CA and a server certificate valid for a year and writes the CA to `directory/sandbox-ca.pem`.
     public static func generate(directory: String) throws -> SandboxCertificates {
         let caKey = P256.Signing.PrivateKey()
-        let caName = try DistinguishedName { CommonName("PushRelay Sandbox CA") }
+        // A name of its own per CA: a client trusting two sandboxes' CAs finds each server's issuer by name.
+        let caName = try DistinguishedName { CommonName("PushRelay Sandbox CA \(UInt32.random(in: 0...UInt32.max))") }
         let ca = try signed(
             publicKey: caKey.publicKey, subject: caName, issuer: caName, issuerKey: caKey,
             extensions: try Certificate.Extensions {

@@ -28,9 +28,16 @@ public struct SandboxConfiguration: Sendable {
     /// The secret feedback events must be signed with (`POST /events…`); `nil`: the receiver
     /// answers 401 to every request.
     public var eventSigningSecret: String?
+    /// Offer HTTP/1.1 alone (ALPN `http/1.1`) instead of HTTP/2: a customer's events receiver
+    /// that does not speak HTTP/2. APNs and FCM clients need HTTP/2.
+    public var http1Only: Bool
 
-    public init(host: String = "127.0.0.1", port: Int = 0, directory: String, apnsKeys: [String: APNsKey] = [:], eventSigningSecret: String? = nil) {
+    public init(
+        host: String = "127.0.0.1", port: Int = 0, directory: String, apnsKeys: [String: APNsKey] = [:], eventSigningSecret: String? = nil,
+        http1Only: Bool = false
+    ) {
         self.eventSigningSecret = eventSigningSecret
+        self.http1Only = http1Only
         self.host = host
         self.port = port
         self.directory = directory

@@ -57,7 +57,7 @@ public final class SandboxServer: Sendable {
     public static func start(configuration: SandboxConfiguration, state: SandboxState = SandboxState(), logger: Logger) async throws -> SandboxServer {
         let certificates = try SandboxCertificates.generate(directory: configuration.directory)
         var tls = try certificates.serverTLSConfiguration()
-        tls.applicationProtocols = ["h2"]
+        tls.applicationProtocols = configuration.http1Only ? ["http/1.1"] : ["h2"]
         let sslContext = try NIOSSLContext(configuration: tls)
         let router = try await SandboxRouter(configuration: configuration, state: state)
         var connection = NIOHTTP2Handler.ConnectionConfiguration()
@@ -83,6 +83,11 @@ public final class SandboxServer: Sendable {
                     try channel.pipeline.syncOperations.addHandler(tls)
                     try channel.pipeline.syncOperations.addHandler(FlushCoalescer())
                     let peer = NIOLoopBound(ClientIdentity(tls: tls), eventLoop: channel.eventLoop)
+                    if configuration.http1Only {
+                        try channel.pipeline.syncOperations.configureHTTPServerPipeline()
+                        try channel.pipeline.syncOperations.addHandler(SandboxStreamHandler(router: router, client: peer, version: .http1_1))
+                        return
+                    }
                     let multiplexer = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
                         mode: .server, connectionConfiguration: connection, streamConfiguration: streams
                     ) { stream in
@@ -130,7 +135,8 @@ public struct SandboxService: Service {
     }
 }
 
-/// Collects one HTTP/2 stream's request and writes the router's answer.
+/// Collects one HTTP/2 stream's request (or an HTTP/1.1 connection's requests, one at a time)
+/// and writes the router's answer.
 final class SandboxStreamHandler: ChannelInboundHandler, Sendable {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
@@ -139,10 +145,12 @@ final class SandboxStreamHandler: ChannelInboundHandler, Sendable {
     /// The connection's client certificate, if any.
     private let client: NIOLoopBound<ClientIdentity>
     private let pending = Mutex<(head: HTTPRequestHead?, body: ByteBuffer)>((nil, ByteBuffer()))
+    private let version: HTTPVersion
 
-    init(router: SandboxRouter, client: NIOLoopBound<ClientIdentity>) {
+    init(router: SandboxRouter, client: NIOLoopBound<ClientIdentity>, version: HTTPVersion = .http2) {
         self.router = router
         self.client = client
+        self.version = version
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -187,12 +195,12 @@ final class SandboxStreamHandler: ChannelInboundHandler, Sendable {
 
     private func write(_ response: SandboxHTTPResponse, context: ChannelHandlerContext) {
         if response.dropConnection {
-            context.channel.parent?.close(promise: nil)
+            (context.channel.parent ?? context.channel).close(promise: nil)
             return
         }
         var headers = HTTPHeaders(response.headers)
         headers.replaceOrAdd(name: "content-length", value: String(response.body.count))
-        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http2, status: .init(statusCode: response.status), headers: headers))), promise: nil)
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: version, status: .init(statusCode: response.status), headers: headers))), promise: nil)
         if !response.body.isEmpty {
             context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: response.body)))), promise: nil)
         }

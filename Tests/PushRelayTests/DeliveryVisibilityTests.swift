@@ -236,6 +236,37 @@ struct DeliveryVisibilityTests {
         }
     }
 
+    @Test("a receiver that speaks HTTP/1.1 only gets the events too")
+    func http1Receiver() async throws {
+        try await DeliveryHarness.with { base in
+            let directory = base.directory + "/http1"
+            let receiver = try await SandboxServer.start(
+                configuration: .init(directory: directory, eventSigningSecret: DeliveryHarness.eventSecret, http1Only: true), logger: DeliveryHarness.logger
+            )
+            var configured = try base.sendingEvents()
+            configured.test.apps[0].events?.url = "https://localhost:\(receiver.port)/events/support"
+            let harness = configured
+            // The relay trusts one extra CA (tls.ca_file): this receiver's, while the providers stay on the harness' sandbox.
+            let bundle = directory + "/both-ca.pem"
+            try (String(contentsOfFile: base.sandbox.certificates.caFile, encoding: .utf8) + "\n" + String(contentsOfFile: receiver.certificates.caFile, encoding: .utf8))
+                .write(toFile: bundle, atomically: true, encoding: .utf8)
+            let extra: [AbsoluteConfigKey: ConfigValue] = [
+                "events.poll_interval_ms": .init(.int(50), isSecret: false), "tls.ca_file": .init(.string(bundle), isSecret: false),
+            ]
+            do {
+                try await harness.application(extra: extra).test(.router) { client in
+                    _ = try await Self.accept(client, webhook(devices: [(apnsToken(), "ios")]))
+                    #expect(try await eventually { receiver.state.requests(service: "events").contains { $0.status == 200 } })
+                    #expect(try await eventually { try await harness.test.count("SELECT count(*) FROM delivery_events") == 0 })
+                }
+            } catch {
+                await receiver.shutdown()
+                throw error
+            }
+            await receiver.shutdown()
+        }
+    }
+
     @Test("an events receiver refuses a wrong signature; the events stay queued")
     func wrongSecretKeepsEvents() async throws {
         try await DeliveryHarness.with { base in

@@ -125,7 +125,7 @@ final class EventForwarder: Service, Sendable {
         case idle
         /// The receiver accepted a batch; when it was full, more may wait.
         case sent(full: Bool)
-        /// The receiver or the database failed: wait this long (the receiver asked, or backoff).
+        /// The receiver refused the batch or did not answer: back off (or wait what it asked for in Retry-After).
         case failed(retryAfter: Int?)
     }
 

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import Postgres
 import ServiceLifecycle
+import Synchronization
 
 /// How long history is kept (`retention.*`).
 ///
@@ -15,7 +16,7 @@ import ServiceLifecycle
 /// - `interval_seconds` (int, default 3600): time between runs.
 /// - `batch_size` (int, default 2000): rows looked at per statement; each statement is its own
 ///   short transaction.
-/// - `batch_pause_ms` (int, default 10): pause between statements, so webhooks keep their share of
+/// - `batch_pause_ms` (int, default 50): pause between statements, so webhooks keep their share of
 ///   the database while a large backlog is pruned.
 public struct RetentionSettings: Sendable {
     public var enabled: Bool
@@ -31,7 +32,7 @@ public struct RetentionSettings: Sendable {
         failedDays = max(1, config.int(forKey: "failed_days", default: 90))
         interval = .seconds(max(1, config.int(forKey: "interval_seconds", default: 3600)))
         batchSize = min(100_000, max(1, config.int(forKey: "batch_size", default: 2000)))
-        batchPause = .milliseconds(max(0, config.int(forKey: "batch_pause_ms", default: 10)))
+        batchPause = .milliseconds(max(0, config.int(forKey: "batch_pause_ms", default: 50)))
     }
 }
 
@@ -45,9 +46,10 @@ struct RetentionReport: Sendable, Equatable {
     var complete = false
 }
 
-/// The statements that prune history beside the outbox's own (``DeliveryQueue/prune(after:limit:deliveredDays:failedDays:)``). Every one walks a table in primary-key order from a cursor,
-/// a bounded batch at a time, so none holds locks for long or rewrites a table; a walk stops at the
-/// first rows too young to be deleted (ids grow with time). Unread counters are not history: they
+/// The statements that prune notifications and events; deliveries are pruned by the outbox
+/// (``DeliveryQueue/prune(after:limit:deliveredDays:failedDays:)``). Each statement looks at a
+/// bounded batch in primary-key order, so none holds locks for long or rewrites a table; the walks
+/// from a cursor stop at the first rows too young to be deleted (ids grow with time). Unread counters are not history: they
 /// are never touched.
 struct RetentionStore: Sendable {
     let client: PostgresClient
@@ -124,6 +126,7 @@ final class RetentionService: Service, Sendable {
             try? await gracefulShutdown()
             return
         }
+        let interrupted = Mutex(false)
         await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
                 do {
@@ -136,9 +139,8 @@ final class RetentionService: Service, Sendable {
                             ]
                         )
                     }
-                } catch is CancellationError {
-                    // Stopped in the middle of a run: another instance may take over at once.
-                    try? await self.leases.release(Self.leaseName)
+                } catch where error is CancellationError || Task.isCancelled {
+                    interrupted.withLock { $0 = true }
                     return
                 } catch {
                     self.logger.warning("retention run failed; trying again at the next interval", metadata: ["error": "\(error)"])
@@ -146,6 +148,9 @@ final class RetentionService: Service, Sendable {
                 try? await Task.sleep(for: self.settings.interval)
             }
         }
+        // Stopped in the middle of a run: give the lease back (outside the cancelled task, so
+        // the statement runs), and another instance may take over at once.
+        if interrupted.withLock({ $0 }) { try? await leases.release(Self.leaseName) }
     }
 
     /// One run, if this instance gets the lease (`nil` when another instance holds it).
