@@ -11,7 +11,7 @@ struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "push-relay-bench",
         abstract: "Benchmarks for a running PushRelay.",
-        subcommands: [Ingest.self, Sender.self, EndToEnd.self, Poll.self]
+        subcommands: [Ingest.self, Sender.self, EndToEnd.self, Poll.self, AB.self]
     )
 }
 

@@ -156,6 +156,10 @@ struct EndToEnd: AsyncParsableCommand {
                      tracker.count, elapsed.seconds, Double(tracker.count) / elapsed.seconds, arrived ? "" : " (INCOMPLETE)"))
         print("  webhook→push       \(tracker.summary())")
         let notifications = Double(max(tracker.count, 1))
+        var figures: [(String, Double)] = [
+            ("notifications_per_s", Double(tracker.count) / elapsed.seconds), ("relay_cpu_us", relayCPU / notifications * 1e6),
+            ("postgres_cpu_us", postgresCPU / notifications * 1e6), ("throughput_push_p99_ms", tracker.milliseconds(at: 99)),
+        ]
         print(String(format: "  CPU per notification  relay %.0f µs (all processes), PostgreSQL %.0f µs%@", relayCPU / notifications * 1e6, postgresCPU / notifications * 1e6,
                      postmasterFile == nil ? " (PostgreSQL's processes not found)" : ""))
         if ports.count > 1 {
@@ -174,6 +178,12 @@ struct EndToEnd: AsyncParsableCommand {
         print("  webhook→push       \(tracker.summary())")
         print("  accept latency     p50 \(Self.ms(paced.histogram, 50))  p99 \(Self.ms(paced.histogram, 99))")
         print("  relay peak RSS     \(processes.map { Self.peakRSS(pid: $0.processIdentifier) }.joined(separator: ", "))")
+        figures += [
+            ("paced_push_p99_ms", tracker.milliseconds(at: 99)), ("paced_accept_p99_ms", Double(paced.histogram.valueAtPercentile(99)) / 1000),
+            ("peak_rss_mb", processes.map { Self.peakRSSMegabytes(pid: $0.processIdentifier) ?? 0 }.max() ?? 0),
+        ]
+        // One line for machines (push-relay-bench ab reads it).
+        print("figures: " + figures.map { "\($0.0)=" + String(format: "%.3f", $0.1) }.joined(separator: " "))
         for process in processes {
             process.interrupt()
             process.waitUntilExit()
@@ -240,6 +250,15 @@ struct EndToEnd: AsyncParsableCommand {
         String(format: "%.2f ms", Double(histogram.valueAtPercentile(percentile)) / 1000)
     }
 
+    /// VmHWM in megabytes, read from /proc before the process exits.
+    static func peakRSSMegabytes(pid: Int32) -> Double? {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+            let kilobytes = line.split(separator: " ").dropFirst().first.flatMap({ Double($0) })
+        else { return nil }
+        return kilobytes / 1024
+    }
+
     /// VmHWM of the relay: its peak resident set, read from /proc before it exits.
     static func peakRSS(pid: Int32) -> String {
         guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
@@ -297,6 +316,11 @@ final class PushTracker: Sendable {
             try? await Task.sleep(for: .milliseconds(10))
         }
         return true
+    }
+
+    /// The webhook→push latency at `percentile`, in milliseconds.
+    func milliseconds(at percentile: Double) -> Double {
+        state.withLock { Double($0.histogram.valueAtPercentile(percentile)) / 1000 }
     }
 
     func summary() -> String {
