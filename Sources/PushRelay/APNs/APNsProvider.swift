@@ -62,10 +62,10 @@ struct APNsProvider: PushProvider {
                 return .transportFailure(error)
             }
             // Error answers carry `{"reason":…}`, a 410 also `"timestamp"` in milliseconds; a 200 has no body.
-            let error = response.body.isEmpty ? nil : (try? JSONSerialization.jsonObject(with: Data(response.body))) as? [String: Any]
-            let milliseconds = (error?["timestamp"] as? NSNumber)?.doubleValue ?? (error?["timestamp"] as? String).flatMap(Double.init)
+            let error = response.body.isEmpty ? nil : (try? StrictJSON.parse(response.body))?.objectValue
+            let milliseconds = error?["timestamp"].flatMap { $0.double ?? $0.stringValue.flatMap(Double.init) }
             let outcome = PushOutcome.apns(
-                status: response.status, reason: error?["reason"] as? String, retryAfter: response.header("retry-after"),
+                status: response.status, reason: error?["reason"]?.stringValue, retryAfter: response.header("retry-after"),
                 apnsID: response.header("apns-id"), timestamp: milliseconds.map { Date(timeIntervalSince1970: $0 / 1000) }
             )
             if case .credential(_, refreshToken: true) = outcome, !refreshed, let tokens, let bearer {

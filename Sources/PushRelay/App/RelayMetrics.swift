@@ -1,6 +1,7 @@
 import Hummingbird
 import NIOCore
 import Prometheus
+import Synchronization
 
 /// The relay's counters, served in Prometheus' text format at `GET /metrics`.
 ///
@@ -9,17 +10,45 @@ import Prometheus
 public final class RelayMetrics: Sendable {
     let registry = PrometheusCollectorRegistry()
 
+    /// The counters every webhook and every delivery increments, kept once made: the registry's
+    /// `makeCounter` checks the name and labels and looks them up under its lock on each call,
+    /// which cost more than the increment itself.
+    private struct OutcomeKey: Hashable {
+        var app: String
+        var platform: String
+        var outcome: String
+    }
+    private let intakeCounters = Mutex<[String: (accepted: Counter, queued: Counter)]>([:])
+    private let outcomeCounters = Mutex<[OutcomeKey: Counter]>([:])
+
     public init() {}
 
     func webhooksAccepted(app: String, deliveries: Int) {
-        registry.makeCounter(name: "push_relay_webhooks_accepted_total", labels: [("app", app)]).increment()
-        registry.makeCounter(name: "push_relay_deliveries_queued_total", labels: [("app", app)]).increment(by: Int64(deliveries))
+        let counters =
+            intakeCounters.withLock { $0[app] }
+            ?? {
+                let made = (
+                    registry.makeCounter(name: "push_relay_webhooks_accepted_total", labels: [("app", app)]),
+                    registry.makeCounter(name: "push_relay_deliveries_queued_total", labels: [("app", app)])
+                )
+                intakeCounters.withLock { $0[app] = made }
+                return made
+            }()
+        counters.accepted.increment()
+        counters.queued.increment(by: Int64(deliveries))
     }
 
     /// One delivery's outcome: delivered, retry, failed, expired, skipped, dead_token, credential,
     /// lapsed (handed back after waiting past its lease), handed_back (at shutdown).
     func delivery(app: String, platform: String, outcome: String) {
-        registry.makeCounter(name: "push_relay_push_outcomes_total", labels: [("app", app), ("platform", platform), ("outcome", outcome)]).increment()
+        let key = OutcomeKey(app: app, platform: platform, outcome: outcome)
+        if let counter = outcomeCounters.withLock({ $0[key] }) {
+            counter.increment()
+            return
+        }
+        let counter = registry.makeCounter(name: "push_relay_push_outcomes_total", labels: [("app", app), ("platform", platform), ("outcome", outcome)])
+        outcomeCounters.withLock { $0[key] = counter }
+        counter.increment()
     }
 
     func zendeskForwarded(app: String, tokens: Int) {

@@ -22,6 +22,21 @@ enum JSONValue: Sendable, Equatable {
 }
 
 extension JSONValue {
+    var objectValue: JSONObject? {
+        guard case .object(let object) = self else { return nil }
+        return object
+    }
+
+    var arrayValue: [JSONValue]? {
+        guard case .array(let array) = self else { return nil }
+        return array
+    }
+
+    var stringValue: String? {
+        guard case .string(let string) = self else { return nil }
+        return string
+    }
+
     /// The number as an `Int64`, when it is written as an integer (no fraction, no exponent) that fits.
     ///
     /// `1.0` and `1e2` give nil on purpose: a field that wants an integer should not quietly accept a

@@ -19,12 +19,13 @@ extension PushOutcome {
     /// Classifies an FCM answer: the status, the body (`error.status`, `error.message`,
     /// `error.details[].errorCode`) and the `retry-after` header.
     static func fcm(status: Int, body: [UInt8], retryAfter: String?) -> PushOutcome {
-        let object = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any]
-        if status == 200 { return .delivered(providerID: object?["name"] as? String) }
-        let error = object?["error"] as? [String: Any]
-        let details = (error?["details"] as? [[String: Any]]) ?? []
-        let name = details.compactMap { $0["errorCode"] as? String }.first ?? (error?["status"] as? String) ?? "HTTP \(status)"
-        let message = (error?["message"] as? String) ?? ""
+        // The project's own parser, not Foundation's: no bridged objects per push.
+        let object = (try? StrictJSON.parse(body))?.objectValue
+        if status == 200 { return .delivered(providerID: object?["name"]?.stringValue) }
+        let error = object?["error"]?.objectValue
+        let details = error?["details"]?.arrayValue ?? []
+        let name = details.compactMap { $0.objectValue?["errorCode"]?.stringValue }.first ?? error?["status"]?.stringValue ?? "HTTP \(status)"
+        let message = error?["message"]?.stringValue ?? ""
         let after = retryAfter.flatMap { Int($0) }
         switch ProviderReason<FCMErrorCode>(name) {
         case .known(.unregistered), .known(.senderIDMismatch):
