@@ -35,25 +35,35 @@ indirect enum PayloadJSON: Sendable, Hashable {
         }
     }
 
+    /// Bytes that need no escape are copied in runs, not one by one: every push's title, body and
+    /// token go through here.
     private static func write(_ string: String, into output: inout [UInt8]) {
-        let hex = Array("0123456789abcdef".utf8)
+        var string = string
         output.append(UInt8(ascii: "\""))
-        for byte in string.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""), UInt8(ascii: "\\"):
-                output.append(UInt8(ascii: "\\"))
-                output.append(byte)
-            case 0x0A: output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
-            case 0x0D: output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
-            case 0x09: output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
-            case 0x00..<0x20:
-                output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0")])
-                output.append(hex[Int(byte >> 4)])
-                output.append(hex[Int(byte & 0x0F)])
-            default:
-                output.append(byte)
+        string.withUTF8 { utf8 in
+            var start = 0
+            for offset in 0..<utf8.count {
+                let byte = utf8[offset]
+                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+                output.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<offset]))
+                start = offset + 1
+                switch byte {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"):
+                    output.append(UInt8(ascii: "\\"))
+                    output.append(byte)
+                case 0x0A: output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
+                case 0x0D: output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
+                case 0x09: output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
+                default:
+                    output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0")])
+                    output.append(hexDigits[Int(byte >> 4)])
+                    output.append(hexDigits[Int(byte & 0x0F)])
+                }
             }
+            output.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start...]))
         }
         output.append(UInt8(ascii: "\""))
     }
+
+    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
 }
