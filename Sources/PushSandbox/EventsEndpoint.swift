@@ -19,14 +19,10 @@ struct EventsEndpoint: Sendable {
         var headers: [(String, String)] = []
         if let problem = check(request) {
             (status, reason) = problem
-        } else if let behaviour = state.takeBehaviour(for: "events:" + (request.path.split(separator: "/").last.map(String.init) ?? ""))
-            ?? state.takeBehaviour(for: "events")
+        } else if let failure = await (state.takeBehaviour(for: "events:" + (request.path.split(separator: "/").last.map(String.init) ?? ""))
+            ?? state.takeBehaviour(for: "events"))?.failure(defaultReason: "receiver failing")
         {
-            if let delay = behaviour.delayMilliseconds { try? await Task.sleep(for: .milliseconds(delay)) }
-            if behaviour.status != 0 && behaviour.status != 200 {
-                (status, reason) = (behaviour.status, behaviour.reason ?? "receiver failing")
-                if let retryAfter = behaviour.retryAfter { headers.append(("retry-after", String(retryAfter))) }
-            }
+            (status, reason, headers) = (failure.status, failure.reason, failure.headers)
         }
         state.record(
             SandboxRequest(

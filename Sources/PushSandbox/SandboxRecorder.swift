@@ -54,6 +54,15 @@ public struct SandboxBehaviour: Sendable, Codable, Hashable {
         self.environment = environment
     }
 
+    /// For the plain endpoints (Zendesk, events): waits `delay_ms`, then the error to answer with
+    /// (`nil` when the behaviour keeps success), its reason (`defaultReason` when none was set) and
+    /// a `Retry-After` header when one was set.
+    func failure(defaultReason: String) async -> (status: Int, reason: String, headers: [(String, String)])? {
+        if let delayMilliseconds { try? await Task.sleep(for: .milliseconds(delayMilliseconds)) }
+        guard status != 0 && status != 200 else { return nil }
+        return (status, reason ?? defaultReason, retryAfter.map { [("retry-after", String($0))] } ?? [])
+    }
+
     enum CodingKeys: String, CodingKey {
         case status, reason, times, environment
         case retryAfter = "retry_after"

@@ -18,12 +18,8 @@ struct ZendeskEndpoint: Sendable {
             (status, reason) = (401, "Couldn't authenticate you")
         } else if !(object?["push_notification_devices"] is [String]) {
             (status, reason) = (400, "push_notification_devices must be a list of identifiers")
-        } else if let behaviour = state.takeBehaviour(for: "zendesk") {
-            if let delay = behaviour.delayMilliseconds { try? await Task.sleep(for: .milliseconds(delay)) }
-            if behaviour.status != 0 && behaviour.status != 200 {
-                (status, reason) = (behaviour.status, behaviour.reason ?? "error")
-                if let retryAfter = behaviour.retryAfter { headers.append(("retry-after", String(retryAfter))) }
-            }
+        } else if let failure = await state.takeBehaviour(for: "zendesk")?.failure(defaultReason: "error") {
+            (status, reason, headers) = (failure.status, failure.reason, failure.headers)
         }
         state.record(
             SandboxRequest(

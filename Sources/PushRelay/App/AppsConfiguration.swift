@@ -155,13 +155,6 @@ extension AppConfiguration {
 extension AppConfiguration.UserTokens {
     /// Reads the HS256 key; at least 32 bytes, as RFC 7518 asks of HS256 keys.
     func key(app: String) throws -> String {
-        guard let data = FileManager.default.contents(atPath: secretFile) else {
-            throw ConfigurationError("app '\(app)': cannot read user_tokens.secret_file \(secretFile)")
-        }
-        let key = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        guard key.utf8.count >= 32 else {
-            throw ConfigurationError("app '\(app)': the key in user_tokens.secret_file must be at least 32 bytes")
-        }
-        return key
+        try readSecretFile(secretFile, app: app, key: "user_tokens.secret_file", minBytes: 32, what: "the key")
     }
 }

@@ -72,14 +72,7 @@ public struct EventSettings: Sendable, Decodable, Hashable {
 
     /// The signing secret (trimmed), at least 16 bytes.
     func secret(app: String) throws -> SymmetricKey {
-        guard let data = FileManager.default.contents(atPath: signingSecretFile) else {
-            throw ConfigurationError("app '\(app)': cannot read events.signing_secret_file \(signingSecretFile)")
-        }
-        let secret = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        guard secret.utf8.count >= 16 else {
-            throw ConfigurationError("app '\(app)': the secret in events.signing_secret_file must be at least 16 bytes")
-        }
-        return SymmetricKey(data: Data(secret.utf8))
+        SymmetricKey(data: Data(try readSecretFile(signingSecretFile, app: app, key: "events.signing_secret_file", minBytes: 16).utf8))
     }
 
     func validate(app: String) throws {

@@ -18,31 +18,25 @@ struct StatusController<Context: RequestContext>: Sendable {
             .get("/v1/apps/{app}/devices/{token}/deliveries", use: deviceDeliveries)
     }
 
-    struct NotificationPage: ResponseEncodable {
-        var notifications: [NotificationStatusRecord]
-        /// The cursor of the next page, `null` on the last.
+    /// A page of a list: `{"<name>":[…],"next":…}`, `next` the cursor of the next page or `null`
+    /// on the last.
+    struct Page<Item: Encodable & Sendable>: ResponseEncodable {
+        var name: String
+        var items: [Item]
         var next: String?
 
-        func encode(to encoder: any Encoder) throws {
-            var c = encoder.container(keyedBy: CodingKeys.self)
-            try c.encode(notifications, forKey: .notifications)
-            try c.encode(next, forKey: .next)
+        private struct Key: CodingKey {
+            var stringValue: String
+            var intValue: Int? { nil }
+            init(stringValue: String) { self.stringValue = stringValue }
+            init?(intValue: Int) { nil }
         }
 
-        enum CodingKeys: String, CodingKey { case notifications, next }
-    }
-
-    struct DeliveryPage: ResponseEncodable {
-        var deliveries: [DeliveryStatusRecord]
-        var next: String?
-
         func encode(to encoder: any Encoder) throws {
-            var c = encoder.container(keyedBy: CodingKeys.self)
-            try c.encode(deliveries, forKey: .deliveries)
-            try c.encode(next, forKey: .next)
+            var c = encoder.container(keyedBy: Key.self)
+            try c.encode(items, forKey: Key(stringValue: name))
+            try c.encode(next, forKey: Key(stringValue: "next"))
         }
-
-        enum CodingKeys: String, CodingKey { case deliveries, next }
     }
 
     /// `GET /v1/apps/{app}/notifications/{id}`.
@@ -59,17 +53,17 @@ struct StatusController<Context: RequestContext>: Sendable {
     }
 
     /// `GET /v1/apps/{app}/tickets/{ticket}/notifications?limit=&cursor=`.
-    @Sendable func ticketNotifications(_ request: Request, context: Context) async throws -> NotificationPage {
+    @Sendable func ticketNotifications(_ request: Request, context: Context) async throws -> Page<NotificationStatusRecord> {
         let (app, principal) = try await authenticator.resolve(request, context: context)
         try principal.requireAppKey(app, scope: .notificationsRead)
         let ticket = try InputRules.identifier(try context.pathParameter("ticket"), field: "ticket", maxBytes: InputRules.maxTicketBytes)
         let (limit, before) = try page(request)
         let (rows, more) = try await store.notifications(app: app, ticket: ticket, before: before, limit: limit)
-        return NotificationPage(notifications: rows, next: more ? rows.last.map { String($0.id) } : nil)
+        return Page(name: "notifications", items: rows, next: more ? rows.last.map { String($0.id) } : nil)
     }
 
     /// `GET /v1/apps/{app}/devices/{token}/deliveries?limit=&cursor=&tokens=`.
-    @Sendable func deviceDeliveries(_ request: Request, context: Context) async throws -> DeliveryPage {
+    @Sendable func deviceDeliveries(_ request: Request, context: Context) async throws -> Page<DeliveryStatusRecord> {
         let (app, principal) = try await authenticator.resolve(request, context: context)
         try principal.requireAppKey(app, scope: .notificationsRead)
         let full = try fullTokens(request, principal: principal, app: app)
@@ -79,7 +73,7 @@ struct StatusController<Context: RequestContext>: Sendable {
         let lookup = token.utf8.allSatisfy(DeviceToken.isHex) ? token.lowercased() : token
         let (limit, before) = try page(request)
         let (rows, more) = try await store.deliveries(app: app, token: lookup, before: before, limit: limit, fullTokens: full)
-        return DeliveryPage(deliveries: rows, next: more ? rows.last.map { String($0.id) } : nil)
+        return Page(name: "deliveries", items: rows, next: more ? rows.last.map { String($0.id) } : nil)
     }
 
     // MARK: Helpers

@@ -29,11 +29,7 @@ public struct ZendeskSettings: Sendable, Decodable, Hashable {
 
     /// `Basic base64({email}/token:{api_token})`.
     func authorization(app: String) throws -> String {
-        guard let data = FileManager.default.contents(atPath: apiTokenFile) else {
-            throw ConfigurationError("app '\(app)': cannot read zendesk.api_token_file \(apiTokenFile)")
-        }
-        let token = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        guard !token.isEmpty else { throw ConfigurationError("app '\(app)': zendesk.api_token_file is empty") }
+        let token = try readSecretFile(apiTokenFile, app: app, key: "zendesk.api_token_file", minBytes: 1)
         return "Basic " + Data("\(email)/token:\(token)".utf8).base64EncodedString()
     }
 
