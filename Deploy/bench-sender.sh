@@ -2,12 +2,17 @@
 # Sender benchmark: the libcurl HTTP/2 client alone, over one TLS connection, against nghttpd
 # (nghttp2's C server, from Debian's nghttp2-server) in its own process, so the figure is the
 # client's and not a Swift sink's. nghttpd answers each POST /sink with 200 and an empty body.
-# Usage: Deploy/bench-sender.sh [requests] [concurrency]
+# Then, in the same invocation, h2load (nghttp2's C load generator) on one connection to the same
+# sink with the same payload, headers and streams in flight, interleaved round by round with the
+# sender (sender first in odd rounds, h2load first in even ones), and the sender/h2load ratio of
+# each round.
+# Usage: Deploy/bench-sender.sh [requests] [concurrency] [rounds (1)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 requests="${1:-200000}"
 concurrency="${2:-200}"
+rounds="${3:-1}"
 port="${BENCH_PORT:-18490}"
 
 Deploy/bootstrap.sh
@@ -33,6 +38,26 @@ for _ in $(seq 50); do
     sleep 0.1
 done
 
-echo "machine: $(nproc) cores; sink: $(nghttpd --version)"
-.build/release/push-relay-bench sender --url "https://localhost:$port/sink" --ca-file "$work/cert.pem" \
-    --requests "$requests" --concurrency "$concurrency"
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); $(date -u '+%Y-%m-%d %H:%M UTC'); sink: $(nghttpd --version); $(h2load --version | head -n 1)"
+payload='{"aps":{"alert":{"title":"Agent replied","body":"Reply on your ticket"},"badge":1,"sound":"default"},"zendesk_sdk_request_id":"5"}'
+printf '%s' "$payload" > "$work/payload.json"
+sender() {
+    .build/release/push-relay-bench sender --url "https://localhost:$port/sink" --ca-file "$work/cert.pem" \
+        --requests "$requests" --concurrency "$concurrency" | tee "$work/sender.out" >&2
+    sed -n 's/.*throughput  \([0-9]*\) pushes.*/\1/p' "$work/sender.out"
+}
+h2() {
+    h2load -n "$requests" -c 1 -m "$concurrency" -d "$work/payload.json" \
+        -H 'apns-topic: com.example.app' -H 'apns-push-type: alert' -H 'apns-priority: 10' -H 'content-type: application/json' \
+        "https://localhost:$port/sink" > "$work/h2load.out" 2>&1 || { cat "$work/h2load.out" >&2; exit 1; }
+    grep -E '^finished in|^requests:|^status codes:' "$work/h2load.out" | sed 's/^/  h2load: /' >&2
+    sed -n 's/^finished in [^,]*, \([0-9.]*\) req\/s.*/\1/p' "$work/h2load.out"
+}
+if ! command -v h2load >/dev/null 2>&1; then
+    echo "bench-sender: installing nghttp2-client (h2load)" >&2
+    DEBIAN_FRONTEND=noninteractive ${sudo:-} apt-get install -y -qq --no-install-recommends nghttp2-client >/dev/null
+fi
+for round in $(seq 1 "$rounds"); do
+    if [ $((round % 2)) -eq 1 ]; then s=$(sender); h=$(h2); else h=$(h2); s=$(sender); fi
+    echo "round $round: sender $s pushes/s, h2load $h req/s on one connection, sender/h2load $(awk -v s="$s" -v h="$h" 'BEGIN { printf "%.2f", s / h }')"
+done
