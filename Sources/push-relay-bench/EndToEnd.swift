@@ -140,8 +140,22 @@ struct EndToEnd: AsyncParsableCommand {
         let relayBefore = relayPIDs.compactMap(Poll.cpuSeconds).reduce(0, +)
         let postgresBefore = postmasterFile.map { Self.postgresCPUSeconds(postmasterFile: $0) } ?? 0
         let start = ContinuousClock.now
+        // The backlog once a second: deliveries the relays committed and have not finished, from
+        // their own counters (queued minus final outcomes), summed over the instances.
+        let sampler = Task { () -> [Double] in
+            var series: [Double] = []
+            while !Task.isCancelled {
+                var backlog = 0.0
+                for port in ports { backlog += await Self.backlog(port: port) ?? 0 }
+                series.append(backlog)
+                try? await Task.sleep(for: .seconds(1))
+            }
+            return series
+        }
         let ingest = try await load.drive(count: requests, offset: warmup, rate: nil)
         let arrived = await tracker.waitForPushes(ingest.accepted, timeout: .seconds(300))
+        sampler.cancel()
+        let backlog = await sampler.value
         let elapsed = (tracker.lastArrival ?? ContinuousClock.now) - start
         let relayCPU = relayPIDs.compactMap(Poll.cpuSeconds).reduce(0, +) - relayBefore
         let postgresCPU = (postmasterFile.map { Self.postgresCPUSeconds(postmasterFile: $0) } ?? 0) - postgresBefore
@@ -155,10 +169,12 @@ struct EndToEnd: AsyncParsableCommand {
         print(String(format: "  pushes received    %d in %.2f s from the first webhook: %.0f notifications/s end to end%@",
                      tracker.count, elapsed.seconds, Double(tracker.count) / elapsed.seconds, arrived ? "" : " (INCOMPLETE)"))
         print("  webhook→push       \(tracker.summary())")
+        print("  backlog each second (committed, not yet finished): " + backlog.map { String(Int($0)) }.joined(separator: " "))
         let notifications = Double(max(tracker.count, 1))
         var figures: [(String, Double)] = [
             ("notifications_per_s", Double(tracker.count) / elapsed.seconds), ("relay_cpu_us", relayCPU / notifications * 1e6),
             ("postgres_cpu_us", postgresCPU / notifications * 1e6), ("throughput_push_p99_ms", tracker.milliseconds(at: 99)),
+            ("peak_backlog", backlog.max() ?? 0),
         ]
         print(String(format: "  CPU per notification  relay %.0f µs (all processes), PostgreSQL %.0f µs%@", relayCPU / notifications * 1e6, postgresCPU / notifications * 1e6,
                      postmasterFile == nil ? " (PostgreSQL's processes not found)" : ""))
@@ -219,6 +235,23 @@ struct EndToEnd: AsyncParsableCommand {
     }
 
     /// Deliveries an instance counted as delivered, from its `/metrics`.
+    /// `push_relay_deliveries_queued_total` less the final outcomes (delivered, failed, dead_token,
+    /// unsendable, expired, skipped) of one relay: what it committed and has not finished.
+    static func backlog(port: Int) async -> Double? {
+        guard let (data, _) = try? await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)/metrics")!) else { return nil }
+        let final = ["delivered", "failed", "dead_token", "unsendable", "expired", "skipped"]
+        var queued = 0.0, finished = 0.0
+        for line in String(decoding: data, as: UTF8.self).split(separator: "\n") {
+            guard let value = line.split(separator: " ").last.flatMap({ Double($0) }) else { continue }
+            if line.hasPrefix("push_relay_deliveries_queued_total{") {
+                queued += value
+            } else if line.hasPrefix("push_relay_push_outcomes_total{"), final.contains(where: { line.contains("outcome=\"\($0)\"") }) {
+                finished += value
+            }
+        }
+        return queued - finished
+    }
+
     static func delivered(port: Int) async -> Double? {
         guard let (data, _) = try? await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)/metrics")!) else { return nil }
         return String(decoding: data, as: UTF8.self).split(separator: "\n")
