@@ -139,6 +139,7 @@ struct EndToEnd: AsyncParsableCommand {
         tracker.reset()
         let relayBefore = relayPIDs.compactMap(Poll.cpuSeconds).reduce(0, +)
         let postgresBefore = postmasterFile.map { Self.postgresCPUSeconds(postmasterFile: $0) } ?? 0
+        let bucketsBefore = await Self.latencyBuckets(ports: ports)
         let start = ContinuousClock.now
         // The backlog once a second: deliveries the relays committed and have not finished, from
         // their own counters (queued minus final outcomes), summed over the instances.
@@ -170,11 +171,14 @@ struct EndToEnd: AsyncParsableCommand {
                      tracker.count, elapsed.seconds, Double(tracker.count) / elapsed.seconds, arrived ? "" : " (INCOMPLETE)"))
         print("  webhook→push       \(tracker.summary())")
         print("  backlog each second (committed, not yet finished): " + backlog.map { String(Int($0)) }.joined(separator: " "))
+        let run = Self.subtract(await Self.latencyBuckets(ports: ports), bucketsBefore)
+        let (commitP50, commitP99) = (Self.bound(run, at: 0.50), Self.bound(run, at: 0.99))
+        print("  commit→outcome     p50 ≤ \(Self.seconds(commitP50))  p99 ≤ \(Self.seconds(commitP99))  (the relays' push_relay_delivery_latency_seconds buckets)")
         let notifications = Double(max(tracker.count, 1))
         var figures: [(String, Double)] = [
             ("notifications_per_s", Double(tracker.count) / elapsed.seconds), ("relay_cpu_us", relayCPU / notifications * 1e6),
             ("postgres_cpu_us", postgresCPU / notifications * 1e6), ("throughput_push_p99_ms", tracker.milliseconds(at: 99)),
-            ("peak_backlog", backlog.max() ?? 0),
+            ("peak_backlog", backlog.max() ?? 0), ("commit_to_outcome_p99_ms_at_most", commitP99 * 1000),
         ]
         print(String(format: "  CPU per notification  relay %.0f µs (all processes), PostgreSQL %.0f µs%@", relayCPU / notifications * 1e6, postgresCPU / notifications * 1e6,
                      postmasterFile == nil ? " (PostgreSQL's processes not found)" : ""))
@@ -250,6 +254,37 @@ struct EndToEnd: AsyncParsableCommand {
             }
         }
         return queued - finished
+    }
+
+    /// The cumulative buckets of `push_relay_delivery_latency_seconds`, summed over the relays:
+    /// upper bound in seconds → count.
+    static func latencyBuckets(ports: [Int]) async -> [Double: Double] {
+        var buckets: [Double: Double] = [:]
+        for port in ports {
+            guard let (data, _) = try? await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)/metrics")!) else { continue }
+            for line in String(decoding: data, as: UTF8.self).split(separator: "\n") where line.hasPrefix("push_relay_delivery_latency_seconds_bucket{") {
+                guard let le = line.split(separator: "le=\"").last?.split(separator: "\"").first,
+                    let value = line.split(separator: " ").last.flatMap({ Double($0) })
+                else { continue }
+                buckets[le == "+Inf" ? .infinity : Double(le) ?? .infinity, default: 0] += value
+            }
+        }
+        return buckets
+    }
+
+    static func subtract(_ after: [Double: Double], _ before: [Double: Double]) -> [Double: Double] {
+        after.reduce(into: [:]) { result, entry in result[entry.key] = entry.value - (before[entry.key] ?? 0) }
+    }
+
+    /// The smallest bucket bound that holds `fraction` of the observations.
+    static func bound(_ buckets: [Double: Double], at fraction: Double) -> Double {
+        let total = buckets[.infinity] ?? buckets.values.max() ?? 0
+        guard total > 0 else { return .nan }
+        return buckets.keys.sorted().first { buckets[$0]! >= fraction * total } ?? .infinity
+    }
+
+    static func seconds(_ value: Double) -> String {
+        value.isFinite ? (value < 1 ? "\(Int((value * 1000).rounded())) ms" : "\(value) s") : "unknown"
     }
 
     static func delivered(port: Int) async -> Double? {

@@ -36,6 +36,9 @@ struct DeliveryTests {
                 for platform in ["ios", "android"] {
                     #expect(metricValue(metrics, "push_relay_push_outcomes_total", ["app": "support", "platform": platform, "outcome": "delivered"]) == 1)
                 }
+                // Both pushes' time from the webhook's commit to the provider's answer: well under the 30 s bucket.
+                #expect(metricValue(metrics, "push_relay_delivery_latency_seconds_count", ["app": "support"]) == 2)
+                #expect(metricValue(metrics, "push_relay_delivery_latency_seconds_bucket", ["app": "support", "le": "30.0"]) == 2)
             }
             let apns = try #require(harness.state.requests(service: "apns").first)
             #expect(harness.state.requests(service: "apns").count == 1)

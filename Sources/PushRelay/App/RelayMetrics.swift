@@ -20,6 +20,13 @@ public final class RelayMetrics: Sendable {
     }
     private let intakeCounters = Mutex<[String: (accepted: Counter, queued: Counter)]>([:])
     private let outcomeCounters = Mutex<[OutcomeKey: Counter]>([:])
+    private let latencyHistograms = Mutex<[String: DurationHistogram]>([:])
+
+    /// Buckets of ``deliveredAfter(app:_:)``: from the webhook's commit to the provider's answer.
+    static let latencyBuckets: [Duration] = [
+        .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250),
+        .milliseconds(500), .seconds(1), .seconds(2), .seconds(5), .seconds(10), .seconds(30), .seconds(60), .seconds(300), .seconds(3600),
+    ]
 
     public init() {}
 
@@ -49,6 +56,21 @@ public final class RelayMetrics: Sendable {
         let counter = registry.makeCounter(name: "push_relay_push_outcomes_total", labels: [("app", app), ("platform", platform), ("outcome", outcome)])
         outcomeCounters.withLock { $0[key] = counter }
         counter.increment()
+    }
+
+    /// A push the provider accepted, `latency` after its delivery was stored (the webhook's commit,
+    /// or the read that queued a badge sync): `push_relay_delivery_latency_seconds{app}`.
+    func deliveredAfter(app: String, _ latency: Duration) {
+        let histogram =
+            latencyHistograms.withLock { $0[app] }
+            ?? {
+                let made = registry.makeDurationHistogram(
+                    name: "push_relay_delivery_latency_seconds", labels: [("app", app)], buckets: Self.latencyBuckets
+                )
+                latencyHistograms.withLock { $0[app] = made }
+                return made
+            }()
+        histogram.record(latency)
     }
 
     func zendeskForwarded(app: String, tokens: Int) {
