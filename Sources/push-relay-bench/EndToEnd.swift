@@ -242,10 +242,10 @@ struct EndToEnd: AsyncParsableCommand {
     /// `push_relay_deliveries_queued_total` less the final outcomes (delivered, failed, dead_token,
     /// unsendable, expired, skipped) of one relay: what it committed and has not finished.
     static func backlog(port: Int) async -> Double? {
-        guard let (data, _) = try? await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)/metrics")!) else { return nil }
+        guard let text = await metrics(port: port) else { return nil }
         let final = ["delivered", "failed", "dead_token", "unsendable", "expired", "skipped"]
         var queued = 0.0, finished = 0.0
-        for line in String(decoding: data, as: UTF8.self).split(separator: "\n") {
+        for line in text.split(separator: "\n") {
             guard let value = line.split(separator: " ").last.flatMap({ Double($0) }) else { continue }
             if line.hasPrefix("push_relay_deliveries_queued_total{") {
                 queued += value
@@ -261,8 +261,8 @@ struct EndToEnd: AsyncParsableCommand {
     static func latencyBuckets(ports: [Int]) async -> [Double: Double] {
         var buckets: [Double: Double] = [:]
         for port in ports {
-            guard let (data, _) = try? await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)/metrics")!) else { continue }
-            for line in String(decoding: data, as: UTF8.self).split(separator: "\n") where line.hasPrefix("push_relay_delivery_latency_seconds_bucket{") {
+            guard let text = await metrics(port: port) else { continue }
+            for line in text.split(separator: "\n") where line.hasPrefix("push_relay_delivery_latency_seconds_bucket{") {
                 guard let le = line.split(separator: "le=\"").last?.split(separator: "\"").first,
                     let value = line.split(separator: " ").last.flatMap({ Double($0) })
                 else { continue }
@@ -287,9 +287,15 @@ struct EndToEnd: AsyncParsableCommand {
         value.isFinite ? (value < 1 ? "\(Int((value * 1000).rounded())) ms" : "\(value) s") : "unknown"
     }
 
-    static func delivered(port: Int) async -> Double? {
+    /// A relay's `/metrics` text, or `nil` when it does not answer.
+    static func metrics(port: Int) async -> String? {
         guard let (data, _) = try? await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)/metrics")!) else { return nil }
-        return String(decoding: data, as: UTF8.self).split(separator: "\n")
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    static func delivered(port: Int) async -> Double? {
+        guard let text = await metrics(port: port) else { return nil }
+        return text.split(separator: "\n")
             .filter { $0.hasPrefix("push_relay_push_outcomes_total{") && $0.contains("outcome=\"delivered\"") }
             .compactMap { $0.split(separator: " ").last.flatMap { Double($0) } }.reduce(0, +)
     }

@@ -123,11 +123,9 @@ struct DeviceController<Repository: DeviceRepository, Context: RequestContext>: 
         try context.pathParameter("token")
     }
 
-    /// The token for lookups: hex tokens are compared lower-case, as they are stored.
+    /// The token for lookups (``DeviceToken/forLookup(_:)``).
     private func lookupToken(_ context: Context) throws -> String {
-        let token = try pathToken(context)
-        guard DeviceToken.isPrintable(token) else { throw JSONBody.invalidField("token", "must be printable characters without spaces") }
-        return token.utf8.allSatisfy(DeviceToken.isHex) ? token.lowercased() : token
+        try DeviceToken.forLookup(try pathToken(context))
     }
 }
 

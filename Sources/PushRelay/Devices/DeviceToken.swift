@@ -40,6 +40,13 @@ enum DeviceToken {
         return token
     }
 
+    /// A token from a lookup's path (`…/devices/{token}`): printable, else 400; hex tokens are
+    /// compared lower-case, as they are stored.
+    static func forLookup(_ token: String) throws -> String {
+        guard isPrintable(token) else { throw JSONBody.invalidField("token", "must be printable characters without spaces") }
+        return token.utf8.allSatisfy(isHex) ? token.lowercased() : token
+    }
+
     static func isPrintable(_ token: String) -> Bool {
         !token.isEmpty && token.utf8.count <= InputRules.maxTokenBytes && token.unicodeScalars.allSatisfy { $0.value > 0x20 && $0.value != 0x7f && $0.isASCII }
     }
