@@ -78,9 +78,14 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
         store: JobStore(client: database.client), wakeUps: jobListener.events, settings: JobSettings(config: reader.scoped(to: "jobs")),
         metrics: metrics, logger: logger
     )
-    let authenticator = Authenticator(keys: APIKeyStore(client: database.client), apps: directory)
+    let consoleSettings = ConsoleSettings(config: reader.scoped(to: "console"))
+    let sessions = ConsoleSessionStore(client: database.client, idleTimeout: consoleSettings.idleTimeout, maxLifetime: consoleSettings.sessionLifetime)
+    let keys = APIKeyStore(client: database.client)
+    let authenticator = Authenticator(keys: keys, apps: directory, sessions: consoleSettings.enabled ? sessions : nil)
+    let console = consoleSettings.enabled ? try ConsoleController(keys: keys, sessions: sessions, settings: consoleSettings) : nil
     let (router, _) = buildRouter(
-        database: database, apps: directory, authenticator: authenticator, writer: writer, settings: settings, hub: hub, metrics: metrics
+        database: database, apps: directory, authenticator: authenticator, writer: writer, settings: settings, hub: hub, metrics: metrics,
+        console: console
     )
     let limits = ConnectionLimits(config: reader.scoped(to: "http"))
     let serverName = "PushRelay"
@@ -108,6 +113,7 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
     app.addServices(forwarder)
     app.addServices(eventForwarder)
     app.addServices(retention)
+    app.addServices(ActivityWriter(client: database.client, tally: metrics.activity, logger: logger))
     app.addServices(writer)
     return app
 }
@@ -115,7 +121,7 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
 /// The routes and middleware, and the list of served routes (checked against the OpenAPI document).
 func buildRouter(
     database: Database, apps: AppDirectory, authenticator: Authenticator, writer: IntakeWriter, settings: WebhookSettings, hub: UnreadHub,
-    metrics: RelayMetrics
+    metrics: RelayMetrics, console: ConsoleController? = nil
 ) -> (Router<AppRequestContext>, [Route]) {
     let router = Router(context: AppRequestContext.self)
     let routes = RouteRecorder(router: router)
@@ -134,5 +140,11 @@ func buildRouter(
     routes.addRoutes(AdminController(store: JobStore(client: database.client), authenticator: authenticator, maxJSONBytes: 64 << 20).endpoints)
     routes.addRoutes(StatusController(store: DeliveryStatusStore(client: database.client), authenticator: authenticator).endpoints)
     routes.addRoutes(UnreadController(store: UnreadStore(client: database.client), hub: hub, authenticator: authenticator, metrics: metrics).endpoints)
+    routes.addRoutes(OperatorController(client: database.client, apps: apps, authenticator: authenticator).endpoints)
+    if let console {
+        // HTML pages, outside the API's document; they call the API through this router.
+        console.addRoutes(to: router)
+        console.use(router.buildResponder())
+    }
     return (router, routes.recorded.all)
 }

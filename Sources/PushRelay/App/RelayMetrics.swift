@@ -28,9 +28,13 @@ public final class RelayMetrics: Sendable {
         .milliseconds(500), .seconds(1), .seconds(2), .seconds(5), .seconds(10), .seconds(30), .seconds(60), .seconds(300), .seconds(3600),
     ]
 
+    /// Per-minute counts for the console's Overview, written to PostgreSQL by ``ActivityWriter``.
+    let activity = ActivityTally()
+
     public init() {}
 
     func webhooksAccepted(app: String, deliveries: Int) {
+        activity.webhook(app: app)
         let counters =
             intakeCounters.withLock { $0[app] }
             ?? {
@@ -48,6 +52,7 @@ public final class RelayMetrics: Sendable {
     /// One delivery's outcome: delivered, retry, failed, expired, skipped, dead_token, credential,
     /// lapsed (handed back after waiting past its lease), handed_back (at shutdown).
     func delivery(app: String, platform: String, outcome: String) {
+        activity.outcome(app: app, outcome: outcome)
         let key = OutcomeKey(app: app, platform: platform, outcome: outcome)
         if let counter = outcomeCounters.withLock({ $0[key] }) {
             counter.increment()

@@ -29,12 +29,20 @@ struct UserTokenClaims: JWTPayload {
 public struct Authenticator: Sendable {
     let keys: APIKeyStore
     let apps: AppDirectory
+    /// Console sessions: a request without an `Authorization` header but with the console's
+    /// session cookie acts as the key the session was opened with.
+    let sessions: ConsoleSessionStore?
     let verifiedUserTokens = VerifiedUserTokens()
 
-    public init(keys: APIKeyStore, apps: AppDirectory) {
+    public init(keys: APIKeyStore, apps: AppDirectory, sessions: ConsoleSessionStore? = nil) {
         self.keys = keys
         self.apps = apps
+        self.sessions = sessions
     }
+
+    /// The header a console session's unsafe requests (anything but GET and HEAD) carry its CSRF
+    /// token in; console forms carry it as the `csrf_token` field, which the console moves here.
+    static let csrfHeader = HTTPField.Name("X-CSRF-Token")!
 
     /// User tokens whose signature and claims were already checked, by app and token text, with
     /// their subject and expiry: a mobile app sends the same token with every poll, and checking
@@ -63,11 +71,13 @@ public struct Authenticator: Sendable {
     /// Authenticates a request aimed at `app` (the app in the URL, if any). Throws 401 on a
     /// missing or bad credential; authorisation (403) is the caller's.
     public func authenticate(_ request: Request, app: String?) async throws -> Principal {
+        if request.headers[.authorization] == nil, let sessions, let token = Self.sessionCookie(request) {
+            return try await sessionPrincipal(request, token: token, sessions: sessions)
+        }
         let credential = try Self.bearerCredential(request.headers[.authorization])
         if let key = APIKey(presented: credential) {
             guard let record = try await keys.verify(key) else { throw Self.unauthorized("unknown or revoked API key") }
-            if let appID = record.appID { return .app(id: appID, scopes: Set(record.scopes)) }
-            return .admin
+            return record.principal
         }
         guard Self.isJWTShaped(credential) else {
             throw Self.unauthorized("the credential is neither an API key nor a JWT")
@@ -92,6 +102,27 @@ public struct Authenticator: Sendable {
         } catch {
             throw Self.unauthorized("invalid or expired user token")
         }
+    }
+
+    /// The console session cookie's value, if the request has one.
+    static func sessionCookie(_ request: Request) -> String? {
+        let header = request.headers[values: .cookie].joined(separator: "; ")
+        return header.isEmpty ? nil : ConsoleSessionStore.cookie(ConsoleSessionStore.cookieName, in: header)
+    }
+
+    /// The principal of a console session: 401 when the session is over, 403 when an unsafe
+    /// request lacks the session's CSRF token.
+    private func sessionPrincipal(_ request: Request, token: String, sessions: ConsoleSessionStore) async throws -> Principal {
+        guard let session = try await sessions.session(token: token) else {
+            throw Self.unauthorized("the console session has ended (signed out, idle too long, or its API key was revoked); sign in again")
+        }
+        if request.method != .get && request.method != .head {
+            let presented = request.headers[Self.csrfHeader] ?? ""
+            guard constantTimeEqual(Array(presented.utf8), Array(session.csrfToken.utf8)) else {
+                throw APIError(.forbidden, code: "csrf_token_invalid", message: "this request needs the console session's CSRF token")
+            }
+        }
+        return session.principal
     }
 
     /// The credential of an `Authorization: Bearer <credential>` header (the scheme in any case,

@@ -252,6 +252,9 @@ final class Dispatcher: Service, Sendable {
     /// Counts the outcome, frees the delivery's slot and queues its row's update.
     private func finish(_ result: DeliveryResult) {
         metrics.delivery(app: result.delivery.appID, platform: result.delivery.platform.rawValue, outcome: result.outcome.rawValue)
+        if result.outcome == .credential {
+            metrics.activity.credentialRejected(app: result.delivery.appID, platform: result.delivery.platform.rawValue, reason: result.reason ?? "")
+        }
         if result.outcome == .delivered {
             metrics.deliveredAfter(app: result.delivery.appID, .seconds(max(0, Date().timeIntervalSince(result.delivery.createdAt))))
         }

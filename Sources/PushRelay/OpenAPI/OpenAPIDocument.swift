@@ -23,6 +23,9 @@ enum OpenAPIDocument {
               description: >-
                 An API key (prk_…, app or admin) or, for device and unread endpoints, a user JWT
                 (HS256, signed with the app's user_tokens key, `sub` = user id, `exp` required).
+                A request without Authorization but with the operator console's session cookie
+                (pushrelay_session) acts as the key the session was opened with; its requests other
+                than GET and HEAD need the session's X-CSRF-Token header (403 csrf_token_invalid).
           parameters:
             app:
               name: app
@@ -113,6 +116,78 @@ enum OpenAPIDocument {
                 created_at: {type: string, format: date-time}
                 started_at: {type: string, format: date-time, nullable: true}
                 finished_at: {type: string, format: date-time, nullable: true}
+            Activity:
+              type: object
+              required: [webhooks, delivered, failed, expired, dead_token, skipped]
+              properties:
+                webhooks: {type: integer, description: Webhooks accepted.}
+                delivered: {type: integer}
+                failed: {type: integer}
+                expired: {type: integer}
+                dead_token: {type: integer}
+                skipped: {type: integer}
+            AppOverview:
+              type: object
+              required: [app, minutes, last_hour, queue, zendesk_backlog, events_backlog]
+              properties:
+                app: {type: string}
+                minutes:
+                  type: array
+                  description: The last 60 minutes, oldest first, the current (partial) minute last; every instance's counts summed.
+                  items:
+                    allOf:
+                      - {$ref: "#/components/schemas/Activity"}
+                      - type: object
+                        required: [minute]
+                        properties:
+                          minute: {type: string, format: date-time}
+                last_hour: {$ref: "#/components/schemas/Activity"}
+                queue:
+                  type: object
+                  required: [pending, sending, retrying]
+                  properties:
+                    pending: {type: integer, description: Waiting for a first attempt.}
+                    sending: {type: integer, description: Claimed by an instance and being sent.}
+                    retrying: {type: integer, description: Waiting for another attempt.}
+                zendesk_backlog: {type: integer, description: Dead tokens not yet forwarded to Zendesk.}
+                events_backlog: {type: integer, description: Feedback events not yet accepted by the app's receiver.}
+            AppView:
+              type: object
+              required: [id, webhook_secrets, credentials]
+              properties:
+                id: {type: string}
+                webhook_secrets: {type: array, items: {type: string}, description: "Each secret's first 4 characters and an ellipsis."}
+                webhook_signing_secret: {type: string, nullable: true}
+                user_tokens: {type: object, nullable: true, additionalProperties: {type: string}}
+                apns: {type: object, nullable: true, additionalProperties: {type: string}}
+                fcm: {type: object, nullable: true, additionalProperties: {type: string}}
+                zendesk: {type: object, nullable: true, additionalProperties: {type: string}}
+                events:
+                  type: object
+                  nullable: true
+                  required: [url, signing_secret_file, types]
+                  properties:
+                    url: {type: string}
+                    signing_secret_file: {type: string}
+                    types: {type: array, items: {type: string}}
+                credentials:
+                  type: array
+                  items:
+                    type: object
+                    required: [platform, kind]
+                    properties:
+                      platform: {type: string, enum: [ios, android]}
+                      kind: {type: string, enum: [token, certificate, service_account]}
+                      name: {type: string, nullable: true}
+                      last_refresh: {type: string, format: date-time, nullable: true}
+                      expires_at: {type: string, format: date-time, nullable: true}
+                      last_rejection:
+                        type: object
+                        nullable: true
+                        required: [at, reason]
+                        properties:
+                          at: {type: string, format: date-time}
+                          reason: {type: string}
             Unread:
               type: object
               required: [total, tickets]
@@ -743,6 +818,46 @@ enum OpenAPIDocument {
                 "404": {$ref: "#/components/responses/Error"}
                 "413": {$ref: "#/components/responses/Error"}
                 "415": {$ref: "#/components/responses/Error"}
+          /v1/overview:
+            get:
+              operationId: getOverview
+              summary: >-
+                Per app, activity over the last hour (per minute), queue depth and backlogs. An
+                admin key sees every app; an app key its own.
+              security: [{bearer: []}]
+              responses:
+                "200":
+                  description: The overview.
+                  content:
+                    application/json:
+                      schema:
+                        type: object
+                        required: [generated_at, count_cap, apps]
+                        properties:
+                          generated_at: {type: string, format: date-time}
+                          count_cap: {type: integer, description: Queue and backlog counts stop at this value.}
+                          apps: {type: array, items: {$ref: "#/components/schemas/AppOverview"}}
+                "401": {$ref: "#/components/responses/Error"}
+                "403": {$ref: "#/components/responses/Error"}
+          /v1/apps:
+            get:
+              operationId: listApps
+              summary: >-
+                Each app's configuration as loaded, secrets shortened to a prefix, and the state of its
+                provider credentials. An admin key sees every app; an app key its own.
+              security: [{bearer: []}]
+              responses:
+                "200":
+                  description: The apps.
+                  content:
+                    application/json:
+                      schema:
+                        type: object
+                        required: [apps]
+                        properties:
+                          apps: {type: array, items: {$ref: "#/components/schemas/AppView"}}
+                "401": {$ref: "#/components/responses/Error"}
+                "403": {$ref: "#/components/responses/Error"}
           /v1/admin/jobs:
             get:
               operationId: listJobs

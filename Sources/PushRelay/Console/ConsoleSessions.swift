@@ -1,0 +1,116 @@
+import Crypto
+import Foundation
+import Postgres
+
+/// Console sign-in sessions in PostgreSQL (`console_sessions`), so any instance behind a load
+/// balancer knows them.
+///
+/// Signing in with an API key opens a session: the browser gets a random token in an `HttpOnly`
+/// cookie, the table keeps its SHA-256, the key's id and a CSRF token. A session acts with exactly
+/// that key's rights (``Principal``) and ends when the key is revoked (checked on every use), after
+/// ``idleTimeout`` without a request, after ``maxLifetime``, or at sign-out.
+public struct ConsoleSessionStore: Sendable {
+    let client: PostgresClient
+    /// A session unused this long is over.
+    let idleTimeout: Duration
+    /// A session is over this long after sign-in, however busy.
+    let maxLifetime: Duration
+
+    /// The cookie holding the session token.
+    static let cookieName = "pushrelay_session"
+
+    public init(client: PostgresClient, idleTimeout: Duration = .seconds(30 * 60), maxLifetime: Duration = .seconds(12 * 3600)) {
+        self.client = client
+        self.idleTimeout = idleTimeout
+        self.maxLifetime = maxLifetime
+    }
+
+    /// A live session: who it acts as, and the CSRF token its forms and unsafe requests carry.
+    struct Session: Sendable {
+        var principal: Principal
+        var csrfToken: String
+        var keyPrefix: String
+        var keyLabel: String?
+    }
+
+    /// Opens a session for the key (already verified); returns the cookie's token and the session.
+    func open(key record: APIKeyRecord) async throws -> (token: String, session: Session) {
+        let token = Self.randomToken()
+        let csrf = Self.randomToken()
+        _ = try await client.query(
+            "INSERT INTO console_sessions (token_hash, key_id, csrf_token) VALUES ($1, $2, $3)",
+            [Self.hash(token), record.id, csrf]
+        )
+        // Old sessions are removed here rather than by a timer: sign-ins are rare.
+        _ = try await client.query(
+            "DELETE FROM console_sessions WHERE last_seen_at < now() - $1::bigint * interval '1 second' OR created_at < now() - $2::bigint * interval '1 second'",
+            [Int64(idleTimeout.components.seconds), Int64(maxLifetime.components.seconds)]
+        )
+        return (token, Session(principal: record.principal, csrfToken: csrf, keyPrefix: record.prefix, keyLabel: record.label))
+    }
+
+    /// The live session of `token` (and marks it used), or `nil` when there is none: unknown,
+    /// signed out, idle too long, too old, or its key revoked.
+    func session(token: String) async throws -> Session? {
+        guard Self.isTokenShaped(token) else { return nil }
+        let rows = try await client.query(
+            """
+            UPDATE console_sessions s SET last_seen_at = now()
+            FROM api_keys k
+            WHERE s.token_hash = $1 AND k.id = s.key_id AND k.revoked_at IS NULL
+              AND s.last_seen_at >= now() - $2::bigint * interval '1 second'
+              AND s.created_at >= now() - $3::bigint * interval '1 second'
+            RETURNING s.csrf_token, k.app_id, k.scopes, k.prefix, k.label
+            """,
+            [Self.hash(token), Int64(idleTimeout.components.seconds), Int64(maxLifetime.components.seconds)]
+        ).rows
+        guard let row = rows.first else { return nil }
+        let appID = try row.decode(String?.self, at: 1)
+        let scopes = try row.decode([String].self, at: 2)
+        let principal: Principal = appID.map { .app(id: $0, scopes: Set(scopes)) } ?? .admin
+        return Session(
+            principal: principal, csrfToken: try row.decode(String.self, at: 0), keyPrefix: try row.decode(String.self, at: 3),
+            keyLabel: try row.decode(String?.self, at: 4)
+        )
+    }
+
+    /// Ends the session of `token` (sign-out).
+    func close(token: String) async throws {
+        guard Self.isTokenShaped(token) else { return }
+        _ = try await client.query("DELETE FROM console_sessions WHERE token_hash = $1", [Self.hash(token)])
+    }
+
+    /// 32 random bytes, base64url without padding (43 characters).
+    static func randomToken() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        return Data(bytes).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+    }
+
+    static func isTokenShaped(_ token: String) -> Bool {
+        token.utf8.count == 43 && token.utf8.allSatisfy { InputRules.isAlphanumericASCII($0) || $0 == 0x2D || $0 == 0x5F }
+    }
+
+    static func hash(_ token: String) -> Data {
+        Data(SHA256.hash(data: Data(token.utf8)))
+    }
+
+    /// The value of cookie `name` in a `Cookie` header (`a=1; b=2`), if present.
+    static func cookie(_ name: String, in header: String?) -> String? {
+        guard let header else { return nil }
+        for pair in header.split(separator: ";") {
+            let trimmed = pair.trimmingSpacesAndTabs()
+            guard let equals = trimmed.firstIndex(of: "=") else { continue }
+            if trimmed[..<equals] == name { return String(trimmed[trimmed.index(after: equals)...]) }
+        }
+        return nil
+    }
+}
+
+extension APIKeyRecord {
+    /// The rights a request made with this key has.
+    var principal: Principal {
+        appID.map { .app(id: $0, scopes: Set(scopes)) } ?? .admin
+    }
+}

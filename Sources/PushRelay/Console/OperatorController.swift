@@ -1,0 +1,286 @@
+import Foundation
+import Hummingbird
+import Postgres
+
+/// The operator API the console's Overview and Apps pages read (and any other client may):
+/// `GET /v1/overview` (activity over the last hour, queues and backlogs per app) and `GET /v1/apps`
+/// (each app's configuration as loaded, secrets shortened to a prefix, and its credentials' state).
+///
+/// An admin key sees every app; an app key sees its own app only. User tokens are refused (401:
+/// these routes name no app).
+struct OperatorController<Context: RequestContext>: Sendable {
+    let client: PostgresClient
+    let apps: AppDirectory
+    let authenticator: Authenticator
+
+    /// Queue and backlog counts stop at this many rows, so a huge backlog costs a bounded read.
+    static var countCap: Int { 100_000 }
+
+    var endpoints: RouteCollection<Context> {
+        RouteCollection(context: Context.self)
+            .get("/v1/overview", use: overview)
+            .get("/v1/apps", use: list)
+    }
+
+    /// The apps a principal may look at, sorted.
+    func visibleApps(_ principal: Principal) throws -> [String] {
+        switch principal {
+        case .admin: return apps.ids
+        case .app(let id, _): return apps.ids.filter { $0 == id }
+        case .user: throw Authenticator.forbidden("this operation needs an API key")
+        }
+    }
+
+    // MARK: Overview
+
+    struct Activity: Encodable, Sendable, Equatable {
+        var webhooks: Int64 = 0
+        var delivered: Int64 = 0
+        var failed: Int64 = 0
+        var expired: Int64 = 0
+        var deadToken: Int64 = 0
+        var skipped: Int64 = 0
+
+        enum CodingKeys: String, CodingKey {
+            case webhooks, delivered, failed, expired, skipped
+            case deadToken = "dead_token"
+        }
+
+        static func + (lhs: Activity, rhs: Activity) -> Activity {
+            Activity(
+                webhooks: lhs.webhooks + rhs.webhooks, delivered: lhs.delivered + rhs.delivered, failed: lhs.failed + rhs.failed,
+                expired: lhs.expired + rhs.expired, deadToken: lhs.deadToken + rhs.deadToken, skipped: lhs.skipped + rhs.skipped
+            )
+        }
+    }
+
+    struct Minute: Encodable, Sendable {
+        var minute: Date
+        var activity: Activity
+
+        func encode(to encoder: any Encoder) throws {
+            try activity.encode(to: encoder)
+            var container = encoder.container(keyedBy: Key.self)
+            try container.encode(minute, forKey: .minute)
+        }
+        enum Key: String, CodingKey { case minute }
+    }
+
+    struct Queue: Encodable, Sendable {
+        var pending: Int
+        var sending: Int
+        var retrying: Int
+    }
+
+    struct AppOverview: Encodable, Sendable {
+        var app: String
+        var minutes: [Minute]
+        var lastHour: Activity
+        var queue: Queue
+        var zendeskBacklog: Int
+        var eventsBacklog: Int
+
+        enum CodingKeys: String, CodingKey {
+            case app, minutes, queue
+            case lastHour = "last_hour"
+            case zendeskBacklog = "zendesk_backlog"
+            case eventsBacklog = "events_backlog"
+        }
+    }
+
+    struct Overview: ResponseEncodable {
+        var generatedAt: Date
+        var countCap: Int
+        var apps: [AppOverview]
+
+        enum CodingKeys: String, CodingKey {
+            case apps
+            case generatedAt = "generated_at"
+            case countCap = "count_cap"
+        }
+    }
+
+    /// `GET /v1/overview`.
+    @Sendable func overview(_ request: Request, context: Context) async throws -> Overview {
+        let visible = try visibleApps(try await authenticator.resolve(request))
+        let now = Date()
+        let current = ActivityTally.minute(now)
+        let first = current - 59 * 60
+        var minutes: [String: [Int64: Activity]] = [:]
+        for row in try await client.query(
+            """
+            SELECT app_id, extract(epoch FROM minute)::bigint, webhooks, delivered, failed, expired, dead_token, skipped
+            FROM activity_minutes WHERE app_id = ANY($1) AND minute >= to_timestamp($2)
+            """,
+            [visible, first]
+        ).rows {
+            let activity = Activity(
+                webhooks: try row.decode(Int64.self, at: 2), delivered: try row.decode(Int64.self, at: 3), failed: try row.decode(Int64.self, at: 4),
+                expired: try row.decode(Int64.self, at: 5), deadToken: try row.decode(Int64.self, at: 6), skipped: try row.decode(Int64.self, at: 7)
+            )
+            minutes[try row.decode(String.self, at: 0), default: [:]][try row.decode(Int64.self, at: 1)] = activity
+        }
+        var queues: [String: (Queue, zendesk: Int, events: Int)] = [:]
+        for row in try await client.query(
+            """
+            SELECT a.app, q.pending, q.sending, q.retrying,
+                (SELECT count(*) FROM (SELECT 1 FROM zendesk_unregister_queue z WHERE z.app_id = a.app AND z.forwarded_at IS NULL LIMIT $2) zq),
+                (SELECT count(*) FROM (SELECT 1 FROM delivery_events e WHERE e.app_id = a.app LIMIT $2) eq)
+            FROM unnest($1::text[]) AS a (app)
+            CROSS JOIN LATERAL (
+                SELECT count(*) FILTER (WHERE d.status = 'pending' AND d.attempts = 0) AS pending,
+                       count(*) FILTER (WHERE d.status = 'sending') AS sending,
+                       count(*) FILTER (WHERE d.status = 'pending' AND d.attempts > 0) AS retrying
+                FROM (SELECT status, attempts FROM deliveries WHERE app_id = a.app AND status IN ('pending', 'sending') LIMIT $2) d
+            ) q
+            """,
+            [visible, Int64(Self.countCap)]
+        ).rows {
+            queues[try row.decode(String.self, at: 0)] = (
+                Queue(pending: Int(try row.decode(Int64.self, at: 1)), sending: Int(try row.decode(Int64.self, at: 2)), retrying: Int(try row.decode(Int64.self, at: 3))),
+                Int(try row.decode(Int64.self, at: 4)), Int(try row.decode(Int64.self, at: 5))
+            )
+        }
+        let answer = visible.map { app in
+            let series = stride(from: first, through: current, by: 60).map { minute in
+                Minute(minute: Date(timeIntervalSince1970: TimeInterval(minute)), activity: minutes[app]?[minute] ?? Activity())
+            }
+            let queue = queues[app] ?? (Queue(pending: 0, sending: 0, retrying: 0), 0, 0)
+            return AppOverview(
+                app: app, minutes: series, lastHour: series.reduce(Activity()) { $0 + $1.activity }, queue: queue.0,
+                zendeskBacklog: queue.zendesk, eventsBacklog: queue.events
+            )
+        }
+        return Overview(generatedAt: now, countCap: Self.countCap, apps: answer)
+    }
+
+    // MARK: Apps
+
+    struct Credential: Encodable, Sendable {
+        var platform: String
+        /// How the relay authenticates: `token` (APNs .p8), `certificate` (APNs), `service_account` (FCM).
+        var kind: String
+        /// The provider-token store's name for it (`apns:TEAM:KEY`, `fcm:EMAIL`), when it has tokens.
+        var name: String?
+        var lastRefresh: Date?
+        var expiresAt: Date?
+        var lastRejection: Rejection?
+
+        struct Rejection: Encodable, Sendable {
+            var at: Date
+            var reason: String
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case platform, kind, name
+            case lastRefresh = "last_refresh"
+            case expiresAt = "expires_at"
+            case lastRejection = "last_rejection"
+        }
+    }
+
+    struct AppView: Encodable, Sendable {
+        var id: String
+        var webhookSecrets: [String]
+        var webhookSigningSecret: String?
+        var userTokens: [String: String]?
+        var apns: [String: String]?
+        var fcm: [String: String]?
+        var zendesk: [String: String]?
+        var events: EventsView?
+        var credentials: [Credential]
+
+        struct EventsView: Encodable, Sendable {
+            var url: String
+            var signingSecretFile: String
+            var types: [String]
+            enum CodingKeys: String, CodingKey {
+                case url, types
+                case signingSecretFile = "signing_secret_file"
+            }
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case id, apns, fcm, zendesk, events, credentials
+            case webhookSecrets = "webhook_secrets"
+            case webhookSigningSecret = "webhook_signing_secret"
+            case userTokens = "user_tokens"
+        }
+    }
+
+    struct AppList: ResponseEncodable {
+        var apps: [AppView]
+    }
+
+    /// A secret as shown: its first 4 characters and an ellipsis.
+    static func redacted(_ secret: String) -> String {
+        String(secret.prefix(4)) + "…"
+    }
+
+    /// `GET /v1/apps`.
+    @Sendable func list(_ request: Request, context: Context) async throws -> AppList {
+        let visible = try visibleApps(try await authenticator.resolve(request))
+        var views: [AppView] = []
+        var names: [String] = []
+        for id in visible {
+            guard let app = apps.app(id) else { continue }
+            var credentials: [Credential] = []
+            var apns: [String: String]?
+            if let settings = app.apns {
+                var fields = ["topic": settings.topic, "environment": settings.environment.rawValue, "url": settings.baseURL]
+                if let token = settings.token {
+                    fields.merge(["auth": "token", "team_id": token.teamID, "key_id": token.keyID, "key_file": token.keyFile]) { $1 }
+                    credentials.append(Credential(platform: "ios", kind: "token", name: "apns:\(token.teamID):\(token.keyID)"))
+                } else if let certificate = settings.certificate {
+                    fields.merge(["auth": "certificate", "certificate_file": certificate.file]) { $1 }
+                    credentials.append(Credential(platform: "ios", kind: "certificate"))
+                }
+                apns = fields
+            }
+            var fcm: [String: String]?
+            if let settings = app.fcm {
+                var fields = ["url": settings.baseURL, "service_account_file": settings.serviceAccountFile]
+                let account = try? settings.serviceAccount(app: id)
+                if let account { fields["project_id"] = account.projectID }
+                credentials.append(Credential(platform: "android", kind: "service_account", name: account.map { "fcm:\($0.clientEmail)" }))
+                fcm = fields
+            }
+            names += credentials.compactMap(\.name)
+            views.append(
+                AppView(
+                    id: id, webhookSecrets: app.webhookSecrets.map(Self.redacted), webhookSigningSecret: app.webhookSigningSecret.map(Self.redacted),
+                    userTokens: app.userTokens.map { ["secret_file": $0.secretFile] }, apns: apns, fcm: fcm,
+                    zendesk: app.zendesk.map { ["url": $0.baseURL, "email": $0.email, "api_token_file": $0.apiTokenFile] },
+                    events: app.events.map { AppView.EventsView(url: $0.url, signingSecretFile: $0.signingSecretFile, types: $0.eventTypes.map(\.rawValue).sorted()) },
+                    credentials: credentials
+                )
+            )
+        }
+        // Token state (refreshes are shared by the cluster) and the last rejection of each.
+        var refreshed: [String: (Date, Date)] = [:]
+        if !names.isEmpty {
+            for row in try await client.query("SELECT credential, issued_at, expires_at FROM provider_tokens WHERE credential = ANY($1)", [names]).rows {
+                refreshed[try row.decode(String.self, at: 0)] = (try row.decode(Date.self, at: 1), try row.decode(Date.self, at: 2))
+            }
+        }
+        var rejections: [String: Credential.Rejection] = [:]
+        for row in try await client.query(
+            "SELECT app_id, platform, rejected_at, reason FROM credential_rejections WHERE app_id = ANY($1)", [visible]
+        ).rows {
+            rejections["\(try row.decode(String.self, at: 0)) \(try row.decode(String.self, at: 1))"] = Credential.Rejection(
+                at: try row.decode(Date.self, at: 2), reason: try row.decode(String.self, at: 3)
+            )
+        }
+        for index in views.indices {
+            for credential in views[index].credentials.indices {
+                let entry = views[index].credentials[credential]
+                if let name = entry.name, let (issued, expires) = refreshed[name] {
+                    views[index].credentials[credential].lastRefresh = issued
+                    views[index].credentials[credential].expiresAt = expires
+                }
+                views[index].credentials[credential].lastRejection = rejections["\(views[index].id) \(entry.platform)"]
+            }
+        }
+        return AppList(apps: views)
+    }
+}

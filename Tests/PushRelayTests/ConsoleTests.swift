@@ -1,0 +1,258 @@
+import Configuration
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import Postgres
+import PushRelay
+import TestSupport
+import Testing
+
+/// The operator console's sessions and checks, over HTTP against a real database. The pages as a
+/// person sees them are tested in a real browser by Deploy/console-test.sh.
+@Suite("Console: sign-in, sessions, CSRF, what a key sees")
+struct ConsoleTests {
+    static let form: HTTPFields = [.contentType: "application/x-www-form-urlencoded"]
+
+    /// A signed-in browser: its session cookie and the CSRF token its pages carry.
+    struct Browser {
+        var cookie: String
+        var csrf: String
+        var headers: HTTPFields { [.cookie: cookie] }
+    }
+
+    static func encoded(_ fields: [(String, String)]) -> ByteBuffer {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        return ByteBuffer(string: fields.map { "\($0.0)=\($0.1.addingPercentEncoding(withAllowedCharacters: allowed)!)" }.joined(separator: "&"))
+    }
+
+    static func cookieValue(_ name: String, in response: TestResponse) -> String? {
+        for header in response.headers[values: .setCookie] where header.hasPrefix("\(name)=") {
+            return String(header.dropFirst(name.count + 1).prefix { $0 != ";" })
+        }
+        return nil
+    }
+
+    static func setCookie(_ name: String, in response: TestResponse) -> String? {
+        response.headers[values: .setCookie].first { $0.hasPrefix("\(name)=") }
+    }
+
+    static func html(_ response: TestResponse) -> String { String(buffer: response.body) }
+
+    /// Signs in with `key` the way a browser does: fetch the form (and its check cookie), post it.
+    static func signIn(_ client: some TestClientProtocol, key: String, extra: HTTPFields = [:]) async throws -> (TestResponse, Browser?) {
+        let page = try await client.execute(uri: "/console/login", method: .get)
+        let check = try #require(cookieValue("pushrelay_login", in: page))
+        #expect(html(page).contains("value=\"\(check)\""))
+        var headers = form
+        headers[.cookie] = "pushrelay_login=\(check)"
+        headers.append(contentsOf: extra)
+        let response = try await client.execute(
+            uri: "/console/login", method: .post, headers: headers, body: encoded([("login_check", check), ("key", key)])
+        )
+        guard let session = cookieValue("pushrelay_session", in: response), !session.isEmpty else { return (response, nil) }
+        let overview = try await client.execute(uri: "/console", method: .get, headers: [.cookie: "pushrelay_session=\(session)"])
+        let text = html(overview)
+        let csrf = try #require(text.firstRange(of: "name=\"csrf-token\" content=\"").map { text[$0.upperBound...].prefix { $0 != "\"" } })
+        return (response, Browser(cookie: "pushrelay_session=\(session)", csrf: String(csrf)))
+    }
+
+    @Test("sign-in: a wrong key or a form without its check is refused; the session cookie is HttpOnly, SameSite=Strict, Secure over TLS")
+    func signIn() async throws {
+        let test = try await TestApp.make()
+        try await test.application().test(.router) { client in
+            let admin = try await test.key(app: nil)
+            // Not signed in: every page sends you to the form.
+            let anonymous = try await client.execute(uri: "/console/find", method: .get)
+            #expect(anonymous.status == .seeOther)
+            #expect(anonymous.headers[.location] == "/console/login")
+
+            let (wrong, noSession) = try await Self.signIn(client, key: "prk_000000000000_notarealkeynotarealkeynotarealkey0000000")
+            #expect(wrong.status == .unauthorized)
+            #expect(noSession == nil)
+            #expect(Self.html(wrong).contains("Unknown or revoked API key"))
+            #expect(!Self.html(wrong).contains("notarealkey"), "the page does not echo the key")
+
+            // The check value must match the cookie set with the form.
+            let forged = try await client.execute(
+                uri: "/console/login", method: .post, headers: Self.form, body: Self.encoded([("login_check", "x"), ("key", admin)])
+            )
+            #expect(forged.status == .forbidden)
+            #expect(Self.cookieValue("pushrelay_session", in: forged) == nil)
+
+            let (ok, browser) = try await Self.signIn(client, key: admin)
+            #expect(ok.status == .seeOther)
+            #expect(ok.headers[.location] == "/console")
+            let cookie = try #require(Self.setCookie("pushrelay_session", in: ok))
+            #expect(cookie.contains("HttpOnly"))
+            #expect(cookie.contains("SameSite=Strict"))
+            #expect(!cookie.contains("Secure"), "plain HTTP: a Secure cookie would never be sent back")
+            #expect(try await test.count("SELECT count(*) FROM console_sessions") == 1)
+            // The table keeps a hash of the token, not the token.
+            let session = try #require(browser).cookie.dropFirst("pushrelay_session=".count)
+            #expect(try await test.count("SELECT count(*) FROM console_sessions WHERE token_hash = convert_to($1, 'UTF8')", [String(session)]) == 0)
+
+            let page = try await client.execute(uri: "/console", method: .get, headers: try #require(browser).headers)
+            #expect(page.status == .ok)
+            #expect(Self.html(page).contains("<h1>Overview</h1>"))
+            #expect(page.headers[.contentSecurityPolicy]?.contains("script-src 'self'") == true)
+
+            // Behind a TLS-terminating proxy the cookie is Secure.
+            let (tls, _) = try await Self.signIn(client, key: admin, extra: [HTTPField.Name("X-Forwarded-Proto")!: "https"])
+            #expect(Self.setCookie("pushrelay_session", in: tls)?.contains("; Secure") == true)
+        }
+    }
+
+    @Test("forms and unsafe API requests need the session's CSRF token; with it the console acts through the API")
+    func csrf() async throws {
+        let test = try await TestApp.make()
+        try await test.application().test(.router) { client in
+            let admin = try await test.key(app: nil)
+            let browser = try #require(try await Self.signIn(client, key: admin).1)
+            for token in ["android-console-1", "android-console-2"] {
+                let put = try await client.execute(
+                    uri: "/v1/apps/support/devices/\(token)", method: .put, headers: bearer(admin), body: ByteBuffer(string: #"{"platform":"android","user_id":"carol"}"#)
+                )
+                #expect(put.status == .created)
+            }
+            var headers = Self.form
+            headers[.cookie] = browser.cookie
+            // The console's form without its token, then with a wrong one: refused, nothing removed.
+            for fields in [[("app", "support"), ("token", "android-console-1")], [("app", "support"), ("token", "android-console-1"), ("csrf_token", "wrong")]] {
+                let refused = try await client.execute(uri: "/console/devices/unregister", method: .post, headers: headers, body: Self.encoded(fields))
+                #expect(refused.status == .forbidden)
+                #expect(Self.html(refused).contains("CSRF token"))
+            }
+            #expect(try await test.count("SELECT count(*) FROM devices WHERE token = 'android-console-1'") == 1)
+            let done = try await client.execute(
+                uri: "/console/devices/unregister", method: .post, headers: headers,
+                body: Self.encoded([("app", "support"), ("token", "android-console-1"), ("csrf_token", browser.csrf)])
+            )
+            #expect(done.status == .seeOther)
+            #expect(done.headers[.location]?.contains("done=unregistered") == true)
+            #expect(try await test.count("SELECT count(*) FROM devices WHERE token = 'android-console-1'") == 0)
+
+            // The API with the session cookie: reads need nothing more; writes need X-CSRF-Token.
+            let read = try await client.execute(uri: "/v1/apps/support/users/carol/devices", method: .get, headers: browser.headers)
+            #expect(read.status == .ok)
+            #expect((read.json?["devices"] as? [Any])?.count == 1)
+            let noToken = try await client.execute(uri: "/v1/apps/support/devices/android-console-2", method: .delete, headers: browser.headers)
+            #expect(noToken.status == .forbidden)
+            #expect((noToken.json?["error"] as? [String: Any])?["code"] as? String == "csrf_token_invalid")
+            #expect(try await test.count("SELECT count(*) FROM devices WHERE token = 'android-console-2'") == 1)
+            var withToken = browser.headers
+            withToken[HTTPField.Name("X-CSRF-Token")!] = browser.csrf
+            let deleted = try await client.execute(uri: "/v1/apps/support/devices/android-console-2", method: .delete, headers: withToken)
+            #expect(deleted.status == .noContent)
+            // A bearer credential is never mistaken for a session: a bad key is a 401 even with a cookie.
+            var both = browser.headers
+            both[.authorization] = "Bearer prk_000000000000_notarealkeynotarealkeynotarealkey0000000"
+            #expect(try await client.execute(uri: "/v1/overview", method: .get, headers: both).status == .unauthorized)
+        }
+    }
+
+    @Test("a session ends when its key is revoked, when idle, and at sign-out")
+    func sessionEnds() async throws {
+        let test = try await TestApp.make()
+        try await test.application().test(.router) { client in
+            let store = APIKeyStore(client: test.client)
+            let (record, key) = try await store.create(appID: nil, scopes: [], label: "console")
+            let first = try #require(try await Self.signIn(client, key: key.plaintext).1)
+            let second = try #require(try await Self.signIn(client, key: key.plaintext).1)
+            let third = try #require(try await Self.signIn(client, key: try await test.key(app: nil)).1)
+            #expect(try await client.execute(uri: "/v1/overview", method: .get, headers: first.headers).status == .ok)
+
+            // Revoking the key ends both of its sessions at once, for pages and the API.
+            #expect(try await store.revoke(record.prefix))
+            for browser in [first, second] {
+                let page = try await client.execute(uri: "/console/jobs", method: .get, headers: browser.headers)
+                #expect(page.status == .seeOther)
+                #expect(page.headers[.location] == "/console/login?ended=1")
+                #expect(try await client.execute(uri: "/v1/overview", method: .get, headers: browser.headers).status == .unauthorized)
+            }
+            #expect(try await client.execute(uri: "/v1/overview", method: .get, headers: third.headers).status == .ok)
+
+            // Idle past the timeout (30 minutes by default).
+            try await test.client.query("UPDATE console_sessions SET last_seen_at = now() - interval '31 minutes'")
+            #expect(try await client.execute(uri: "/v1/overview", method: .get, headers: third.headers).status == .unauthorized)
+
+            // Sign-out needs the CSRF token, clears the cookie and deletes the session.
+            let fourth = try #require(try await Self.signIn(client, key: try await test.key(app: nil)).1)
+            var headers = Self.form
+            headers[.cookie] = fourth.cookie
+            let refused = try await client.execute(uri: "/console/logout", method: .post, headers: headers, body: Self.encoded([]))
+            #expect(refused.status == .forbidden)
+            let out = try await client.execute(uri: "/console/logout", method: .post, headers: headers, body: Self.encoded([("csrf_token", fourth.csrf)]))
+            #expect(out.status == .seeOther)
+            #expect(Self.setCookie("pushrelay_session", in: out)?.contains("Max-Age=0") == true)
+            #expect(try await client.execute(uri: "/v1/overview", method: .get, headers: fourth.headers).status == .unauthorized)
+        }
+    }
+
+    @Test("an app key's session sees its own app only; the Apps page and /v1/apps show no secret")
+    func appKeyAndSecrets() async throws {
+        let test = try await TestApp.make(signing: true)
+        try await test.application().test(.router) { client in
+            let appKey = try await test.key(app: "support")
+            let browser = try #require(try await Self.signIn(client, key: appKey).1)
+            let overview = try await client.execute(uri: "/v1/overview", method: .get, headers: browser.headers)
+            #expect((overview.json?["apps"] as? [[String: Any]])?.map { $0["app"] as? String } == ["support"])
+            let apps = try await client.execute(uri: "/v1/apps", method: .get, headers: browser.headers)
+            #expect((apps.json?["apps"] as? [[String: Any]])?.map { $0["id"] as? String } == ["support"])
+            // Jobs are an admin's: the page says so (the API's answer), and starting one is refused.
+            let jobs = try await client.execute(uri: "/console/jobs", method: .get, headers: browser.headers)
+            #expect(Self.html(jobs).contains("this operation needs an admin API key"))
+            #expect(!Self.html(jobs).contains("id=\"job-form\""))
+            var upload = browser.headers
+            upload[HTTPField.Name("X-CSRF-Token")!] = browser.csrf
+            upload[.contentType] = "text/plain"
+            let start = try await client.execute(
+                uri: "/v1/admin/apps/support/devices/bulk-unregister", method: .post, headers: upload, body: ByteBuffer(string: "a\nb\n")
+            )
+            #expect(start.status == .forbidden)
+            // Another app's notification through Find: the API's 403, shown on the page.
+            let find = try await client.execute(uri: "/console/find?app=other&by=notification&q=1", method: .get, headers: browser.headers)
+            #expect(Self.html(find).contains("this API key belongs to another app"))
+
+            let admin = try #require(try await Self.signIn(client, key: try await test.key(app: nil)).1)
+            let page = Self.html(try await client.execute(uri: "/console/apps", method: .get, headers: admin.headers))
+            let json = String(buffer: try await client.execute(uri: "/v1/apps", method: .get, headers: admin.headers).body)
+            for secret in [TestApp.webhookSecret, TestApp.rotatedSecret, TestApp.otherSecret, TestApp.signingSecret, TestApp.userTokenKey] {
+                #expect(!page.contains(secret))
+                #expect(!json.contains(secret))
+            }
+            #expect(page.contains("supp…"))
+            #expect(page.contains("data-app=\"other\""))
+        }
+    }
+
+    @Test("the Overview counts webhooks per minute, summed in PostgreSQL")
+    func overviewCounts() async throws {
+        let test = try await TestApp.make()
+        try await test.application().test(.router) { client in
+            let admin = try await test.key(app: nil)
+            for ticket in 1...3 {
+                let response = try await client.execute(
+                    uri: "/v1/webhooks/zendesk/support/\(TestApp.webhookSecret)", method: .post, headers: [.contentType: "application/json"],
+                    body: ByteBuffer(string: #"{"devices":[{"identifier":"android-overview","type":"android"}],"notification":{"title":"t","body":"b","ticket_id":"\#(ticket)"}}"#)
+                )
+                #expect(response.status == .accepted)
+            }
+            var support: [String: Any]?
+            let counted = try await eventually(timeout: .seconds(15)) {
+                let overview = try await client.execute(uri: "/v1/overview", method: .get, headers: bearer(admin))
+                support = (overview.json?["apps"] as? [[String: Any]])?.first { $0["app"] as? String == "support" }
+                return (support?["last_hour"] as? [String: Any])?["webhooks"] as? Int == 3
+            }
+            #expect(counted)
+            let minutes = try #require(support?["minutes"] as? [[String: Any]])
+            #expect(minutes.count == 60)
+            #expect(minutes.reduce(0) { $0 + ($1["webhooks"] as? Int ?? 0) } == 3)
+            // Delivery is off in this app: the three pushes wait in the queue.
+            #expect((support?["queue"] as? [String: Any])?["pending"] as? Int == 3)
+            #expect(try await test.count("SELECT coalesce(sum(webhooks), 0)::int FROM activity_minutes WHERE app_id = 'support'") == 3)
+        }
+    }
+}
