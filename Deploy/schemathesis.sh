@@ -163,7 +163,7 @@ include-operation-id = "registerDevice"
 checks.positive_data_acceptance.enabled = false
 
 # A text/plain or text/csv upload is text whatever schemathesis generates: its "incorrect type"
-# mutations are serialised to text (an object becomes `{}`), which is a line of printable
+# mutations are serialised to text (an object becomes "{}"), which is a line of printable
 # characters and so a valid token, rightly accepted. Negative JSON uploads are covered by the
 # suite's AdminTests ("bad uploads get 400"); every other check runs here.
 [[operations]]

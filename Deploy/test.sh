@@ -20,3 +20,4 @@ cluster_suites='ScaleOutTests|FailoverTests'
 swift test --skip "$cluster_suites"
 swift test --filter "$cluster_suites"
 Deploy/schemathesis.sh  # the served OpenAPI document vs the server
+Deploy/console-test.sh  # the operator console in headless Chromium (screenshots in .build/console-test)

@@ -55,7 +55,9 @@ struct Serve: AsyncParsableCommand {
             apps = [demo]
             overrides["tls.ca_file"] = .init(.string(server.certificates.caFile), isSecret: false)
             reader = try await common.reader(overrides)
-            printDemoBanner(demo, http: HTTPConfiguration(config: reader.scoped(to: "http")), sandbox: server)
+            printDemoBanner(demo, http: HTTPConfiguration(config: reader.scoped(to: "http")), sandbox: server, dataDirectory: dataDirectory)
+        } else if reader.bool(forKey: "console.enabled", default: true) {
+            logger.notice("operator console", metadata: ["url": "\(Self.baseURL(HTTPConfiguration(config: reader.scoped(to: "http"))))/console"])
         }
         do {
             let app = try await buildApplication(reader: reader, logger: logger, apps: apps)
@@ -67,9 +69,15 @@ struct Serve: AsyncParsableCommand {
         await sandbox?.shutdown()
     }
 
+    /// Where a browser on this machine reaches the server.
+    static func baseURL(_ http: HTTPConfiguration) -> String {
+        "http://\(http.host == "0.0.0.0" ? "127.0.0.1" : http.host):\(http.port)"
+    }
+
     /// Printed on stdout, not logged: the URL carries the demo app's webhook secret.
-    private func printDemoBanner(_ demo: AppConfiguration, http: HTTPConfiguration, sandbox: SandboxServer) {
-        let base = "http://\(http.host == "0.0.0.0" ? "127.0.0.1" : http.host):\(http.port)"
+    private func printDemoBanner(_ demo: AppConfiguration, http: HTTPConfiguration, sandbox: SandboxServer, dataDirectory: String) {
+        let base = Self.baseURL(http)
+        let dataOption = dataDirectory == Database.defaultDataDirectory ? "" : " --data-dir \(dataDirectory)"
         let url = "\(base)/v1/webhooks/zendesk/\(demo.id)/\(demo.webhookSecrets[0])"
         print(
             """
@@ -82,6 +90,8 @@ struct Serve: AsyncParsableCommand {
                 \(url)
             Then see the pushes the sandbox received:
               curl -s --cacert \(sandbox.certificates.caFile) https://localhost:\(sandbox.port)/sandbox/received
+            Console: \(base)/console
+              sign in with an admin key from: \(CommandLine.arguments[0]) keys create --admin\(dataOption)
             """
         )
         fflush(nil)  // flush every output stream; stdout may be a file or a pipe

@@ -361,6 +361,14 @@ struct DeliveryTests {
                     let rows = try await harness.deliveries(token: ios)
                     return rows.first?.status == "pending" && harness.requests(token: ios).count == 1
                 })
+                // The console's Apps page (GET /v1/apps) shows the rejection with its reason.
+                let admin = try await harness.test.key(app: nil)
+                #expect(try await eventually(timeout: .seconds(15)) {
+                    let apps = try await client.execute(uri: "/v1/apps", method: .get, headers: bearer(admin)).json?["apps"] as? [[String: Any]]
+                    let credentials = apps?.first { $0["id"] as? String == "support" }?["credentials"] as? [[String: Any]]
+                    let rejection = credentials?.first { $0["platform"] as? String == "ios" }?["last_rejection"] as? [String: Any]
+                    return rejection?["reason"] as? String == "InvalidProviderToken"
+                })
                 try await Task.sleep(for: .milliseconds(300))
             }
             let row = try #require(try await harness.test.client.query(

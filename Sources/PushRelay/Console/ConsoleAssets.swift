@@ -123,7 +123,8 @@ enum ConsoleAssets {
                 const section = document.querySelector('section.app[data-app="' + CSS.escape(app.app) + '"]');
                 if (!section) { location.reload(); return; }
                 const previous = app.minutes[app.minutes.length - 2] || { webhooks: 0, delivered: 0 };
-                const values = Object.assign({}, app, { rate: { webhooks: (previous.webhooks / 60).toFixed(1), pushes: (previous.delivered / 60).toFixed(1) } });
+                const rate = count => { const perSecond = count / 60; return perSecond.toFixed(perSecond < 10 ? 2 : 0); };
+                const values = Object.assign({}, app, { rate: { webhooks: rate(previous.webhooks), pushes: rate(previous.delivered) } });
                 section.querySelectorAll("[data-field]").forEach(element => {
                   const value = field(values, element.dataset.field);
                   if (value !== undefined) element.textContent = value;
@@ -140,7 +141,9 @@ enum ConsoleAssets {
           function jobRate(job) {
             if (!job.started_at || !job.processed) return "–";
             const end = job.finished_at ? Date.parse(job.finished_at) : Date.now();
-            const seconds = Math.max(0.001, (end - Date.parse(job.started_at)) / 1000);
+            const seconds = (end - Date.parse(job.started_at)) / 1000;
+            // Under a second (or clocks a little apart) gives no meaningful rate.
+            if (seconds < 1) return job.finished_at ? "done in under a second" : "–";
             return Math.round(job.processed / seconds).toLocaleString() + " tokens/s";
           }
           async function refreshJobs() {

@@ -159,7 +159,10 @@ final class ConsoleController: Sendable {
         let minutes = objects(app["minutes"])
         // The last complete minute, as a per-second rate.
         let previous = minutes.count >= 2 ? minutes[minutes.count - 2] : [:]
-        let rate = { (field: String) in String(format: "%.1f", Double(number(previous[field]) ?? 0) / 60) }
+        let rate = { (field: String) -> String in
+            let perSecond = Double(number(previous[field]) ?? 0) / 60
+            return String(format: perSecond < 10 ? "%.2f" : "%.0f", perSecond)
+        }
         return [
             "app": text(app["app"]) ?? "",
             "webhookRate": rate("webhooks"), "pushRate": rate("delivered"),
