@@ -5,14 +5,16 @@
 # Then, in the same invocation, h2load (nghttp2's C load generator) on one connection to the same
 # sink with the same payload, headers and streams in flight, interleaved round by round with the
 # sender (sender first in odd rounds, h2load first in even ones), and the sender/h2load ratio of
-# each round.
-# Usage: Deploy/bench-sender.sh [requests] [concurrency] [rounds (1)]
+# each round. With a list of thread counts (fourth argument, e.g. "1 2"), each round runs the sender
+# once per count (HTTP2Client's event threads, one connection each) and prints each one's ratio.
+# Usage: Deploy/bench-sender.sh [requests] [concurrency] [rounds (1)] [threads ("1")]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 requests="${1:-200000}"
 concurrency="${2:-200}"
 rounds="${3:-1}"
+threads_list="${4:-1}"
 port="${BENCH_PORT:-18490}"
 
 Deploy/bootstrap.sh
@@ -41,10 +43,15 @@ done
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); $(date -u '+%Y-%m-%d %H:%M UTC'); sink: $(nghttpd --version); $(h2load --version | head -n 1)"
 payload='{"aps":{"alert":{"title":"Agent replied","body":"Reply on your ticket"},"badge":1,"sound":"default"},"zendesk_sdk_request_id":"5"}'
 printf '%s' "$payload" > "$work/payload.json"
-sender() {
+sender() { # threads
     .build/release/push-relay-bench sender --url "https://localhost:$port/sink" --ca-file "$work/cert.pem" \
-        --requests "$requests" --concurrency "$concurrency" | tee "$work/sender.out" >&2
+        --requests "$requests" --concurrency "$concurrency" --threads "$1" | tee "$work/sender.out" >&2
     sed -n 's/.*throughput  \([0-9]*\) pushes.*/\1/p' "$work/sender.out"
+}
+senders() { # one run per thread count: "threads:pushes/s ..."
+    local out=""
+    for t in $threads_list; do out="$out $t:$(sender "$t")"; done
+    echo "$out"
 }
 h2() {
     h2load -n "$requests" -c 1 -m "$concurrency" -d "$work/payload.json" \
@@ -58,6 +65,9 @@ if ! command -v h2load >/dev/null 2>&1; then
     DEBIAN_FRONTEND=noninteractive ${sudo:-} apt-get install -y -qq --no-install-recommends nghttp2-client >/dev/null
 fi
 for round in $(seq 1 "$rounds"); do
-    if [ $((round % 2)) -eq 1 ]; then s=$(sender); h=$(h2); else h=$(h2); s=$(sender); fi
-    echo "round $round: sender $s pushes/s, h2load $h req/s on one connection, sender/h2load $(awk -v s="$s" -v h="$h" 'BEGIN { printf "%.2f", s / h }')"
+    if [ $((round % 2)) -eq 1 ]; then s=$(senders); h=$(h2); else h=$(h2); s=$(senders); fi
+    for entry in $s; do
+        t="${entry%%:*}"; v="${entry#*:}"
+        echo "round $round: sender ($t event thread$([ "$t" = 1 ] || echo s)) $v pushes/s, h2load $h req/s on one connection, sender/h2load $(awk -v s="$v" -v h="$h" 'BEGIN { printf "%.2f", s / h }')"
+    done
 done

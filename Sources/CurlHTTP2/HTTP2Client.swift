@@ -157,6 +157,11 @@ public struct HTTP2ClientConfiguration: Sendable {
     /// Client certificate for APNs certificate authentication.
     public var clientCertificate: ClientCertificate?
     public var connectTimeout: Duration
+    /// Event threads, each with its own multi handle and so its own connections: requests are
+    /// spread over them in turn. One thread drives a few tens of thousands of requests a second
+    /// (libcurl's cost per transfer); more use more cores, and `maxConnectionsPerHost` applies to
+    /// each thread.
+    public var eventThreads: Int
 
     /// A client certificate: `P12` (with its password) or `PEM` (with the key file, if separate).
     public struct ClientCertificate: Sendable {
@@ -178,8 +183,10 @@ public struct HTTP2ClientConfiguration: Sendable {
         maxConcurrentStreams: Int = 90,
         caFile: String? = nil,
         clientCertificate: ClientCertificate? = nil,
-        connectTimeout: Duration = .seconds(10)
+        connectTimeout: Duration = .seconds(10),
+        eventThreads: Int = 1
     ) {
+        self.eventThreads = max(1, eventThreads)
         self.maxConnectionsPerHost = maxConnectionsPerHost
         self.maxConcurrentStreams = maxConcurrentStreams
         self.caFile = caFile
@@ -198,7 +205,10 @@ public struct HTTP2ClientConfiguration: Sendable {
 /// Unchecked `Sendable`: the multi handle is used only by the event thread, except for
 /// `curl_multi_wakeup`, which libcurl documents as callable from any thread.
 public final class HTTP2Client: Sendable {
-    private let shared: Shared
+    /// One per event thread.
+    private let lanes: [Shared]
+    /// The lane the next request goes to, in turn.
+    private let nextLane = Atomic<Int>(0)
 
     /// What the client and its event thread share. The thread owns the multi handle's lifetime:
     /// it cleans it up when it exits, under the same lock that guards every wake-up, so a late
@@ -230,21 +240,33 @@ public final class HTTP2Client: Sendable {
         guard CurlLibrary.initialize(), CurlLibrary.supportsHTTP2 else {
             throw CurlError(code: CurlError.setupFailed, message: "libcurl is not usable or lacks HTTP/2 support")
         }
-        guard let multi = curl_multi_init() else { throw CurlError(code: CurlError.setupFailed, message: "curl_multi_init failed") }
-        pushrelay_curl_multi_setopt_long(multi, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX)
-        pushrelay_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, configuration.maxConnectionsPerHost)
-        pushrelay_curl_multi_setopt_long(multi, CURLMOPT_MAX_CONCURRENT_STREAMS, configuration.maxConcurrentStreams)
-        shared = Shared(multi: multi)
-        let loop = EventLoop(shared: shared, configuration: configuration)
-        let thread = Thread { loop.run() }
-        thread.name = "push-relay-curl"
-        thread.start()
+        var lanes: [Shared] = []
+        for _ in 0..<configuration.eventThreads {
+            guard let multi = curl_multi_init() else {
+                for lane in lanes { Self.stop(lane) }
+                throw CurlError(code: CurlError.setupFailed, message: "curl_multi_init failed")
+            }
+            pushrelay_curl_multi_setopt_long(multi, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX)
+            pushrelay_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, configuration.maxConnectionsPerHost)
+            pushrelay_curl_multi_setopt_long(multi, CURLMOPT_MAX_CONCURRENT_STREAMS, configuration.maxConcurrentStreams)
+            let shared = Shared(multi: multi)
+            let loop = EventLoop(shared: shared, configuration: configuration)
+            let thread = Thread { loop.run() }
+            thread.name = "push-relay-curl"
+            thread.start()
+            lanes.append(shared)
+        }
+        self.lanes = lanes
     }
 
     deinit {
-        // A client dropped without shutdown() still stops its thread.
-        shared.state.withLock { $0.stopping = true }
-        shared.wake()
+        // A client dropped without shutdown() still stops its threads.
+        for lane in lanes { Self.stop(lane) }
+    }
+
+    private static func stop(_ lane: Shared) {
+        lane.state.withLock { $0.stopping = true }
+        lane.wake()
     }
 
     /// Sends a request and returns its response; throws ``CurlError`` below HTTP.
@@ -252,7 +274,7 @@ public final class HTTP2Client: Sendable {
         // The header list and the body copy are made here, on the caller's thread: the event
         // thread is the client's bottleneck, so it only sets the handle's options and runs curl.
         let transfer = try Transfer(request: request)
-        let shared = self.shared
+        let shared = lanes.count == 1 ? lanes[0] : lanes[nextLane.wrappingAdd(1, ordering: .relaxed).oldValue % lanes.count]
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 transfer.continuation = continuation
@@ -281,6 +303,10 @@ public final class HTTP2Client: Sendable {
 
     /// Fails what is in flight and stops the event thread; returns once it has stopped.
     public func shutdown() async {
+        for shared in lanes { await Self.shutdown(shared) }
+    }
+
+    private static func shutdown(_ shared: Shared) async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let exited = shared.state.withLock { state -> Bool in
                 if state.exited { return true }
@@ -391,6 +417,7 @@ final class EasyHandle {
         pushrelay_curl_easy_setopt_long(easy, CURLOPT_SSLVERSION, Int(CURL_SSLVERSION_TLSv1_2))
         pushrelay_curl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Self.milliseconds(configuration.connectTimeout))
         pushrelay_curl_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, errorBuffer)
+        if !Self.proxyFromEnvironment { pushrelay_curl_easy_setopt_string(easy, CURLOPT_PROXY, "") }
         if let caFile = configuration.caFile { pushrelay_curl_easy_setopt_string(easy, CURLOPT_CAINFO, caFile) }
         if let certificate = configuration.clientCertificate {
             pushrelay_curl_easy_setopt_string(easy, CURLOPT_SSLCERT, certificate.path)
@@ -426,6 +453,14 @@ final class EasyHandle {
             }
         )
     }
+
+    /// Whether a proxy is named in the environment (libcurl's variables: `http_proxy`, `https_proxy`,
+    /// `HTTPS_PROXY`, `all_proxy`, `ALL_PROXY`). When none is, handles are told to use no proxy, so
+    /// libcurl does not look the variables up again for every request.
+    static let proxyFromEnvironment: Bool = {
+        let environment = ProcessInfo.processInfo.environment
+        return ["http_proxy", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"].contains { !(environment[$0] ?? "").isEmpty }
+    }()
 
     /// Points the handle at one transfer: everything that differs between requests is set here.
     func prepare(for transfer: Transfer) {

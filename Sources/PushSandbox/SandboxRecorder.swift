@@ -77,6 +77,8 @@ public final class SandboxState: Sendable {
     private let behaviours = Mutex<[String: SandboxBehaviour]>([:])
     /// Requests to `/sink` are only counted, so the sender benchmark measures the client.
     private let sinkCount = Atomic<Int>(0)
+    /// The connections `/sink` requests came on (their numbers; see ``SandboxHTTPRequest``).
+    private let sinkConnectionNumbers = Mutex<Set<Int>>([])
     private let recording: Bool
     private let observer: (@Sendable (SandboxRequest) -> Void)?
 
@@ -136,7 +138,10 @@ public final class SandboxState: Sendable {
         }
     }
 
-    func countSink() { sinkCount.add(1, ordering: .relaxed) }
+    func countSink(connection: Int) {
+        sinkCount.add(1, ordering: .relaxed)
+        sinkConnectionNumbers.withLock { _ = $0.insert(connection) }
+    }
 
     /// Per APNs key id: every provider token seen, when the newest one first came, and whether it
     /// was answered ExpiredProviderToken since.
@@ -173,4 +178,7 @@ public final class SandboxState: Sendable {
 
     /// Requests answered by `/sink`.
     public var sinkRequests: Int { sinkCount.load(ordering: .relaxed) }
+
+    /// How many TCP connections `/sink` requests came on.
+    public var sinkConnections: Int { sinkConnectionNumbers.withLock { $0.count } }
 }

@@ -55,7 +55,7 @@ struct SandboxRouter: Sendable {
         case ("POST", "events"):
             return await events.receive(request)
         case ("POST", "sink"):
-            state.countSink()
+            state.countSink(connection: request.connection)
             return SandboxHTTPResponse(status: 200)
         case ("GET", "sandbox") where segments == ["sandbox", "received"]:
             return Self.json(["requests": state.requests(service: request.query["service"])])

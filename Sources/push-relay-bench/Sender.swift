@@ -24,6 +24,9 @@ struct Sender: AsyncParsableCommand {
     @Option(help: "CA file (PEM) that signed the external sink's certificate.")
     var caFile: String?
 
+    @Option(help: "Event threads of the client, each with its own multi handle and connection.")
+    var threads = 1
+
     func run() async throws {
         var logger = Logger(label: "push-relay-bench.sandbox")
         logger.logLevel = .error
@@ -35,14 +38,16 @@ struct Sender: AsyncParsableCommand {
             sink = nil
         }
         let client = try HTTP2Client(
-            configuration: .init(maxConnectionsPerHost: 1, maxConcurrentStreams: concurrency, caFile: sink?.certificates.caFile ?? caFile)
+            configuration: .init(
+                maxConnectionsPerHost: 1, maxConcurrentStreams: concurrency, caFile: sink?.certificates.caFile ?? caFile, eventThreads: threads
+            )
         )
         let url = self.url ?? "https://localhost:\(sink!.port)/sink"
         let headers: [(name: String, value: String)] = [("apns-topic", "com.example.app"), ("apns-push-type", "alert"), ("apns-priority", "10")]
         let payload = Array(
             #"{"aps":{"alert":{"title":"Agent replied","body":"Reply on your ticket"},"badge":1,"sound":"default"},"zendesk_sdk_request_id":"5"}"#.utf8
         )
-        _ = try await client.send(HTTP2Request(url: url, headers: headers, body: payload))  // connect and warm up
+        for _ in 0..<threads { _ = try await client.send(HTTP2Request(url: url, headers: headers, body: payload)) }  // connect and warm up
         let counter = Counter()
         let start = ContinuousClock.now
         let (ok, histogram) = try await withThrowingTaskGroup(of: (Int, Histogram<UInt64>).self) { senders in
@@ -70,7 +75,7 @@ struct Sender: AsyncParsableCommand {
         await client.shutdown()
         await sink?.shutdown()
         func ms(_ p: Double) -> String { String(format: "%.2f ms", Double(histogram.valueAtPercentile(p)) / 1000) }
-        print("sender: \(requests) requests of \(payload.count) bytes over one TLS HTTP/2 connection, \(concurrency) streams in flight, to \(sink == nil ? url : "the in-process sink")")
+        print("sender: \(requests) requests of \(payload.count) bytes over \(threads == 1 ? "one TLS HTTP/2 connection" : "\(threads) TLS HTTP/2 connections, one event thread each"), \(concurrency) streams in flight, to \(sink == nil ? url : "the in-process sink")")
         print("  client      \(CurlLibrary.version)")
         print(String(format: "  elapsed     %.2f s", elapsed))
         print(String(format: "  throughput  %.0f pushes/s answered 200 (%d of %d)", Double(ok) / elapsed, ok, requests))

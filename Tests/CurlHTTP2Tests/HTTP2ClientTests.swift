@@ -131,7 +131,34 @@ struct HTTP2ClientTests {
             #expect(statuses.count == 2000)
             #expect(statuses.allSatisfy { $0 == 200 })
             #expect(sandbox.state.sinkRequests == 2000)
+            #expect(sandbox.state.sinkConnections == 1)
             await client.shutdown()
+        }
+    }
+
+    @Test("with two event threads, requests are spread over two connections (one per thread), each answered once")
+    func eventThreads() async throws {
+        try await SandboxHarness.with { sandbox in
+            let client = try HTTP2Client(configuration: .init(maxConnectionsPerHost: 1, caFile: sandbox.caFile, eventThreads: 2))
+            let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                for n in 0..<2000 {
+                    group.addTask {
+                        try await client.send(HTTP2Request(url: "\(sandbox.base)/sink", body: Array("push \(n)".utf8))).status
+                    }
+                }
+                var statuses: [Int] = []
+                for try await status in group { statuses.append(status) }
+                return statuses
+            }
+            #expect(statuses.count == 2000)
+            #expect(statuses.allSatisfy { $0 == 200 })
+            #expect(sandbox.state.sinkRequests == 2000)
+            #expect(sandbox.state.sinkConnections == 2)
+            await client.shutdown()
+            // Both threads are stopped: a request after shutdown fails at once, whichever lane it takes.
+            for _ in 0..<2 {
+                await #expect(throws: CurlError.self) { try await client.send(HTTP2Request(url: "\(sandbox.base)/sink")) }
+            }
         }
     }
 

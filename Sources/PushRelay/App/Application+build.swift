@@ -104,6 +104,9 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
     // Start order; shutdown runs in reverse after the HTTP server: the writer drains, the
     // dispatcher finishes its sends, the listener stops, the pool closes, the embedded server stops.
     app.addServices(database.services)
+    // Added before the dispatcher so it stops after it: its last write carries the outcomes of
+    // the sends that finish during shutdown.
+    app.addServices(ActivityWriter(client: database.client, tally: metrics.activity, logger: logger))
     app.addServices(listener)
     app.addServices(dispatcher)
     app.addServices(unreadListener)
@@ -113,7 +116,6 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
     app.addServices(forwarder)
     app.addServices(eventForwarder)
     app.addServices(retention)
-    app.addServices(ActivityWriter(client: database.client, tally: metrics.activity, logger: logger))
     app.addServices(writer)
     return app
 }

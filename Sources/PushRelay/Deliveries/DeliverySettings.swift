@@ -31,6 +31,10 @@ public struct DeliverySettings: Sendable {
     /// HTTP/2 connections per provider host and streams per connection.
     public var connectionsPerHost: Int
     public var streamsPerConnection: Int
+    /// Event threads per provider client (`event_threads`, default 1), each with its own
+    /// `connections_per_host` connections: one thread drives a few tens of thousands of pushes a
+    /// second; a machine with cores to spare can give a busy credential more.
+    public var eventThreads: Int
     /// Extra CA bundle to trust for outbound TLS (`tls.ca_file`), such as the sandbox's CA.
     public var caFile: String?
 
@@ -49,6 +53,7 @@ public struct DeliverySettings: Sendable {
         requestTimeout = .seconds(max(1, config.int(forKey: "request_timeout_seconds", default: 30)))
         connectionsPerHost = max(1, config.int(forKey: "connections_per_host", default: 2))
         streamsPerConnection = max(1, config.int(forKey: "streams_per_connection", default: 90))
+        eventThreads = min(16, max(1, config.int(forKey: "event_threads", default: 1)))
         caFile = tls?.string(forKey: "ca_file")
     }
 

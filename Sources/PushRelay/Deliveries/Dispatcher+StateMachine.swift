@@ -57,7 +57,7 @@ extension Dispatcher {
         /// request starts as soon as it is made. More would only wait in the client's queue, each
         /// holding a task's memory; claimed deliveries beyond it wait here as plain values, so
         /// `maxInFlightPerApp` can be large.
-        var sendersPerLine: Int { max(1, settings.connectionsPerHost * settings.streamsPerConnection) }
+        var sendersPerLine: Int { max(1, settings.eventThreads * settings.connectionsPerHost * settings.streamsPerConnection) }
 
         /// Deliveries waiting for a sender on `line`.
         func waitingCount(on line: Line) -> Int { waiting[line]?.count ?? 0 }

@@ -22,7 +22,8 @@ final class ProviderSet: Sendable {
                     maxConnectionsPerHost: settings.connectionsPerHost,
                     maxConcurrentStreams: settings.streamsPerConnection,
                     caFile: settings.caFile,
-                    clientCertificate: certificate
+                    clientCertificate: certificate,
+                    eventThreads: settings.eventThreads
                 )
             )
             clients[key] = created
