@@ -439,6 +439,42 @@ struct DeliveryTests {
         }
     }
 
+    @Test("intake pacing: while more deliveries than pace_waiting_deliveries wait for a sender, the next webhook is held back up to pace_max_wait_ms, then stored", arguments: [true, false])
+    func intakePacing(paced: Bool) async throws {
+        try await DeliveryHarness.with { harness in
+            // One stream, so one sender: the first of these is sent slowly, the other five wait.
+            let slow = (0..<6).map { _ in apnsToken() }
+            for token in slow { harness.state.setBehaviour(SandboxBehaviour(status: 200, delayMilliseconds: 2_000, times: 1), for: token) }
+            let next = apnsToken()
+            try await harness.application(extra: [
+                "delivery.connections_per_host": .init(.int(1), isSecret: false),
+                "delivery.streams_per_connection": .init(.int(1), isSecret: false),
+                "webhooks.pace_waiting_deliveries": .init(.int(paced ? 2 : 0), isSecret: false),
+                "webhooks.pace_max_wait_ms": .init(.int(1_000), isSecret: false),
+            ]).test(.router) { client in
+                let first = try await client.execute(
+                    uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: slow.map { ($0, "ios") }))
+                )
+                #expect(first.status == .accepted)
+                // Handed to the dispatcher just after the commit: one sending, five waiting.
+                try await Task.sleep(for: .milliseconds(200))
+                let started = ContinuousClock.now
+                let second = try await client.execute(
+                    uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(next, "ios")], ticket: "6"))
+                )
+                let elapsed = ContinuousClock.now - started
+                #expect(second.status == .accepted)
+                #expect(try await harness.deliveries(token: next).count == 1, "held back, never dropped")
+                if paced {
+                    #expect(elapsed >= .milliseconds(900), "held back while five deliveries wait (\(elapsed))")
+                    #expect(elapsed < .milliseconds(1_900), "for pace_max_wait_ms at most (\(elapsed))")
+                } else {
+                    #expect(elapsed < .milliseconds(500), "not held back with pacing off (\(elapsed))")
+                }
+            }
+        }
+    }
+
     @Test("graceful shutdown waits for the sends in flight, stores their outcomes and hands back the deliveries still waiting")
     func shutdownDrainsSends() async throws {
         try await DeliveryHarness.with { harness in

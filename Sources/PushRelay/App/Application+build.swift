@@ -70,7 +70,7 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
     )
     let writer = IntakeWriter(
         queue: outbox, logger: logger, maxBatch: settings.batchSize, maxConcurrentWrites: settings.concurrentWrites,
-        dispatcher: delivery.enabled ? dispatcher : nil
+        dispatcher: delivery.enabled ? dispatcher : nil, paceWaiting: settings.paceWaitingDeliveries, paceMaxWait: settings.paceMaxWait
     )
     let unread = UnreadSettings(config: reader.scoped(to: "unread"))
     let hub = UnreadHub(listener: unreadListener, heartbeat: unread.heartbeat, pollAfter: unread.pollAfter)

@@ -111,6 +111,8 @@ final class ActivityWriter: Service, Sendable {
             var writes = 0
             while !Task.isCancelled {
                 try? await Task.sleep(for: self.interval)
+                // Stopping: the last write below, outside this cancelled task, stores what is left.
+                if Task.isCancelled { break }
                 writes += 1
                 await self.writeOnce(prune: writes % 12 == 0)
             }
@@ -126,6 +128,7 @@ final class ActivityWriter: Service, Sendable {
             if prune { _ = try await client.query("DELETE FROM activity_minutes WHERE minute < now() - interval '2 hours'") }
         } catch {
             tally.restore(taken)
+            guard !(error is CancellationError) else { return }
             logger.warning("could not store the console's activity counts; trying again", metadata: ["error": "\(error)"])
         }
     }

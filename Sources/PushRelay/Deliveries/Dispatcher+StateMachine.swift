@@ -62,6 +62,9 @@ extension Dispatcher {
         /// Deliveries waiting for a sender on `line`.
         func waitingCount(on line: Line) -> Int { waiting[line]?.count ?? 0 }
 
+        /// Deliveries waiting for a sender on every line.
+        var waitingTotal: Int { waiting.values.reduce(0) { $0 + $1.count } }
+
         private func isFull(_ app: String) -> Bool { inFlight[app, default: 0] >= settings.maxInFlightPerApp }
 
         // MARK: Claiming

@@ -154,6 +154,9 @@ final class Dispatcher: Service, Sendable {
         if ring || !deliveries.isEmpty { doorbell.ring() }
     }
 
+    /// Deliveries claimed by this instance and waiting for a sender, over every line.
+    var waitingForSenders: Int { machine.withLock { $0.waitingTotal } }
+
     /// Gives back a whole reservation (its webhooks were not stored).
     func cancel(_ reservation: DeliveryReservation) {
         handOff([], from: reservation)

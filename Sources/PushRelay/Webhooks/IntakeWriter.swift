@@ -38,6 +38,13 @@ enum IntakeError: Error, Sendable {
 /// committed. If the statement fails because of one webhook's data (a data exception), the batch is
 /// split and its halves stored apart until only that webhook fails; any other failure fails the
 /// whole batch and stores nothing of it.
+///
+/// Pacing: while this instance's dispatcher has more than `paceWaiting` deliveries waiting for a
+/// sender (delivery has fallen behind intake, on a machine whose cores both share), the writer
+/// holds the next batch back, up to `paceMaxWait`, and the webhooks wait unacknowledged in its
+/// queue instead of waiting, stored, for a sender. So on a saturated instance the time from a
+/// webhook's commit to its push stays short, batches grow (fewer commits per webhook), and nothing
+/// is held longer than `paceMaxWait`: a provider that hangs slows intake by at most that per batch.
 final class IntakeWriter: Service, Sendable {
     private typealias Waiter = CheckedContinuation<IntakeReceipt, any Error>
 
@@ -55,9 +62,16 @@ final class IntakeWriter: Service, Sendable {
     /// This instance's dispatcher, which takes fresh deliveries straight from intake; `nil` when
     /// this instance does not deliver.
     private let dispatcher: Dispatcher?
+    private let paceWaiting: Int
+    private let paceMaxWait: Duration
 
-    init(queue: DeliveryQueue, logger: Logger, maxBatch: Int = 500, maxConcurrentWrites: Int = 2, dispatcher: Dispatcher? = nil) {
+    init(
+        queue: DeliveryQueue, logger: Logger, maxBatch: Int = 500, maxConcurrentWrites: Int = 2, dispatcher: Dispatcher? = nil,
+        paceWaiting: Int = 0, paceMaxWait: Duration = .zero
+    ) {
         self.dispatcher = dispatcher
+        self.paceWaiting = paceWaiting
+        self.paceMaxWait = paceMaxWait
         self.queue = queue
         self.logger = logger
         self.maxBatch = max(1, maxBatch)
@@ -88,7 +102,9 @@ final class IntakeWriter: Service, Sendable {
             // The doorbell ends on graceful shutdown; anything queued after that is still written.
             await withGracefulShutdownHandler {
                 for await _ in doorbell.rings {
-                    while let batch = takeBatch() {
+                    while hasQueued() {
+                        await pace()
+                        guard let batch = takeBatch() else { break }
                         if inFlight == maxConcurrentWrites {
                             await group.next()
                             inFlight -= 1
@@ -105,6 +121,20 @@ final class IntakeWriter: Service, Sendable {
                 group.addTask { await self.write(batch) }
             }
             await group.waitForAll()
+        }
+    }
+
+    private func hasQueued() -> Bool {
+        state.withLock { !$0.queue.isEmpty }
+    }
+
+    /// Waits while the dispatcher has more than `paceWaiting` deliveries waiting for a sender, up
+    /// to `paceMaxWait` (see the type's comment).
+    private func pace() async {
+        guard let dispatcher, paceWaiting > 0, paceMaxWait > .zero, dispatcher.waitingForSenders > paceWaiting else { return }
+        let deadline = ContinuousClock.now + paceMaxWait
+        while dispatcher.waitingForSenders > paceWaiting, ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(1))
         }
     }
 

@@ -94,16 +94,24 @@ extension HTTPField.Name {
 /// - `signature_tolerance_seconds` (double, default 300): replay window for signed webhooks.
 /// - `batch_size` (int, default 500): most webhooks stored by one group commit.
 /// - `concurrent_writes` (int, default 2): group commits in flight at once.
+/// - `pace_waiting_deliveries` (int, default 0: off) and `pace_max_wait_ms` (int, default 250):
+///   while more of this instance's deliveries than that wait for a sender, the next group commit is
+///   held back, up to that long (``IntakeWriter``). Off by default: it halves the commit→outcome
+///   tail of a saturated instance at a cost in throughput and webhook latency (docs/benchmarks.md).
 public struct WebhookSettings: Sendable {
     public var maxDevices: Int
     public var signatureTolerance: Double
     public var batchSize: Int
     public var concurrentWrites: Int
+    public var paceWaitingDeliveries: Int
+    public var paceMaxWait: Duration
 
     public init(config: ConfigReader) {
         maxDevices = max(1, config.int(forKey: "max_devices", default: 1000))
         signatureTolerance = config.double(forKey: "signature_tolerance_seconds", default: 300)
         batchSize = config.int(forKey: "batch_size", default: 500)
         concurrentWrites = config.int(forKey: "concurrent_writes", default: 2)
+        paceWaitingDeliveries = max(0, config.int(forKey: "pace_waiting_deliveries", default: 0))
+        paceMaxWait = .milliseconds(min(5000, max(0, config.int(forKey: "pace_max_wait_ms", default: 250))))
     }
 }
