@@ -9,15 +9,26 @@ import PushRelay
 import TestSupport
 import Testing
 
+/// The two ways a webhook can take through a relay: the router alone (`app.test(.router)`), and a
+/// live server, where a well-formed webhook is taken on the connection's event loop
+/// (``WebhookShortcut``) and any other goes on to the router. Every intake test runs both.
+enum WebhookPath: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case router
+    case live
+
+    var setup: TestingSetup { self == .router ? .router : .live }
+    var testDescription: String { rawValue }
+}
+
 @Suite("Zendesk webhook intake")
 struct WebhookTests {
     static let url = "/v1/webhooks/zendesk/support/\(TestApp.webhookSecret)"
     static let json: HTTPFields = [.contentType: "application/json"]
 
-    @Test("the fixture is stored durably: 202 after commit, with the notification and one delivery per device")
-    func fixtureAccepted() async throws {
+    @Test("the fixture is stored durably: 202 after commit, with the notification and one delivery per device", arguments: WebhookPath.allCases)
+    func fixtureAccepted(mode: WebhookPath) async throws {
         let test = try await TestApp.make()
-        try await test.application().test(.router) { client in
+        try await test.application().test(mode.setup) { client in
             let response = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(fixtureWebhook))
             #expect(response.status == .accepted)
             let body = try #require(response.json)
@@ -44,11 +55,11 @@ struct WebhookTests {
         }
     }
 
-    @Test("a committed webhook sends NOTIFY push_relay_deliveries to wake the dispatchers")
-    func notifiesAfterCommit() async throws {
+    @Test("a committed webhook sends NOTIFY push_relay_deliveries to wake the dispatchers", arguments: WebhookPath.allCases)
+    func notifiesAfterCommit(mode: WebhookPath) async throws {
         let test = try await TestApp.make()
         let listener = try PostgresListener(conninfo: test.conninfo, channels: ["push_relay_deliveries"], logger: TestDatabase.logger)
-        try await test.application().test(.router) { client in
+        try await test.application().test(mode.setup) { client in
             let woke = try await withThrowingTaskGroup(of: Bool.self) { group in
                 group.addTask {
                     try await listener.run()
@@ -83,10 +94,10 @@ struct WebhookTests {
         }
     }
 
-    @Test("every active secret is accepted, so rotation needs no downtime")
-    func rotatedSecret() async throws {
+    @Test("every active secret is accepted, so rotation needs no downtime", arguments: WebhookPath.allCases)
+    func rotatedSecret(mode: WebhookPath) async throws {
         let test = try await TestApp.make()
-        try await test.application().test(.router) { client in
+        try await test.application().test(mode.setup) { client in
             let response = try await client.execute(
                 uri: "/v1/webhooks/zendesk/support/\(TestApp.rotatedSecret)", method: .post, headers: Self.json, body: jsonBody(fixtureWebhook)
             )
@@ -94,10 +105,10 @@ struct WebhookTests {
         }
     }
 
-    @Test("a wrong secret, another app's secret and an unknown app all get the same 404 and store nothing")
-    func wrongSecretOrApp() async throws {
+    @Test("a wrong secret, another app's secret and an unknown app all get the same 404 and store nothing", arguments: WebhookPath.allCases)
+    func wrongSecretOrApp(mode: WebhookPath) async throws {
         let test = try await TestApp.make()
-        try await test.application().test(.router) { client in
+        try await test.application().test(mode.setup) { client in
             var bodies: [String] = []
             for uri in [
                 "/v1/webhooks/zendesk/support/wrong-secret-0123456789",
@@ -129,11 +140,11 @@ struct WebhookTests {
         ("identifier with spaces", #"{"devices":[{"identifier":"a b","type":"ios"}],"notification":{"title":"t","body":"b","ticket_id":"5"}}"#, 400, "devices[0].identifier"),
     ]
 
-    @Test("each malformed body gets its 400 naming the problem and writes nothing", arguments: 0..<malformed.count)
-    func malformedBodies(index: Int) async throws {
+    @Test("each malformed body gets its 400 naming the problem and writes nothing", arguments: WebhookPath.allCases, 0..<malformed.count)
+    func malformedBodies(mode: WebhookPath, index: Int) async throws {
         let test = try await TestApp.make()
         let (_, body, status, fragment) = Self.malformed[index]
-        try await test.application().test(.router) { client in
+        try await test.application().test(mode.setup) { client in
             let response = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(body))
             #expect(Int(response.status.code) == status)
             let error = try #require(response.errorBody)
@@ -143,10 +154,10 @@ struct WebhookTests {
         }
     }
 
-    @Test("a body over 1 MiB gets 413; more devices than allowed gets 400; a wrong content type gets 415")
-    func limits() async throws {
+    @Test("a body over 1 MiB gets 413; more devices than allowed gets 400; a wrong content type gets 415", arguments: WebhookPath.allCases)
+    func limits(mode: WebhookPath) async throws {
         let test = try await TestApp.make()
-        try await test.application(extra: ["webhooks.max_devices": .init(.int(3), isSecret: false)]).test(.router) { client in
+        try await test.application(extra: ["webhooks.max_devices": .init(.int(3), isSecret: false)]).test(mode.setup) { client in
             let huge = #"{"devices":[{"identifier":"abc","type":"ios"}],"notification":{"title":"t","ticket_id":"5","body":""#
                 + String(repeating: "x", count: 1_100_000) + #""}}"#
             let tooLarge = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(huge))
@@ -169,8 +180,8 @@ struct WebhookTests {
         }
     }
 
-    @Test("title, body and ticket id are kept exactly, emoji and all; duplicate devices count once")
-    func unicodeKeptExactly() async throws {
+    @Test("title, body and ticket id are kept exactly, emoji and all; duplicate devices count once", arguments: WebhookPath.allCases)
+    func unicodeKeptExactly(mode: WebhookPath) async throws {
         let test = try await TestApp.make()
         let title = "Agent répondu 🎉 — “quoted” \\ back"
         let text = "Line one\nLine two\t𝄞 ünïcødé ✓ 中文"
@@ -179,7 +190,7 @@ struct WebhookTests {
             "notification": ["title": title, "body": text, "ticket_id": "ticket-🎫-42"],
         ]
         let data = try JSONSerialization.data(withJSONObject: payload)
-        try await test.application().test(.router) { client in
+        try await test.application().test(mode.setup) { client in
             let response = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: ByteBuffer(bytes: data))
             #expect(response.status == .accepted)
             #expect(response.json?["deliveries"] as? Int == 1)
@@ -191,11 +202,11 @@ struct WebhookTests {
         }
     }
 
-    @Test("devices marked invalid are skipped and counted; hex iOS tokens match the registry case-insensitively")
-    func invalidDevicesSkipped() async throws {
+    @Test("devices marked invalid are skipped and counted; hex iOS tokens match the registry case-insensitively", arguments: WebhookPath.allCases)
+    func invalidDevicesSkipped(mode: WebhookPath) async throws {
         let test = try await TestApp.make()
         let hex = String(repeating: "ab", count: 32)
-        try await test.application().test(.router) { client in
+        try await test.application().test(mode.setup) { client in
             try await test.client.query(
                 "INSERT INTO devices (app_id, token, platform, status, invalid_reason) VALUES ('support', $1, 'ios', 'invalid', 'Unregistered')",
                 [hex]
@@ -210,10 +221,10 @@ struct WebhookTests {
         }
     }
 
-    @Test("concurrent webhooks are all stored, each exactly once, with their own receipts")
-    func concurrentGroupCommit() async throws {
+    @Test("concurrent webhooks are all stored, each exactly once, with their own receipts", arguments: WebhookPath.allCases)
+    func concurrentGroupCommit(mode: WebhookPath) async throws {
         let test = try await TestApp.make()
-        try await test.application().test(.router) { client in
+        try await test.application().test(mode.setup) { client in
             let ids = try await withThrowingTaskGroup(of: Int.self) { group in
                 for n in 0..<200 {
                     group.addTask {
@@ -236,8 +247,8 @@ struct WebhookTests {
         }
     }
 
-    @Test("signed apps need a valid, fresh X-Zendesk-Webhook-Signature")
-    func signatures() async throws {
+    @Test("signed apps need a valid, fresh X-Zendesk-Webhook-Signature", arguments: WebhookPath.allCases)
+    func signatures(mode: WebhookPath) async throws {
         let test = try await TestApp.make(signing: true)
         let bytes = Array(fixtureWebhook.utf8)
         @Sendable func headers(signature: String?, timestamp: String?) -> HTTPFields {
@@ -249,7 +260,7 @@ struct WebhookTests {
         let now = Date().formatted(.iso8601)
         let good = hmacSignature(secret: TestApp.signingSecret, timestamp: now, body: bytes)
         let stale = Date().addingTimeInterval(-3600).formatted(.iso8601)
-        try await test.application().test(.router) { client in
+        try await test.application().test(mode.setup) { client in
             let missing = try await client.execute(uri: Self.url, method: .post, headers: headers(signature: nil, timestamp: nil), body: ByteBuffer(bytes: bytes))
             #expect(missing.status == .unauthorized)
             #expect(missing.errorBody?.code == "invalid_signature")
@@ -272,11 +283,11 @@ struct WebhookTests {
         }
     }
 
-    @Test("while PostgreSQL is down a webhook gets 503 and nothing half-written; acknowledged webhooks survive a crash")
-    func databaseDown() async throws {
+    @Test("while PostgreSQL is down a webhook gets 503 and nothing half-written; acknowledged webhooks survive a crash", arguments: WebhookPath.allCases)
+    func databaseDown(mode: WebhookPath) async throws {
         let (cluster, conninfo) = try await TestDatabase.makeCluster(durable: true)
         let test = try await TestApp.make(conninfo: conninfo)
-        try await test.application().test(.router) { client in
+        try await test.application().test(mode.setup) { client in
             var acknowledged: [Int] = []
             for n in 0..<20 {
                 let body = #"{"devices":[{"identifier":"dev-\#(n)","type":"android"}],"notification":{"title":"t","body":"b","ticket_id":"\#(n)"}}"#

@@ -85,9 +85,13 @@ extension APIError {
     func response() -> Response {
         var headers = self.headers
         headers[.contentType] = "application/json; charset=utf-8"
+        return Response(status: status, headers: headers, body: .init(byteBuffer: body))
+    }
+
+    /// The response body, `{"error":{"code","message"}}`.
+    var body: ByteBuffer {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        let body = (try? encoder.encode(ErrorBody(error: .init(code: code, message: message)))) ?? Data()
-        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
+        return ByteBuffer(bytes: (try? encoder.encode(ErrorBody(error: .init(code: code, message: message)))) ?? Data())
     }
 }

@@ -15,7 +15,10 @@ public struct AppRequestContext: RequestContext {
     }
 
     /// Webhook bodies are capped well below Hummingbird's default; larger bodies get 413.
-    public var maxUploadSize: Int { 1024 * 1024 }
+    public var maxUploadSize: Int { Self.uploadLimit }
+
+    /// ``maxUploadSize``, for code that has no request context (``WebhookShortcut``).
+    static let uploadLimit = 1024 * 1024
 
     /// Stable key order and ISO 8601 dates in every JSON response.
     public var responseEncoder: JSONEncoder {

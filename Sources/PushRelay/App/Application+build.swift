@@ -94,7 +94,13 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
     )
     var app = Application(
         router: router,
-        server: limits.server(logger: logger, shortcut: shortcut),
+        server: limits.server(
+            logger: logger, shortcut: shortcut,
+            webhooks: WebhookShortcut(
+                apps: directory, writer: writer, settings: settings, metrics: metrics, logger: logger, serverName: serverName,
+                maxBodySize: AppRequestContext.uploadLimit
+            )
+        ),
         configuration: .init(
             address: .hostname(http.host, port: http.port), serverName: serverName,
             availableConnectionsDelegate: MaximumAvailableConnections(limits.maxConnections, logger: logger)

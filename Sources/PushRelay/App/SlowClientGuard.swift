@@ -35,10 +35,10 @@ public struct ConnectionLimits: Sendable {
     }
 
     /// Hummingbird's HTTP/1.1 server with these limits, answering unchanged unread polls itself
-    /// when `shortcut` is given.
-    func server(logger: Logger, shortcut: UnreadPollShortcut? = nil) -> HTTPServerBuilder {
+    /// when `shortcut` is given, and taking webhooks itself when `webhooks` is.
+    func server(logger: Logger, shortcut: UnreadPollShortcut? = nil, webhooks: WebhookShortcut? = nil) -> HTTPServerBuilder {
         HTTPServerBuilder { responder in
-            GuardedHTTP1Channel(responder: responder, limits: self, logger: logger, shortcut: shortcut)
+            GuardedHTTP1Channel(responder: responder, limits: self, logger: logger, shortcut: shortcut, webhooks: webhooks)
         }
     }
 }
@@ -50,6 +50,7 @@ struct GuardedHTTP1Channel: ServerChildChannel {
     let limits: ConnectionLimits
     let logger: Logger
     let shortcut: UnreadPollShortcut?
+    let webhooks: WebhookShortcut?
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<HTTP1Channel.Value> {
         let deadline = ConnectionDeadline(limits: limits, logger: self.logger)
@@ -63,9 +64,14 @@ struct GuardedHTTP1Channel: ServerChildChannel {
             inner.setup(channel: channel, logger: logger)
         }.flatMapThrowing { value in
             // Right behind the decoder, ahead of the conversion to the framework's request type.
+            // Each answers only while no earlier request of the connection is with the framework
+            // or the other, so answers stay in order.
+            let operations = channel.pipeline.syncOperations
+            let decoder = try operations.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
+            if let webhooks {
+                try operations.addHandler(WebhookShortcutHandler(shortcut: webhooks, deadline: deadline), position: .after(decoder))
+            }
             if let shortcut {
-                let operations = channel.pipeline.syncOperations
-                let decoder = try operations.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
                 try operations.addHandler(UnreadPollShortcutHandler(shortcut: shortcut, deadline: deadline), position: .after(decoder))
             }
             return value

@@ -46,7 +46,26 @@ enum IntakeError: Error, Sendable {
 /// webhook's commit to its push stays short, batches grow (fewer commits per webhook), and nothing
 /// is held longer than `paceMaxWait`: a provider that hangs slows intake by at most that per batch.
 final class IntakeWriter: Service, Sendable {
-    private typealias Waiter = CheckedContinuation<IntakeReceipt, any Error>
+    /// Who is told when a webhook is committed or failed: a task waiting in ``submit(_:)``, or a
+    /// callback (``submit(_:completion:)``, for the event loop's ``WebhookShortcut``).
+    private enum Waiter: Sendable {
+        case task(CheckedContinuation<IntakeReceipt, any Error>)
+        case callback(@Sendable (Result<IntakeReceipt, any Error>) -> Void)
+
+        func resume(returning receipt: IntakeReceipt) {
+            switch self {
+            case .task(let continuation): continuation.resume(returning: receipt)
+            case .callback(let callback): callback(.success(receipt))
+            }
+        }
+
+        func resume(throwing error: any Error) {
+            switch self {
+            case .task(let continuation): continuation.resume(throwing: error)
+            case .callback(let callback): callback(.failure(error))
+            }
+        }
+    }
 
     private struct State {
         var queue: [(item: IntakeItem, waiter: Waiter)] = []
@@ -81,17 +100,28 @@ final class IntakeWriter: Service, Sendable {
     /// Queues a webhook and returns once it is committed.
     /// - Throws: ``IntakeError``, or the database's error when the batch failed otherwise.
     func submit(_ item: IntakeItem) async throws -> IntakeReceipt {
-        try await withCheckedThrowingContinuation { (waiter: Waiter) in
-            let accepted = state.withLock { state in
-                guard state.accepting else { return false }
-                state.queue.append((item, waiter))
-                return true
-            }
-            if accepted {
-                doorbell.ring()
-            } else {
-                waiter.resume(throwing: IntakeError.shuttingDown)
-            }
+        try await withCheckedThrowingContinuation { continuation in
+            enqueue(item, .task(continuation))
+        }
+    }
+
+    /// Queues a webhook; `completion` is called once it is committed or has failed (with
+    /// ``IntakeError`` or the database's error), on the writer's task, so it must only hand the
+    /// result on (to an event loop, say).
+    func submit(_ item: IntakeItem, completion: @escaping @Sendable (Result<IntakeReceipt, any Error>) -> Void) {
+        enqueue(item, .callback(completion))
+    }
+
+    private func enqueue(_ item: IntakeItem, _ waiter: Waiter) {
+        let accepted = state.withLock { state in
+            guard state.accepting else { return false }
+            state.queue.append((item, waiter))
+            return true
+        }
+        if accepted {
+            doorbell.ring()
+        } else {
+            waiter.resume(throwing: IntakeError.shuttingDown)
         }
     }
 

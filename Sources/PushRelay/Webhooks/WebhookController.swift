@@ -24,13 +24,11 @@ struct WebhookController<Context: RequestContext>: Sendable {
         var skipped: Int
 
         var response: Response {
-            Response(
-                status: .accepted,
-                headers: [.contentType: "application/json; charset=utf-8"],
-                body: ResponseBody(
-                    byteBuffer: ByteBuffer(string: #"{"notification_id":\#(notificationID),"deliveries":\#(deliveries),"skipped":\#(skipped)}"#)
-                )
-            )
+            Response(status: .accepted, headers: [.contentType: "application/json; charset=utf-8"], body: ResponseBody(byteBuffer: body))
+        }
+
+        var body: ByteBuffer {
+            ByteBuffer(string: #"{"notification_id":\#(notificationID),"deliveries":\#(deliveries),"skipped":\#(skipped)}"#)
         }
     }
 
