@@ -92,10 +92,11 @@ extension HTTPField.Name {
 /// - `signature_tolerance_seconds` (double, default 300): replay window for signed webhooks.
 /// - `batch_size` (int, default 500): most webhooks stored by one group commit.
 /// - `concurrent_writes` (int, default 2): group commits in flight at once.
-/// - `pace_waiting_deliveries` (int, default 0: off) and `pace_max_wait_ms` (int, default 250):
-///   while more of this instance's deliveries than that wait for a sender, the next group commit is
-///   held back, up to that long (``IntakeWriter``). Off by default: it halves the commit→outcome
-///   tail of a saturated instance at a cost in throughput and webhook latency (docs/benchmarks.md).
+/// - `pace_waiting_deliveries` (int, default 250; 0 turns it off) and `pace_max_wait_ms` (int,
+///   default 250): while more of this instance's deliveries than that wait for a sender, the next
+///   group commit is held back, up to that long (``IntakeWriter``). On a saturated instance this
+///   keeps delivery up with intake: the backlog and the commit→outcome tail stay short, and fewer
+///   deliveries fall back to a claim query (docs/benchmarks.md).
 public struct WebhookSettings: Sendable {
     public var maxDevices: Int
     public var signatureTolerance: Double
@@ -109,7 +110,7 @@ public struct WebhookSettings: Sendable {
         signatureTolerance = config.double(forKey: "signature_tolerance_seconds", default: 300)
         batchSize = config.int(forKey: "batch_size", default: 500)
         concurrentWrites = config.int(forKey: "concurrent_writes", default: 2)
-        paceWaitingDeliveries = max(0, config.int(forKey: "pace_waiting_deliveries", default: 0))
+        paceWaitingDeliveries = max(0, config.int(forKey: "pace_waiting_deliveries", default: 250))
         paceMaxWait = .milliseconds(min(5000, max(0, config.int(forKey: "pace_max_wait_ms", default: 250))))
     }
 }
