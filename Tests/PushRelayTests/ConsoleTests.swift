@@ -153,6 +153,41 @@ struct ConsoleTests {
         }
     }
 
+    @Test("the Jobs page cancels a job through the API with its form's CSRF token, and not without it")
+    func cancelJob() async throws {
+        let test = try await TestApp.make()
+        // 10,000 tokens two at a time: the job is still queued or running when the forms are posted.
+        try await test.application(extra: ["jobs.batch_size": .init(.int(2), isSecret: false), "jobs.parallel_batches": .init(.int(1), isSecret: false)])
+            .test(.router) { client in
+            try await AdminTests.register(test, count: 10_000)
+            let admin = try await test.key(app: nil)
+            let browser = try #require(try await Self.signIn(client, key: admin).1)
+            let lines = (0..<10_000).map { "bulk-\($0)" }.joined(separator: "\n")
+            let started = try await client.execute(
+                uri: "/v1/admin/apps/support/devices/bulk-unregister", method: .post, headers: AdminTests.text(admin), body: ByteBuffer(string: lines)
+            )
+            let id = try #require(started.json?["job_id"] as? String)
+            let page = Self.html(try await client.execute(uri: "/console/jobs", method: .get, headers: browser.headers))
+            #expect(page.contains("action=\"/console/jobs/\(id)/cancel\""), "a queued or running job has its Cancel form")
+            var headers = Self.form
+            headers[.cookie] = browser.cookie
+            let refused = try await client.execute(uri: "/console/jobs/\(id)/cancel", method: .post, headers: headers, body: Self.encoded([]))
+            #expect(refused.status == .forbidden)
+            let status = { try await client.execute(uri: "/v1/admin/jobs/\(id)", method: .get, headers: bearer(admin)).json?["status"] as? String }
+            #expect(["queued", "running"].contains(try await status()), "the refused form changed nothing")
+            let done = try await client.execute(
+                uri: "/console/jobs/\(id)/cancel", method: .post, headers: headers, body: Self.encoded([("csrf_token", browser.csrf)])
+            )
+            #expect(done.status == .seeOther)
+            #expect(done.headers[.location]?.contains("done=cancelled") == true)
+            #expect(try await status() == "cancelled")
+            let processed = try await client.execute(uri: "/v1/admin/jobs/\(id)", method: .get, headers: bearer(admin)).json?["processed"] as? Int
+            #expect((processed ?? 0) < 10_000, "stopped before the end")
+            let after = Self.html(try await client.execute(uri: "/console/jobs", method: .get, headers: browser.headers))
+            #expect(!after.contains("action=\"/console/jobs/\(id)/cancel\""), "a cancelled job has no Cancel form")
+        }
+    }
+
     @Test("a session ends when its key is revoked, when idle, and at sign-out")
     func sessionEnds() async throws {
         let test = try await TestApp.make()
