@@ -25,7 +25,7 @@ struct APNsKeyTests {
     static func push(_ client: HTTP2Client, gateway: String, bearer: String) async throws -> (Int, String?) {
         let headers = APNsHeaders.make(
             type: .alert, topic: "com.example.support", bearer: bearer, ticketID: "1", expiration: Date().addingTimeInterval(60),
-            apnsID: UUID.random()
+            apnsID: UUID.unique()
         )
         let response = try await client.send(
             HTTP2Request(

@@ -20,17 +20,20 @@ struct APNsTests {
         #expect(aps["sound"] as? String == "default")
     }
 
-    @Test("apns-id values are distinct version 4 UUIDs")
-    func randomUUIDs() {
-        let ids = (0..<1000).map { _ in UUID.random().uuidString.lowercased() }
-        #expect(Set(ids).count == 1000)
+    @Test("apns-id values are distinct version 4 UUIDs, also when drawn from several threads at once")
+    func uniqueUUIDs() async {
+        let ids = await withTaskGroup(of: [String].self) { group in
+            for _ in 0..<4 { group.addTask { (0..<5_000).map { _ in UUID.unique().uuidString.lowercased() } } }
+            return await group.reduce(into: []) { $0 += $1 }
+        }
+        #expect(Set(ids).count == 20_000)
         // xxxxxxxx-xxxx-4xxx-[89ab]xxx-xxxxxxxxxxxx
         #expect(ids.allSatisfy { Array($0)[14] == "4" && "89ab".contains(Array($0)[19]) })
     }
 
     @Test("lowercasedString is Foundation's uuidString, lower-cased")
     func lowercasedUUIDString() {
-        var samples = (0..<1000).map { _ in UUID.random() }
+        var samples = (0..<1000).map { _ in UUID() }
         samples.append(UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)))
         samples.append(UUID(uuid: (255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255)))
         samples.append(UUID(uuid: (0x01, 0x23, 0x45, 0x67, 0x89, 0xAB, 0xCD, 0xEF, 0xFE, 0xDC, 0xBA, 0x98, 0x76, 0x54, 0x32, 0x10)))

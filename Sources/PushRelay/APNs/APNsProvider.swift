@@ -51,7 +51,7 @@ struct APNsProvider: PushProvider {
             }
             let headers = APNsHeaders.make(
                 type: isSync ? .background : .alert, topic: settings.topic, bearer: bearer, ticketID: isSync ? nil : delivery.ticketID,
-                expiration: Date().addingTimeInterval(pushTTL.timeInterval), apnsID: UUID.random()
+                expiration: Date().addingTimeInterval(pushTTL.timeInterval), apnsID: UUID.unique()
             )
             let response: HTTP2Response
             do {
