@@ -145,6 +145,25 @@ struct WebhookShortcutTests {
         }
     }
 
+    @Test("a large body arriving in many parts is collected whole and stored exactly")
+    func largeBodyInParts() async throws {
+        try await Self.withShortcut { test, shortcut in
+            let (channel, loop) = try Self.channel(shortcut)
+            let text = String(repeating: "0123456789", count: 60_000)
+            let body = Array(#"{"devices":[{"identifier":"shortcut-large","type":"android"}],"notification":{"title":"t","body":"\#(text)","ticket_id":"9"}}"#.utf8)
+            try channel.writeInbound(HTTPServerRequestPart.head(Self.head(length: body.count)))
+            for start in stride(from: 0, to: body.count, by: 8_192) {
+                try channel.writeInbound(HTTPServerRequestPart.body(ByteBuffer(bytes: body[start..<min(start + 8_192, body.count)])))
+            }
+            try channel.writeInbound(HTTPServerRequestPart.end(nil))
+            let (head, _) = try await Self.answer(channel, loop)
+            #expect(head.status == .accepted)
+            let stored = try await test.client.query("SELECT body FROM notifications WHERE ticket_id = '9'").first?.decode(String.self, at: 0)
+            #expect(stored == text)
+            _ = try? channel.finish()
+        }
+    }
+
     @Test("a webhook whose body fails a check goes on to the router exactly as it was read, and nothing is stored")
     func failedCheckPassedOn() async throws {
         try await Self.withShortcut(signing: true) { test, shortcut in

@@ -258,7 +258,10 @@ final class WebhookShortcutHandler: ChannelDuplexHandler, RemovableChannelHandle
             }
             if passedOn == 0, !quiescing, let taken = shortcut.take(head) {
                 deadline.enter(.body(sinceProgress: 0), context: context)
-                state = .reading(head: head, taken: taken, body: context.channel.allocator.buffer(capacity: taken.contentLength), start: .now)
+                // Room for a usual webhook; a larger body grows the buffer as it arrives, so a head
+                // that announces a megabyte does not hold one before its bytes come.
+                let capacity = min(taken.contentLength, 16 * 1024)
+                state = .reading(head: head, taken: taken, body: context.channel.allocator.buffer(capacity: capacity), start: .now)
                 return
             }
             passedOn += 1
