@@ -36,7 +36,7 @@ struct WebhookShortcutTests {
         let shortcut = WebhookShortcut(
             apps: try await AppDirectory(apps: test.apps), writer: writer,
             settings: WebhookSettings(config: ConfigReader(provider: InMemoryProvider(values: [:]))), metrics: RelayMetrics(),
-            logger: TestDatabase.logger, serverName: "PushRelay", maxBodySize: AppRequestContext.uploadLimit
+            logger: TestDatabase.logger, serverName: "PushRelay"
         )
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await database.client.run() }

@@ -55,6 +55,8 @@ extension APIError {
         switch error {
         case let error as APIError:
             return error
+        case let error as IntakeError:
+            return APIError(error)
         case let error as HTTPError:
             return APIError(
                 error.status,

@@ -97,8 +97,7 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
         server: limits.server(
             logger: logger, shortcut: shortcut,
             webhooks: WebhookShortcut(
-                apps: directory, writer: writer, settings: settings, metrics: metrics, logger: logger, serverName: serverName,
-                maxBodySize: AppRequestContext.uploadLimit
+                apps: directory, writer: writer, settings: settings, metrics: metrics, logger: logger, serverName: serverName
             )
         ),
         configuration: .init(

@@ -14,17 +14,23 @@ struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let start = ContinuousClock.now
         let response = try await next(request, context)
-        let elapsed = ContinuousClock.now - start
-        context.logger.info(
-            "request",
-            metadata: [
-                "http.method": "\(Self.method(request.method.rawValue))",
-                "http.route": "\(Self.route(context.endpointPath, parameters: context.parameters))",
-                "http.status": "\(response.status.code)",
-                "http.duration_ms": "\(Self.milliseconds(elapsed))",
-            ]
+        Self.log(
+            context.logger, method: Self.method(request.method.rawValue), route: Self.route(context.endpointPath, parameters: context.parameters),
+            status: response.status.code, elapsed: ContinuousClock.now - start
         )
         return response
+    }
+
+    /// The request line, at info; also written by the handlers that answer on the event loop
+    /// (``UnreadPollShortcut``, ``WebhookShortcut``), with a route already redacted.
+    static func log(_ logger: Logger, method: String, route: String, status: Int, elapsed: Duration) {
+        logger.info(
+            "request",
+            metadata: [
+                "http.method": "\(method)", "http.route": "\(route)", "http.status": "\(status)",
+                "http.duration_ms": "\(milliseconds(elapsed))",
+            ]
+        )
     }
 
     /// A duration in milliseconds, to the microsecond.

@@ -118,14 +118,10 @@ struct UnreadPollShortcut: Sendable {
             var logger = logger
             logger[metadataKey: "request.id"] = .string(id)
             typealias Log = RequestLogMiddleware<AppRequestContext>
-            logger.info(
-                "request",
-                metadata: [
-                    "http.method": "GET",
-                    "http.route": "\("/v1/apps/\(Log.redacted(name: "app", value: answer.app))/users/\(Log.redacted(name: "user", value: answer.owner))/unread")",
-                    "http.status": "304",
-                    "http.duration_ms": "\(Log.milliseconds(elapsed))",
-                ]
+            Log.log(
+                logger, method: "GET",
+                route: "/v1/apps/\(Log.redacted(name: "app", value: answer.app))/users/\(Log.redacted(name: "user", value: answer.owner))/unread",
+                status: 304, elapsed: elapsed
             )
         }
         return id

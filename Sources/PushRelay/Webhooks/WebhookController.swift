@@ -51,12 +51,8 @@ struct WebhookController<Context: RequestContext>: Sendable {
         }
         let webhook = try ZendeskWebhook(json: try JSONBody(buffer: bytes), maxDevices: settings.maxDevices)
         let requestID = context.logger[metadataKey: "request.id"].map { "\($0)" }
-        let receipt: IntakeReceipt
-        do {
-            receipt = try await writer.submit(IntakeItem(appID: app, webhook: webhook, requestID: requestID))
-        } catch let error as IntakeError {
-            throw APIError(error)
-        }
+        // An `IntakeError` becomes its answer in `APIError.from`, as on the event loop's path.
+        let receipt = try await writer.submit(IntakeItem(appID: app, webhook: webhook, requestID: requestID))
         metrics.webhooksAccepted(app: app, deliveries: receipt.deliveries)
         context.logger.debug(
             "webhook accepted",

@@ -21,8 +21,8 @@ import NIOHTTP1
 /// an unknown app or a wrong secret, no `Content-Length`, a body over the upload limit, a content
 /// type other than JSON, `Expect`, `Connection: close`, repeated headers), and a webhook it took
 /// whose body fails a check: that request is passed on as it was read, so the router answers it
-/// with its own error. Only the answer to a failed store is written here (``APIError/init(_:)``, the
-/// controller's mapping).
+/// with its own error. Only the answer to a failed store is written here, mapped by
+/// ``APIError/from(_:logger:)`` as the router's error middleware maps it.
 struct WebhookShortcut: Sendable {
     let apps: AppDirectory
     let writer: IntakeWriter
@@ -30,8 +30,6 @@ struct WebhookShortcut: Sendable {
     let metrics: RelayMetrics
     let logger: Logger
     let serverName: String
-    /// The largest body taken, as the router's request context allows.
-    let maxBodySize: Int
 
     /// A webhook whose head this path takes.
     struct Taken {
@@ -56,7 +54,7 @@ struct WebhookShortcut: Sendable {
         for (name, value) in head.headers {
             // Each header the normal path reads may come once; a repeat is for it to judge.
             if UnreadPollShortcut.isNamed(name, "content-length") {
-                guard contentLength == nil, let length = Int(value), length > 0, length <= maxBodySize else { return nil }
+                guard contentLength == nil, let length = Int(value), length > 0, length <= AppRequestContext.uploadLimit else { return nil }
                 contentLength = length
             } else if UnreadPollShortcut.isNamed(name, "content-type") {
                 guard contentType == nil else { return nil }
@@ -134,7 +132,7 @@ struct WebhookShortcut: Sendable {
                 notificationID: receipt.notificationID, deliveries: receipt.deliveries, skipped: receipt.skipped
             ).body
         case .failure(let error):
-            let apiError = (error as? IntakeError).map(APIError.init) ?? APIError.from(error, logger: logger)
+            let apiError = APIError.from(error, logger: logger)
             for field in apiError.headers { headers.add(name: field.name.rawName, value: field.value) }
             status = HTTPResponseStatus(statusCode: apiError.status.code)
             body = apiError.body
@@ -145,14 +143,10 @@ struct WebhookShortcut: Sendable {
         headers.add(name: "Server", value: serverName)
         if logger.logLevel <= .info {
             typealias Log = RequestLogMiddleware<AppRequestContext>
-            logger.info(
-                "request",
-                metadata: [
-                    "http.method": "POST",
-                    "http.route": "\("/v1/webhooks/zendesk/\(Log.redacted(name: "app", value: taken.app))/\(Log.redacted(name: "secret", value: ""))")",
-                    "http.status": "\(status.code)",
-                    "http.duration_ms": "\(Log.milliseconds(elapsed))",
-                ]
+            Log.log(
+                logger, method: "POST",
+                route: "/v1/webhooks/zendesk/\(Log.redacted(name: "app", value: taken.app))/\(Log.redacted(name: "secret", value: ""))",
+                status: Int(status.code), elapsed: elapsed
             )
         }
         return (HTTPResponseHead(version: .http1_1, status: status, headers: headers), body)
