@@ -43,22 +43,40 @@ done
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); $(date -u '+%Y-%m-%d %H:%M UTC'); sink: $(nghttpd --version); $(h2load --version | head -n 1)"
 payload='{"aps":{"alert":{"title":"Agent replied","body":"Reply on your ticket"},"badge":1,"sound":"default"},"zendesk_sdk_request_id":"5"}'
 printf '%s' "$payload" > "$work/payload.json"
-sender() { # threads
-    .build/release/push-relay-bench sender --url "https://localhost:$port/sink" --ca-file "$work/cert.pem" \
-        --requests "$requests" --concurrency "$concurrency" --threads "$1" | tee "$work/sender.out" >&2
-    sed -n 's/.*throughput  \([0-9]*\) pushes.*/\1/p' "$work/sender.out"
+tick=$(getconf CLK_TCK)
+sink_ticks() { awk '{ print $14 + $15 }' "/proc/$sink/stat"; }
+# CPU per request in microseconds: $1 seconds of CPU over $requests requests.
+per_request() { awk -v s="$1" -v n="$requests" 'BEGIN { printf "%.1f", s * 1e6 / n }'; }
+# Runs a command in a subshell and prints the CPU seconds (user + system) its children used, from
+# bash's `times`, after the command's own output has gone to $2.
+cpu_of() { # command-string output-file
+    ( eval "$1" >"$2" 2>&1; times ) | tail -n 1 | awk '{
+        split($1, u, /m|s/); split($2, y, /m|s/); printf "%.3f", u[1] * 60 + u[2] + y[1] * 60 + y[2] }'
 }
-senders() { # one run per thread count: "threads:pushes/s ..."
+sender() { # threads
+    local before cpu
+    before=$(sink_ticks)
+    cpu=$(cpu_of ".build/release/push-relay-bench sender --url https://localhost:$port/sink --ca-file $work/cert.pem \
+        --requests $requests --concurrency $concurrency --threads $1" "$work/sender.out")
+    cat "$work/sender.out" >&2
+    local sink_cpu; sink_cpu=$(awk -v a="$before" -v b="$(sink_ticks)" -v t="$tick" 'BEGIN { printf "%.3f", (b - a) / t }')
+    echo "$(sed -n 's/.*throughput  \([0-9]*\) pushes.*/\1/p' "$work/sender.out")/$(per_request "$cpu")/$(per_request "$sink_cpu")"
+}
+senders() { # one run per thread count: "threads:pushes/s/cpu-us/sink-cpu-us ..."
     local out=""
     for t in $threads_list; do out="$out $t:$(sender "$t")"; done
     echo "$out"
 }
 h2() {
-    h2load -n "$requests" -c 1 -m "$concurrency" -d "$work/payload.json" \
+    local before cpu
+    before=$(sink_ticks)
+    cpu=$(cpu_of "h2load -n $requests -c 1 -m $concurrency -d $work/payload.json \
         -H 'apns-topic: com.example.app' -H 'apns-push-type: alert' -H 'apns-priority: 10' -H 'content-type: application/json' \
-        "https://localhost:$port/sink" > "$work/h2load.out" 2>&1 || { cat "$work/h2load.out" >&2; exit 1; }
+        https://localhost:$port/sink" "$work/h2load.out")
+    grep -q '^finished in' "$work/h2load.out" || { cat "$work/h2load.out" >&2; exit 1; }
     grep -E '^finished in|^requests:|^status codes:' "$work/h2load.out" | sed 's/^/  h2load: /' >&2
-    sed -n 's/^finished in [^,]*, \([0-9.]*\) req\/s.*/\1/p' "$work/h2load.out"
+    local sink_cpu; sink_cpu=$(awk -v a="$before" -v b="$(sink_ticks)" -v t="$tick" 'BEGIN { printf "%.3f", (b - a) / t }')
+    echo "$(sed -n 's/^finished in [^,]*, \([0-9.]*\) req\/s.*/\1/p' "$work/h2load.out")/$(per_request "$cpu")/$(per_request "$sink_cpu")"
 }
 if ! command -v h2load >/dev/null 2>&1; then
     echo "bench-sender: installing nghttp2-client (h2load)" >&2
@@ -66,8 +84,11 @@ if ! command -v h2load >/dev/null 2>&1; then
 fi
 for round in $(seq 1 "$rounds"); do
     if [ $((round % 2)) -eq 1 ]; then s=$(senders); h=$(h2); else h=$(h2); s=$(senders); fi
+    IFS=/ read -r hv hcpu hsink <<<"$h"
     for entry in $s; do
-        t="${entry%%:*}"; v="${entry#*:}"
-        echo "round $round: sender ($t event thread$([ "$t" = 1 ] || echo s)) $v pushes/s, h2load $h req/s on one connection, sender/h2load $(awk -v s="$v" -v h="$h" 'BEGIN { printf "%.2f", s / h }')"
+        t="${entry%%:*}"
+        IFS=/ read -r v cpu sink_cpu <<<"${entry#*:}"
+        echo "round $round: sender ($t event thread$([ "$t" = 1 ] || echo s)) $v pushes/s, h2load $hv req/s on one connection, sender/h2load $(awk -v s="$v" -v h="$hv" 'BEGIN { printf "%.2f", s / h }')"
+        echo "round $round: CPU per request: sender ($t) $cpu us (nghttpd $sink_cpu us while serving it), h2load $hcpu us (nghttpd $hsink us)"
     done
 done
