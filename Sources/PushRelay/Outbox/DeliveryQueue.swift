@@ -327,13 +327,13 @@ struct DeliveryQueue: Sendable {
         }
         let outcomes: [any PostgresEncodable] = [ids, statuses, next, providerIDs, reasons, adjustments, owner]
         guard !deadApps.isEmpty || !learnedApps.isEmpty else {
-            // Most batches: only the deliveries' new state (and their events). Planned at each
-            // execution like every statement here, these plan in a fraction of the time of the
-            // full one below.
+            // Most batches: only the deliveries' new state (and their events), with one generic
+            // plan per connection (see updateOutcomes): planning took 0.13 ms per batch, and a
+            // connection that also runs the intake statement no longer switches plan_cache_mode.
             if eventRows.isEmpty {
-                _ = try await client.query(Self.storeOutcomes, outcomes, prepare: true)
+                _ = try await client.query(Self.storeOutcomes, outcomes, prepare: true, planning: .cached)
             } else {
-                _ = try await client.query(Self.storeOutcomesAndEvents, outcomes + eventRows.parameters, prepare: true)
+                _ = try await client.query(Self.storeOutcomesAndEvents, outcomes + eventRows.parameters, prepare: true, planning: .cached)
             }
             return
         }
@@ -374,14 +374,26 @@ struct DeliveryQueue: Sendable {
 
     /// The deliveries' new state, parameters $1–$7; rows whose lease another instance has taken
     /// over are left to it.
+    ///
+    /// Written so that one generic plan serves every table size (``storeOutcomes`` keeps one per
+    /// connection): each row is found through the primary key (a `LATERAL … LIMIT 1` lookup) and
+    /// updated by its `ctid`. A plain `d.id = u.id` join, planned while a fresh database's table is
+    /// small, is a sequential scan of `deliveries`, which a cached plan would keep as the table
+    /// grows. A row another transaction updated since the lookup (another instance's claim after
+    /// the lease ran out) no longer has that `ctid` in its newest version, so it is left alone, as
+    /// the `lease_owner` condition leaves it.
     static let updateOutcomes = """
         UPDATE deliveries d
         SET status = u.status, next_attempt_at = coalesce(u.next_at, d.next_attempt_at), provider_id = u.provider_id,
             last_error = u.error, attempts = d.attempts + u.adjustment, lease_owner = NULL, lease_expires_at = NULL,
             delivered_at = CASE WHEN u.status = 'delivered' THEN now() END, updated_at = now()
-        FROM unnest($1::bigint[], $2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::int[])
-            AS u(id, status, next_at, provider_id, error, adjustment)
-        WHERE d.id = u.id AND d.lease_owner = $7
+        FROM (
+            SELECT u.*, found.ctid AS target
+            FROM unnest($1::bigint[], $2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::int[])
+                AS u(id, status, next_at, provider_id, error, adjustment)
+            CROSS JOIN LATERAL (SELECT x.ctid FROM deliveries x WHERE x.id = u.id LIMIT 1) found
+        ) u
+        WHERE d.ctid = u.target AND d.lease_owner = $7
         RETURNING d.id, d.notification_id
         """
 

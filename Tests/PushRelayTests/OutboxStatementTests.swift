@@ -1,0 +1,66 @@
+import Foundation
+import Postgres
+@testable import PushRelay
+import TestSupport
+import Testing
+
+@Suite("Outbox statements: the outcome update")
+struct OutboxStatementTests {
+    @Test("generic plans of the outcome statements, made on an empty table, find deliveries by primary key and ctid, never by a sequential scan")
+    func outcomePlansAreStable() async throws {
+        let test = try await TestApp.make()
+        _ = try await test.application()  // applies the migrations; `deliveries` is empty
+        let outcomeTypes = "bigint[], text[], timestamptz[], text[], text[], int[], text"
+        let eventTypes = "bigint[], text[], text[], text[], text[], text[], text[]"
+        let plans = try await test.client.withConnection { session -> [String] in
+            // What a connection does with `planning: .cached`: one generic plan, kept.
+            _ = try await session.execute("SET plan_cache_mode = force_generic_plan")
+            _ = try await session.execute("PREPARE outcomes(\(outcomeTypes)) AS \(DeliveryQueue.storeOutcomes)")
+            _ = try await session.execute("PREPARE outcomes_events(\(outcomeTypes), \(eventTypes)) AS \(DeliveryQueue.storeOutcomesAndEvents)")
+            let outcomes = "'{1}', '{delivered}', '{NULL}', '{a}', '{NULL}', '{0}', 'me'"
+            let events = "'{1}', '{support}', '{delivered}', '{5}', '{ios}', '{abcd}', '{NULL}'"
+            var plans: [String] = []
+            for statement in ["EXPLAIN EXECUTE outcomes(\(outcomes))", "EXPLAIN EXECUTE outcomes_events(\(outcomes), \(events))"] {
+                plans.append(try await session.execute(statement).rows.map { try $0.decode(String.self, at: 0) }.joined(separator: "\n"))
+            }
+            return plans
+        }
+        #expect(plans.count == 2)
+        for plan in plans {
+            #expect(plan.contains("Index Scan using deliveries_pkey on deliveries"), "\(plan)")
+            #expect(plan.contains("Tid Scan on deliveries d"), "\(plan)")
+            #expect(!plan.contains("Seq Scan on deliveries"), "\(plan)")
+        }
+    }
+
+    @Test("outcomes update this instance's rows, leave a row another instance has taken over, and change nothing of a finished row")
+    func outcomesRespectTheLease() async throws {
+        let test = try await TestApp.make()
+        _ = try await test.application()
+        let queue = DeliveryQueue(client: test.client)
+        let webhook = ZendeskWebhook(
+            title: "t", body: "b", ticketID: "lease-1", devices: [.init(token: apnsToken(), platform: .ios), .init(token: apnsToken(), platform: .ios)]
+        )
+        let reservation = DeliveryReservation(owner: "me", lease: .seconds(60), granted: ["support": 2])
+        let (_, claimed) = try await queue.enqueue([IntakeItem(appID: "support", webhook: webhook, requestID: nil)], reservation: reservation)
+        try #require(claimed.count == 2)
+        let (mine, takenOver) = (claimed[0], claimed[1])
+        // Another instance claimed the second after this one's lease ran out.
+        _ = try await test.client.query("UPDATE deliveries SET lease_owner = 'other' WHERE id = $1", [takenOver.id])
+
+        func delivered(_ delivery: ClaimedDelivery, _ providerID: String) -> DeliveryResult {
+            DeliveryResult(delivery: delivery, status: .delivered, outcome: .delivered, providerID: providerID)
+        }
+        // Twice: the second store finds both rows no longer this instance's, and changes nothing.
+        for attempt in 1...2 {
+            try await queue.store([delivered(mine, "p\(attempt)"), delivered(takenOver, "q\(attempt)")], owner: "me")
+            let rows = try await test.client.query(
+                "SELECT status, coalesce(lease_owner, ''), coalesce(provider_id, ''), attempts FROM deliveries WHERE id = ANY($1) ORDER BY id",
+                [[mine.id, takenOver.id]]
+            ).rows.map { try $0.decode((String, String, String, Int).self) }
+            try #require(rows.count == 2)
+            #expect(rows[0] == ("delivered", "", "p1", 1), "attempt \(attempt)")
+            #expect(rows[1] == ("sending", "other", "", 1), "attempt \(attempt)")
+        }
+    }
+}
