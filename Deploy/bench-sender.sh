@@ -45,6 +45,8 @@ payload='{"aps":{"alert":{"title":"Agent replied","body":"Reply on your ticket"}
 printf '%s' "$payload" > "$work/payload.json"
 tick=$(getconf CLK_TCK)
 sink_ticks() { awk '{ print $14 + $15 }' "/proc/$sink/stat"; }
+# nghttpd's CPU seconds since it had $1 ticks.
+sink_seconds_since() { awk -v a="$1" -v b="$(sink_ticks)" -v t="$tick" 'BEGIN { printf "%.3f", (b - a) / t }'; }
 # CPU per request in microseconds: $1 seconds of CPU over $requests requests.
 per_request() { awk -v s="$1" -v n="$requests" 'BEGIN { printf "%.1f", s * 1e6 / n }'; }
 # Runs a command in a subshell and prints the CPU seconds (user + system) its children used, from
@@ -59,7 +61,7 @@ sender() { # threads
     cpu=$(cpu_of ".build/release/push-relay-bench sender --url https://localhost:$port/sink --ca-file $work/cert.pem \
         --requests $requests --concurrency $concurrency --threads $1" "$work/sender.out")
     cat "$work/sender.out" >&2
-    local sink_cpu; sink_cpu=$(awk -v a="$before" -v b="$(sink_ticks)" -v t="$tick" 'BEGIN { printf "%.3f", (b - a) / t }')
+    local sink_cpu; sink_cpu=$(sink_seconds_since "$before")
     echo "$(sed -n 's/.*throughput  \([0-9]*\) pushes.*/\1/p' "$work/sender.out")/$(per_request "$cpu")/$(per_request "$sink_cpu")"
 }
 senders() { # one run per thread count: "threads:pushes/s/cpu-us/sink-cpu-us ..."
@@ -75,7 +77,7 @@ h2() {
         https://localhost:$port/sink" "$work/h2load.out")
     grep -q '^finished in' "$work/h2load.out" || { cat "$work/h2load.out" >&2; exit 1; }
     grep -E '^finished in|^requests:|^status codes:' "$work/h2load.out" | sed 's/^/  h2load: /' >&2
-    local sink_cpu; sink_cpu=$(awk -v a="$before" -v b="$(sink_ticks)" -v t="$tick" 'BEGIN { printf "%.3f", (b - a) / t }')
+    local sink_cpu; sink_cpu=$(sink_seconds_since "$before")
     echo "$(sed -n 's/^finished in [^,]*, \([0-9.]*\) req\/s.*/\1/p' "$work/h2load.out")/$(per_request "$cpu")/$(per_request "$sink_cpu")"
 }
 if ! command -v h2load >/dev/null 2>&1; then

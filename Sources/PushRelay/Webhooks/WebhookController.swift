@@ -53,15 +53,23 @@ struct WebhookController<Context: RequestContext>: Sendable {
         let requestID = context.logger[metadataKey: "request.id"].map { "\($0)" }
         // An `IntakeError` becomes its answer in `APIError.from`, as on the event loop's path.
         let receipt = try await writer.submit(IntakeItem(appID: app, webhook: webhook, requestID: requestID))
+        return Self.accepted(receipt, app: app, metrics: metrics, logger: context.logger).response
+    }
+}
+
+extension WebhookController {
+    /// Counts and logs a stored webhook, and gives its answer: what both intake paths (the router's
+    /// and ``WebhookShortcut``'s) do once the writer has committed it.
+    static func accepted(_ receipt: IntakeReceipt, app: String, metrics: RelayMetrics, logger: Logger) -> Accepted {
         metrics.webhooksAccepted(app: app, deliveries: receipt.deliveries)
-        context.logger.debug(
+        logger.debug(
             "webhook accepted",
             metadata: [
                 "push.app": "\(app)", "push.notification_id": "\(receipt.notificationID)",
                 "push.deliveries": "\(receipt.deliveries)", "push.skipped": "\(receipt.skipped)",
             ]
         )
-        return Accepted(notificationID: receipt.notificationID, deliveries: receipt.deliveries, skipped: receipt.skipped).response
+        return Accepted(notificationID: receipt.notificationID, deliveries: receipt.deliveries, skipped: receipt.skipped)
     }
 }
 

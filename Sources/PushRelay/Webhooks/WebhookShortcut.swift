@@ -119,18 +119,8 @@ struct WebhookShortcut: Sendable {
         let body: ByteBuffer
         switch result {
         case .success(let receipt):
-            metrics.webhooksAccepted(app: taken.app, deliveries: receipt.deliveries)
-            logger.debug(
-                "webhook accepted",
-                metadata: [
-                    "push.app": "\(taken.app)", "push.notification_id": "\(receipt.notificationID)",
-                    "push.deliveries": "\(receipt.deliveries)", "push.skipped": "\(receipt.skipped)",
-                ]
-            )
             status = .accepted
-            body = WebhookController<AppRequestContext>.Accepted(
-                notificationID: receipt.notificationID, deliveries: receipt.deliveries, skipped: receipt.skipped
-            ).body
+            body = WebhookController<AppRequestContext>.accepted(receipt, app: taken.app, metrics: metrics, logger: logger).body
         case .failure(let error):
             let apiError = APIError.from(error, logger: logger)
             for field in apiError.headers { headers.add(name: field.name.rawName, value: field.value) }
