@@ -48,6 +48,12 @@ let package = Package(
             pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"]), .brew(["curl"])]
         ),
+        // jemalloc, linked into the push-relay executable so it serves every malloc there.
+        .systemLibrary(
+            name: "CJemalloc",
+            pkgConfig: "jemalloc",
+            providers: [.apt(["libjemalloc-dev"]), .brew(["jemalloc"])]
+        ),
         // Typed wrappers for libcurl's variadic functions.
         .target(name: "CCurlShim", dependencies: ["CLibCurl"]),
 
@@ -115,6 +121,7 @@ let package = Package(
         .executableTarget(
             name: "push-relay",
             dependencies: [
+                "CJemalloc",
                 "PushRelay",
                 "PushSandbox",
                 "CurlHTTP2",

@@ -7,7 +7,8 @@ packages=(
     libcurl4-openssl-dev   # HTTP/2 client to APNs and FCM (nghttp2 inside)
     libpq-dev              # PostgreSQL client library
     libssl-dev             # TLS under libcurl
-    pkg-config             # lets SwiftPM find the two libraries above
+    libjemalloc-dev        # the allocator push-relay is linked with
+    pkg-config             # lets SwiftPM find the libraries above
     postgresql             # initdb and pg_ctl for the embedded cluster and the tests
     curl                   # Deploy/schemathesis.sh sets up its test data over HTTP
 )

@@ -30,13 +30,13 @@ struct Serve: AsyncParsableCommand {
     var sandboxPort: Int?
 
     func run() async throws {
-        Self.limitMallocArenas()
+        Allocator.configure()
         var overrides: [AbsoluteConfigKey: ConfigValue] = [:]
         if let host { overrides["http.host"] = .init(.string(host), isSecret: false) }
         if let port { overrides["http.port"] = .init(.int(port), isSecret: false) }
         var reader = try await common.reader(overrides)
         let logger = try common.logger(reader)
-        logger.info("starting PushRelay", metadata: ["version": "\(PushRelayVersion.current)"])
+        logger.info("starting PushRelay", metadata: ["version": "\(PushRelayVersion.current)", "allocator": "\(Allocator.description)"])
         var apps = try AppConfiguration.load(reader: reader)
         var sandbox: SandboxServer?
         if apps.isEmpty && reader.string(forKey: "database.url", isSecret: true) == nil {
@@ -71,22 +71,6 @@ struct Serve: AsyncParsableCommand {
             throw error
         }
         await sandbox?.shutdown()
-    }
-
-    /// glibc gives each thread that allocates under contention an arena of its own, up to eight
-    /// per core, and memory freed in one is not reused by the others: the relay's many threads
-    /// (SwiftNIO's, the concurrency pool's, libcurl's, libpq's) then hold far more than they use.
-    /// Two arenas keep the relay under 100 MB at 512 connections at no measured CPU cost
-    /// (docs/benchmarks.md). `MALLOC_ARENA_MAX` in the environment, which glibc reads itself, wins.
-    static func limitMallocArenas() {
-        #if canImport(Glibc)
-        // mallopt(M_ARENA_MAX, 2); malloc.h is not part of Swift's Glibc module, so it is looked up.
-        typealias Mallopt = @convention(c) (Int32, Int32) -> Int32
-        let arenaMax: Int32 = -8  // M_ARENA_MAX
-        if ProcessInfo.processInfo.environment["MALLOC_ARENA_MAX"] == nil, let symbol = dlsym(nil, "mallopt") {
-            _ = unsafeBitCast(symbol, to: Mallopt.self)(arenaMax, 2)
-        }
-        #endif
     }
 
     /// Where a browser on this machine reaches the server.

@@ -1,0 +1,32 @@
+import Foundation
+import Testing
+
+/// `push-relay` is linked with jemalloc so that jemalloc serves its allocations (Allocator.swift).
+@Suite struct AllocatorTests {
+    /// `push-relay version`'s allocator line, run with `environment` added to this process's.
+    private func allocatorLine(environment: [String: String] = [:]) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try RelayProcess.executable)
+        process.arguments = ["version"]
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        let lines = String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
+        return try #require(lines.first { $0.hasPrefix("allocator: ") })
+    }
+
+    @Test func jemallocServesTheRelaysAllocations() throws {
+        #expect(try allocatorLine().hasPrefix("allocator: jemalloc 5."))
+    }
+
+    /// The check looks at what serves allocations, not at what is linked: with the C library
+    /// loaded first, its malloc wins and the line says so.
+    @Test func anotherAllocatorInFrontIsReported() throws {
+        let line = try allocatorLine(environment: ["LD_PRELOAD": "libc.so.6"])
+        #expect(line.hasPrefix("allocator: not jemalloc"))
+    }
+}
