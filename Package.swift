@@ -140,6 +140,7 @@ let package = Package(
         .executableTarget(
             name: "push-relay-bench",
             dependencies: [
+                "CJemalloc",
                 "CurlHTTP2",
                 "PushSandbox",
                 "Postgres",

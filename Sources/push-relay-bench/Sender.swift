@@ -1,4 +1,7 @@
 import ArgumentParser
+// Linked for its malloc, as push-relay is (Allocator.swift there): the sender measured here runs
+// on the same allocator as the relay's.
+import CJemalloc
 import CurlHTTP2
 import Foundation
 import Histogram
