@@ -54,13 +54,15 @@ struct AB: AsyncParsableCommand {
             }
         }
         print("")
-        print("figure".padding(toLength: 26, withPad: " ", startingAt: 0) + "A min / median / max".padding(toLength: 30, withPad: " ", startingAt: 0)
+        // Wide enough for the longest figure's name (padding(toLength:) cuts a longer one).
+        let nameWidth = max(26, (names.map(\.count).max() ?? 0) + 2)
+        print("figure".padding(toLength: nameWidth, withPad: " ", startingAt: 0) + "A min / median / max".padding(toLength: 30, withPad: " ", startingAt: 0)
             + "B min / median / max".padding(toLength: 30, withPad: " ", startingAt: 0) + "B/A per round (median)")
         for name in names {
             let a = runs["A"]!.compactMap { $0[name] }, b = runs["B"]!.compactMap { $0[name] }
             let ratios = zip(a, b).map { $0.0 == 0 ? Double.nan : $0.1 / $0.0 }
             print(
-                name.padding(toLength: 26, withPad: " ", startingAt: 0) + Self.spread(a).padding(toLength: 30, withPad: " ", startingAt: 0)
+                name.padding(toLength: nameWidth, withPad: " ", startingAt: 0) + Self.spread(a).padding(toLength: 30, withPad: " ", startingAt: 0)
                     + Self.spread(b).padding(toLength: 30, withPad: " ", startingAt: 0)
                     + ratios.map { String(format: "%.2f", $0) }.joined(separator: " ") + String(format: " (%.2f)", Self.median(ratios))
             )
