@@ -48,7 +48,7 @@ let package = Package(
             pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"]), .brew(["curl"])]
         ),
-        // jemalloc, linked into the push-relay executable so it serves every malloc there.
+        // jemalloc, linked into push-relay and push-relay-bench so it serves every malloc there.
         .systemLibrary(
             name: "CJemalloc",
             pkgConfig: "jemalloc",

@@ -5,8 +5,8 @@ import Foundation
 ///
 /// `push-relay` is linked with jemalloc (the `CJemalloc` module), ahead of the C library, so
 /// jemalloc serves every `malloc` of the process: Swift's objects, SwiftNIO's buffers, libcurl's
-/// and libpq's memory. At 64 and 512 webhook connections that took about a tenth off the relay's
-/// CPU per notification against glibc's allocator (docs/benchmarks.md, "jemalloc").
+/// and libpq's memory. At 64 and 512 webhook connections that took about 8 % off the relay's CPU
+/// per notification against glibc's allocator (docs/benchmarks.md, "jemalloc").
 enum Allocator {
     /// jemalloc's version when jemalloc serves this process's allocations, `nil` when another
     /// allocator does (the program was started with a `LD_PRELOAD`ed one, say).
