@@ -133,12 +133,14 @@ final class IntakeWriter: Service, Sendable {
             await withGracefulShutdownHandler {
                 for await _ in doorbell.rings {
                     while hasQueued() {
-                        await pace()
-                        guard let batch = takeBatch() else { break }
+                        // A slot first, then the batch: what arrives while every slot is busy
+                        // joins the next batch, instead of waiting behind one taken early.
                         if inFlight == maxConcurrentWrites {
                             await group.next()
                             inFlight -= 1
                         }
+                        await pace()
+                        guard let batch = takeBatch() else { break }
                         group.addTask { await self.write(batch) }
                         inFlight += 1
                     }
