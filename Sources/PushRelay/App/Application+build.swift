@@ -70,7 +70,8 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
     )
     let writer = IntakeWriter(
         queue: outbox, logger: logger, maxBatch: settings.batchSize, maxConcurrentWrites: settings.concurrentWrites,
-        dispatcher: delivery.enabled ? dispatcher : nil, paceWaiting: settings.paceWaitingDeliveries, paceMaxWait: settings.paceMaxWait
+        dispatcher: delivery.enabled ? dispatcher : nil, paceWaiting: settings.paceWaitingDeliveries, paceMaxWait: settings.paceMaxWait,
+        overlapAfter: settings.concurrentWriteAfter
     )
     let unread = UnreadSettings(config: reader.scoped(to: "unread"))
     let hub = UnreadHub(listener: unreadListener, heartbeat: unread.heartbeat, pollAfter: unread.pollAfter)

@@ -33,8 +33,11 @@ enum IntakeError: Error, Sendable {
 /// Each request hands its webhook to ``submit(_:)`` and waits. The writer takes everything queued,
 /// up to `maxBatch`, and stores the whole batch with one SQL statement (``DeliveryQueue/enqueue(_:reservation:)``,
 /// its own transaction), so many concurrent webhooks share one WAL flush while `synchronous_commit`
-/// stays on. Up to `maxConcurrentWrites` batches are in flight at once; while they are, new webhooks
-/// pile up and form the next, larger batch. A caller is answered only after its batch has
+/// stays on. Up to `maxConcurrentWrites` batches are in flight at once, and one starts beside those
+/// in flight only once each has taken `overlapAfter`: a commit that takes its usual time is waited
+/// for, a slow one does not hold the next batch back longer than that. Meanwhile new webhooks pile
+/// up and form the next, larger batch (fewer statements per webhook: PostgreSQL's and the relay's
+/// CPU per webhook go down). A caller is answered only after its batch has
 /// committed. If the statement fails because of one webhook's data (a data exception), the batch is
 /// split and its halves stored apart until only that webhook fails; any other failure fails the
 /// whole batch and stores nothing of it.
@@ -83,11 +86,14 @@ final class IntakeWriter: Service, Sendable {
     private let dispatcher: Dispatcher?
     private let paceWaiting: Int
     private let paceMaxWait: Duration
+    /// How long the writes in flight must have taken before another starts beside them.
+    private let overlapAfter: Duration
 
     init(
         queue: DeliveryQueue, logger: Logger, maxBatch: Int = 500, maxConcurrentWrites: Int = 2, dispatcher: Dispatcher? = nil,
-        paceWaiting: Int = 0, paceMaxWait: Duration = .zero
+        paceWaiting: Int = 0, paceMaxWait: Duration = .zero, overlapAfter: Duration = .zero
     ) {
+        self.overlapAfter = max(.zero, overlapAfter)
         self.dispatcher = dispatcher
         self.paceWaiting = paceWaiting
         self.paceMaxWait = paceMaxWait
@@ -125,24 +131,58 @@ final class IntakeWriter: Service, Sendable {
         }
     }
 
+    /// What a child task of ``run()`` reports when it ends.
+    private enum Finished: Sendable {
+        /// A batch's write, started at that instant, is over.
+        case write(started: ContinuousClock.Instant)
+        /// A wait for ``overlapAfter`` is over.
+        case timer
+    }
+
     /// Writes batches until graceful shutdown, then writes what is still queued and stops.
     func run() async throws {
-        await withTaskGroup(of: Void.self) { group in
-            var inFlight = 0
+        await withTaskGroup(of: Finished.self) { group in
+            // When each write in flight started.
+            var writing: [ContinuousClock.Instant] = []
+            var timerPending = false
+            func reap(_ finished: Finished?) {
+                switch finished {
+                case .write(let started):
+                    if let index = writing.firstIndex(of: started) { writing.remove(at: index) }
+                case .timer: timerPending = false
+                case nil: break
+                }
+            }
             // The doorbell ends on graceful shutdown; anything queued after that is still written.
             await withGracefulShutdownHandler {
                 for await _ in doorbell.rings {
                     while hasQueued() {
-                        // A slot first, then the batch: what arrives while every slot is busy
-                        // joins the next batch, instead of waiting behind one taken early.
-                        if inFlight == maxConcurrentWrites {
-                            await group.next()
-                            inFlight -= 1
+                        // A slot first, then the batch: what arrives while the writer waits for a
+                        // slot joins the next batch, instead of waiting behind one taken early.
+                        // With no write in flight a batch starts at once; with some, only once
+                        // each has taken `overlapAfter` (and a slot is free), so a commit that
+                        // takes its usual time is waited for and the next batch grows, while a
+                        // slow one holds the next back for no longer than that.
+                        while let newest = writing.max() {
+                            let due = newest + overlapAfter
+                            if writing.count < maxConcurrentWrites, due <= .now { break }
+                            if writing.count < maxConcurrentWrites, !timerPending {
+                                timerPending = true
+                                group.addTask {
+                                    try? await Task.sleep(until: due)
+                                    return .timer
+                                }
+                            }
+                            reap(await group.next())
                         }
                         await pace()
                         guard let batch = takeBatch() else { break }
-                        group.addTask { await self.write(batch) }
-                        inFlight += 1
+                        let started = ContinuousClock.now
+                        writing.append(started)
+                        group.addTask {
+                            await self.write(batch)
+                            return .write(started: started)
+                        }
                     }
                 }
             } onGracefulShutdown: {
@@ -150,7 +190,10 @@ final class IntakeWriter: Service, Sendable {
             }
             state.withLock { $0.accepting = false }
             while let batch = takeBatch() {
-                group.addTask { await self.write(batch) }
+                group.addTask {
+                    await self.write(batch)
+                    return .write(started: .now)
+                }
             }
             await group.waitForAll()
         }

@@ -96,6 +96,9 @@ extension HTTPField.Name {
 /// - `signature_tolerance_seconds` (double, default 300): replay window for signed webhooks.
 /// - `batch_size` (int, default 500): most webhooks stored by one group commit.
 /// - `concurrent_writes` (int, default 2): group commits in flight at once.
+/// - `concurrent_write_after_ms` (int, default 5; 0 starts one at once): while group commits are
+///   in flight, another starts beside them only once each has taken this long; until then the
+///   next batch grows (``IntakeWriter``).
 /// - `pace_waiting_deliveries` (int, default 250; 0 turns it off) and `pace_max_wait_ms` (int,
 ///   default 250): while more of this instance's deliveries than that wait for a sender, the next
 ///   group commit is held back, up to that long (``IntakeWriter``). On a saturated instance this
@@ -106,6 +109,7 @@ public struct WebhookSettings: Sendable {
     public var signatureTolerance: Double
     public var batchSize: Int
     public var concurrentWrites: Int
+    public var concurrentWriteAfter: Duration
     public var paceWaitingDeliveries: Int
     public var paceMaxWait: Duration
 
@@ -114,6 +118,7 @@ public struct WebhookSettings: Sendable {
         signatureTolerance = config.double(forKey: "signature_tolerance_seconds", default: 300)
         batchSize = config.int(forKey: "batch_size", default: 500)
         concurrentWrites = config.int(forKey: "concurrent_writes", default: 2)
+        concurrentWriteAfter = .milliseconds(min(1000, max(0, config.int(forKey: "concurrent_write_after_ms", default: 5))))
         paceWaitingDeliveries = max(0, config.int(forKey: "pace_waiting_deliveries", default: 250))
         paceMaxWait = .milliseconds(min(5000, max(0, config.int(forKey: "pace_max_wait_ms", default: 250))))
     }
