@@ -4,40 +4,34 @@ import Postgres
 import TestSupport
 import Testing
 
+/// Each test locks `notifications` in a transaction of its own, so the writer's statements wait
+/// for the lock (seen in `pg_locks`) and its writes stay in flight as long as the test needs.
+/// Webhooks are queued with the completion form of `submit`, which queues before it returns, so
+/// what is queued when does not depend on how fast a task is scheduled.
 @Suite("Intake group commit")
 struct IntakeWriterTests {
+    static let waiting = "SELECT count(*) FROM pg_locks WHERE relation = 'notifications'::regclass AND NOT granted"
+
     @Test("webhooks that arrive while every write slot is busy are stored by one statement, not one taken early and the rest after it")
     func waitingWebhooksJoinOneBatch() async throws {
         let test = try await TestApp.make()
         _ = try await test.application()  // applies the migrations
-        // The writer has its own connections: the test's two hold the lock and look at pg_locks.
-        let writerClient = PostgresClient(configuration: .init(conninfo: test.conninfo, maxConnections: 2), logger: TestDatabase.logger)
-        let writer = IntakeWriter(queue: DeliveryQueue(client: writerClient), logger: TestDatabase.logger, maxBatch: 500, maxConcurrentWrites: 1)
+        let writer = Self.writer(test, maxConcurrentWrites: 1, overlapAfter: .zero)
+        let results = Results()
         try await withThrowingTaskGroup(of: Void.self) { service in
             service.addTask { try await writer.run() }
-            try await withThrowingTaskGroup(of: IntakeReceipt.self) { submissions in
-                try await test.client.withTransaction { session in
-                    // The first webhook's statement waits for this lock and holds the only slot.
-                    _ = try await session.query("LOCK TABLE notifications IN SHARE ROW EXCLUSIVE MODE")
-                    submissions.addTask { try await writer.submit(Self.item(0)) }
-                    let blocked = try await eventually {
-                        try await test.count("SELECT count(*) FROM pg_locks WHERE relation = 'notifications'::regclass AND NOT granted") == 1
-                    }
-                    #expect(blocked, "the first batch's statement waits for the lock")
-                    // One webhook, time for the writer to look at it, then ten more: all eleven
-                    // wait for the slot, so all eleven form the next batch.
-                    submissions.addTask { try await writer.submit(Self.item(1)) }
-                    try await Task.sleep(for: .milliseconds(300))
-                    for n in 2...11 { submissions.addTask { try await writer.submit(Self.item(n)) } }
-                    try await Task.sleep(for: .milliseconds(300))
-                }
-                var receipts = 0
-                for try await receipt in submissions {
-                    #expect(receipt.deliveries == 1)
-                    receipts += 1
-                }
-                #expect(receipts == 12)
+            try await test.client.withTransaction { session in
+                // The first webhook's statement waits for this lock and holds the only slot.
+                _ = try await session.query("LOCK TABLE notifications IN SHARE ROW EXCLUSIVE MODE")
+                results.submit(0, to: writer)
+                #expect(try await eventually { try await test.count(Self.waiting) == 1 }, "the first batch's statement waits for the lock")
+                // One webhook, time for the writer to look at it, then ten more: all eleven wait
+                // for the slot, so all eleven form the next batch.
+                results.submit(1, to: writer)
+                try await Task.sleep(for: .milliseconds(300))
+                for n in 2...11 { results.submit(n, to: writer) }
             }
+            #expect(try await results.collect(12).allSatisfy { $0.deliveries == 1 })
             service.cancelAll()
         }
         #expect(try await test.count("SELECT count(*) FROM notifications") == 12)
@@ -50,33 +44,30 @@ struct IntakeWriterTests {
     func overlapOnlyAfterTheDelay() async throws {
         let test = try await TestApp.make()
         _ = try await test.application()  // applies the migrations
-        let writerClient = PostgresClient(configuration: .init(conninfo: test.conninfo, maxConnections: 2), logger: TestDatabase.logger)
-        let writer = IntakeWriter(
-            queue: DeliveryQueue(client: writerClient), logger: TestDatabase.logger, maxBatch: 500, maxConcurrentWrites: 2,
-            overlapAfter: .seconds(2)
-        )
-        let waiting = "SELECT count(*) FROM pg_locks WHERE relation = 'notifications'::regclass AND NOT granted"
+        let overlapAfter = Duration.seconds(4)
+        let writer = Self.writer(test, maxConcurrentWrites: 2, overlapAfter: overlapAfter)
+        let results = Results()
         try await withThrowingTaskGroup(of: Void.self) { service in
             service.addTask { try await writer.run() }
-            try await withThrowingTaskGroup(of: IntakeReceipt.self) { submissions in
-                try await test.client.withTransaction { session in
-                    _ = try await session.query("LOCK TABLE notifications IN SHARE ROW EXCLUSIVE MODE")
-                    submissions.addTask { try await writer.submit(Self.item(0)) }
-                    #expect(try await eventually { try await test.count(waiting) == 1 }, "the first batch's statement waits for the lock")
-                    let firstWaiting = ContinuousClock.now
-                    for n in 1...5 { submissions.addTask { try await writer.submit(Self.item(n)) } }
-                    try await Task.sleep(for: .milliseconds(300))
-                    #expect(try await test.count(waiting) == 1, "the second batch waits while the first has taken less than overlapAfter")
-                    #expect(try await eventually { try await test.count(waiting) == 2 }, "then it starts beside the first")
-                    #expect(ContinuousClock.now - firstWaiting >= .milliseconds(1900))
-                    // Both slots busy: these form a third batch.
-                    for n in 6...10 { submissions.addTask { try await writer.submit(Self.item(n)) } }
-                    try await Task.sleep(for: .milliseconds(300))
+            try await test.client.withTransaction { session in
+                _ = try await session.query("LOCK TABLE notifications IN SHARE ROW EXCLUSIVE MODE")
+                // The first write cannot start before this instant, so the second cannot start
+                // before it plus overlapAfter.
+                let submitted = ContinuousClock.now
+                results.submit(0, to: writer)
+                #expect(try await eventually { try await test.count(Self.waiting) == 1 }, "the first batch's statement waits for the lock")
+                for n in 1...5 { results.submit(n, to: writer) }
+                try await Task.sleep(for: .milliseconds(300))
+                let waitingSoon = try await test.count(Self.waiting)
+                if ContinuousClock.now - submitted < overlapAfter {
+                    #expect(waitingSoon == 1, "the second batch waits while the first has taken less than overlapAfter")
                 }
-                var receipts = 0
-                for try await _ in submissions { receipts += 1 }
-                #expect(receipts == 11)
+                #expect(try await eventually { try await test.count(Self.waiting) == 2 }, "then it starts beside the first")
+                #expect(ContinuousClock.now - submitted >= overlapAfter)
+                // Both slots busy: these form a third batch.
+                for n in 6...10 { results.submit(n, to: writer) }
             }
+            #expect(try await results.collect(11).count == 11)
             service.cancelAll()
         }
         #expect(try await test.count("SELECT count(*) FROM notifications") == 11)
@@ -86,10 +77,36 @@ struct IntakeWriterTests {
         }
     }
 
-    static func item(_ n: Int) -> IntakeItem {
-        IntakeItem(
-            appID: "support", webhook: ZendeskWebhook(title: "t", body: "b", ticketID: "w\(n)", devices: [.init(token: apnsToken(), platform: .ios)]),
-            requestID: nil
+    /// A writer on connections of its own: the test's two hold the lock and look at `pg_locks`.
+    static func writer(_ test: TestApp, maxConcurrentWrites: Int, overlapAfter: Duration) -> IntakeWriter {
+        let client = PostgresClient(configuration: .init(conninfo: test.conninfo, maxConnections: 2), logger: TestDatabase.logger)
+        return IntakeWriter(
+            queue: DeliveryQueue(client: client), logger: TestDatabase.logger, maxBatch: 500, maxConcurrentWrites: maxConcurrentWrites,
+            overlapAfter: overlapAfter
         )
+    }
+
+    /// The answers to webhooks queued with ``submit(_:to:)``.
+    final class Results: Sendable {
+        let stream: AsyncStream<Result<IntakeReceipt, any Error>>
+        let continuation: AsyncStream<Result<IntakeReceipt, any Error>>.Continuation
+
+        init() { (stream, continuation) = AsyncStream.makeStream() }
+
+        /// Queues webhook `n` (ticket `w<n>`, one new iOS device) before it returns.
+        func submit(_ n: Int, to writer: IntakeWriter) {
+            let webhook = ZendeskWebhook(title: "t", body: "b", ticketID: "w\(n)", devices: [.init(token: apnsToken(), platform: .ios)])
+            writer.submit(IntakeItem(appID: "support", webhook: webhook, requestID: nil)) { [continuation] in continuation.yield($0) }
+        }
+
+        /// The first `count` answers; throws the first failure.
+        func collect(_ count: Int) async throws -> [IntakeReceipt] {
+            var receipts: [IntakeReceipt] = []
+            for await result in stream {
+                receipts.append(try result.get())
+                if receipts.count == count { break }
+            }
+            return receipts
+        }
     }
 }
