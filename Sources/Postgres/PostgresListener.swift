@@ -1,6 +1,7 @@
 import Logging
 import NIOPosix
 import ServiceLifecycle
+import Synchronization
 
 /// What a ``PostgresListener`` reports.
 public enum PostgresListenerEvent: Sendable, Hashable {
@@ -17,11 +18,19 @@ public enum PostgresListenerEvent: Sendable, Hashable {
 /// A `Service` that holds one dedicated connection in `LISTEN` on a fixed set of channels and
 /// reconnects with backoff when the server goes away.
 ///
+/// One listener serves every consumer of a process, each through its own stream of the channels
+/// it wants (``events(on:)``): every listening connection is a server process that PostgreSQL
+/// wakes for each NOTIFY on any channel, so one connection on three channels costs the server a
+/// third of what three connections on one channel each cost.
+///
 /// It waits on the socket from its own thread, in short slices so that shutdown is prompt.
 public final class PostgresListener: Service, Sendable {
-    /// Events in arrival order. There is one consumer; iterate it from the service that reacts.
-    public let events: AsyncStream<PostgresListenerEvent>
-    private let continuation: AsyncStream<PostgresListenerEvent>.Continuation
+    private struct Subscription {
+        var channels: Set<String>
+        var continuation: AsyncStream<PostgresListenerEvent>.Continuation
+    }
+
+    private let subscriptions = Mutex<[Subscription]>([])
     private let conninfo: String
     private let channels: [String]
     private let logger: Logger
@@ -36,7 +45,6 @@ public final class PostgresListener: Service, Sendable {
                 channel.utf8.allSatisfy({ ($0 >= 97 && $0 <= 122) || ($0 >= 48 && $0 <= 57) || $0 == 95 })
             else { throw PostgresError(code: .server, message: "invalid channel name \(channel)") }
         }
-        (events, continuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(10_000))
         self.conninfo = conninfo
         self.channels = channels
         self.logger = logger
@@ -44,12 +52,34 @@ public final class PostgresListener: Service, Sendable {
         self.threadPool.start()
     }
 
+    /// A new stream of this listener's events: every ``PostgresListenerEvent/listening`` and
+    /// ``PostgresListenerEvent/lost``, and the notifications on `channels` (on all of the
+    /// listener's channels when `nil`), in arrival order. A stream sees only what happens after
+    /// it is made, so make the streams before the listener runs; each has one consumer, and ends
+    /// when the listener stops.
+    public func events(on channels: [String]? = nil) -> AsyncStream<PostgresListenerEvent> {
+        let wanted = Set(channels ?? self.channels)
+        precondition(wanted.isSubset(of: self.channels), "a listener on \(self.channels) was asked for \(wanted)")
+        let (stream, continuation) = AsyncStream.makeStream(of: PostgresListenerEvent.self, bufferingPolicy: .bufferingNewest(10_000))
+        subscriptions.withLock { $0.append(Subscription(channels: wanted, continuation: continuation)) }
+        return stream
+    }
+
+    private func yield(_ event: PostgresListenerEvent) {
+        subscriptions.withLock { subscriptions in
+            for subscription in subscriptions {
+                if case .notification(let notification) = event, !subscription.channels.contains(notification.channel) { continue }
+                subscription.continuation.yield(event)
+            }
+        }
+    }
+
     deinit {
         threadPool.shutdownGracefully { _ in }
     }
 
     public func run() async throws {
-        defer { continuation.finish() }
+        defer { subscriptions.withLock { $0.forEach { $0.continuation.finish() } } }
         await cancelWhenGracefulShutdown {
             var delay = Duration.milliseconds(100)
             while !Task.isCancelled {
@@ -59,7 +89,7 @@ public final class PostgresListener: Service, Sendable {
                     return
                 } catch {
                     if Task.isCancelled { return }
-                    self.continuation.yield(.lost)
+                    self.yield(.lost)
                     self.logger.warning("PostgreSQL listener lost its connection; reconnecting", metadata: ["error": "\(error)"])
                     try? await Task.sleep(for: delay)
                     delay = min(delay * 2, .seconds(5))
@@ -80,13 +110,13 @@ public final class PostgresListener: Service, Sendable {
             }
             return connection
         }
-        continuation.yield(.listening)
+        yield(.listening)
         logger.debug("PostgreSQL listener ready", metadata: ["db.channels": "\(channels.joined(separator: ","))"])
         while !Task.isCancelled {
             let notifications = try await threadPool.runIfActive {
                 try connection.waitForNotifications(timeoutMilliseconds: 250)
             }
-            for notification in notifications { continuation.yield(.notification(notification)) }
+            for notification in notifications { yield(.notification(notification)) }
         }
     }
 }

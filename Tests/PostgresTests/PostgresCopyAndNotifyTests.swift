@@ -51,11 +51,14 @@ struct PostgresCopyAndNotifyTests {
         await client.close()
     }
 
-    @Test("NOTIFY reaches a running listener with its payload")
+    @Test("NOTIFY reaches a running listener with its payload, and each stream only its channels")
     func listenNotify() async throws {
         let conninfo = try await TestDatabase.makeDatabase()
         let client = PostgresClient(configuration: .init(conninfo: conninfo), logger: TestDatabase.logger)
         let listener = try PostgresListener(conninfo: conninfo, channels: ["deliveries_due", "other"], logger: TestDatabase.logger)
+        let events = listener.events()
+        // A second consumer of the same connection, for one of its channels.
+        let onlyOther = listener.events(on: ["other"])
         let received = try await withThrowingTaskGroup(of: [PostgresNotification]?.self) { group in
             group.addTask {
                 try await listener.run()
@@ -63,7 +66,7 @@ struct PostgresCopyAndNotifyTests {
             }
             group.addTask {
                 var notifications: [PostgresNotification] = []
-                for await event in listener.events {
+                for await event in events {
                     switch event {
                     case .listening:
                         try await client.notify(channel: "deliveries_due", payload: "app-1")
@@ -88,6 +91,14 @@ struct PostgresCopyAndNotifyTests {
         }
         #expect(received.map(\.channel) == ["deliveries_due", "other"])
         #expect(received.map(\.payload) == ["app-1", ""])
+        // The listener has stopped (the group waited for it), so the stream has ended.
+        var otherEvents: [PostgresListenerEvent] = []
+        for await event in onlyOther { otherEvents.append(event) }
+        #expect(otherEvents.first == .listening)
+        #expect(otherEvents.compactMap { event -> String? in
+            guard case .notification(let notification) = event else { return nil }
+            return notification.channel
+        } == ["other"])
         await client.close()
     }
 

@@ -21,7 +21,7 @@ struct OpenAPITests {
         let settings = WebhookSettings(config: ConfigReader(provider: InMemoryProvider(values: [:])))
         let writer = IntakeWriter(queue: DeliveryQueue(client: database.client), logger: TestDatabase.logger)
         let listener = try PostgresListener(conninfo: conninfo, channels: [UnreadChannel.name], logger: TestDatabase.logger)
-        let hub = UnreadHub(listener: listener, heartbeat: .seconds(15))
+        let hub = UnreadHub(events: listener.events(), heartbeat: .seconds(15))
         let authenticator = Authenticator(keys: APIKeyStore(client: database.client), apps: apps)
         let (_, routes) = buildRouter(
             database: database, apps: apps, authenticator: authenticator, writer: writer, settings: settings, hub: hub, metrics: RelayMetrics()

@@ -59,6 +59,7 @@ struct WebhookTests {
     func notifiesAfterCommit(mode: WebhookPath) async throws {
         let test = try await TestApp.make()
         let listener = try PostgresListener(conninfo: test.conninfo, channels: ["push_relay_deliveries"], logger: TestDatabase.logger)
+        let events = listener.events()
         try await test.application().test(mode.setup) { client in
             let woke = try await withThrowingTaskGroup(of: Bool.self) { group in
                 group.addTask {
@@ -66,7 +67,7 @@ struct WebhookTests {
                     return false
                 }
                 group.addTask {
-                    for await event in listener.events {
+                    for await event in events {
                         switch event {
                         case .listening:
                             let response = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(fixtureWebhook))

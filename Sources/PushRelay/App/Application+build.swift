@@ -39,15 +39,15 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
     let delivery = DeliverySettings(config: reader.scoped(to: "delivery"), tls: reader.scoped(to: "tls"))
     let providers: ProviderSet
     let listener: PostgresListener
-    let unreadListener: PostgresListener
-    let jobListener: PostgresListener
     let forwarder: ZendeskForwarder
     let eventForwarder: EventForwarder
     do {
         providers = try await ProviderSet(apps: configuredApps, settings: delivery, tokens: ProviderTokenStore(client: database.client))
-        listener = try PostgresListener(conninfo: database.client.configuration.conninfo, channels: [DeliveryQueue.channel], logger: logger)
-        unreadListener = try PostgresListener(conninfo: database.client.configuration.conninfo, channels: [UnreadChannel.name], logger: logger)
-        jobListener = try PostgresListener(conninfo: database.client.configuration.conninfo, channels: [JobStore.channel], logger: logger)
+        // One connection in LISTEN for the dispatcher, the unread hub and the job runner.
+        listener = try PostgresListener(
+            conninfo: database.client.configuration.conninfo, channels: [DeliveryQueue.channel, UnreadChannel.name, JobStore.channel],
+            logger: logger
+        )
         forwarder = try ZendeskForwarder(
             client: database.client, apps: configuredApps, settings: ZendeskForwarderSettings(config: reader.scoped(to: "zendesk")),
             caFile: delivery.caFile, metrics: metrics, logger: logger
@@ -63,7 +63,7 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
     let outbox = DeliveryQueue(client: database.client)
     let dispatcher = Dispatcher(
         queue: outbox, providers: providers, settings: delivery, apps: delivery.enabled ? configuredApps.map(\.id) : [],
-        wakeUps: listener.events, events: EventForwarder.wanted(by: configuredApps), metrics: metrics, logger: logger
+        wakeUps: listener.events(on: [DeliveryQueue.channel]), events: EventForwarder.wanted(by: configuredApps), metrics: metrics, logger: logger
     )
     let retention = RetentionService(
         client: database.client, settings: RetentionSettings(config: reader.scoped(to: "retention")), metrics: metrics, logger: logger
@@ -74,9 +74,9 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
         overlapAfter: settings.concurrentWriteAfter
     )
     let unread = UnreadSettings(config: reader.scoped(to: "unread"))
-    let hub = UnreadHub(listener: unreadListener, heartbeat: unread.heartbeat, pollAfter: unread.pollAfter)
+    let hub = UnreadHub(events: listener.events(on: [UnreadChannel.name]), heartbeat: unread.heartbeat, pollAfter: unread.pollAfter)
     let jobs = JobRunner(
-        store: JobStore(client: database.client), wakeUps: jobListener.events, settings: JobSettings(config: reader.scoped(to: "jobs")),
+        store: JobStore(client: database.client), wakeUps: listener.events(on: [JobStore.channel]), settings: JobSettings(config: reader.scoped(to: "jobs")),
         metrics: metrics, logger: logger
     )
     let consoleSettings = ConsoleSettings(config: reader.scoped(to: "console"))
@@ -115,9 +115,7 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
     app.addServices(ActivityWriter(client: database.client, tally: metrics.activity, logger: logger))
     app.addServices(listener)
     app.addServices(dispatcher)
-    app.addServices(unreadListener)
     app.addServices(hub)
-    app.addServices(jobListener)
     app.addServices(jobs)
     app.addServices(forwarder)
     app.addServices(eventForwarder)

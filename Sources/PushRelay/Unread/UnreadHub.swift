@@ -22,7 +22,7 @@ final class UnreadHub: Service, Sendable {
         var continuation: AsyncStream<Signal>.Continuation
     }
 
-    private let listener: PostgresListener
+    private let events: AsyncStream<PostgresListenerEvent>
     private let heartbeat: Duration
     private let subscribers = Mutex<[UUID: Subscriber]>([:])
     private let versions = Mutex(Versions())
@@ -70,8 +70,9 @@ final class UnreadHub: Service, Sendable {
     /// `GET …/unread`'s `Cache-Control` value: `private, max-age=` ``pollAfter``.
     let cacheControl: String
 
-    init(listener: PostgresListener, heartbeat: Duration, pollAfter: Int = 10) {
-        self.listener = listener
+    /// - Parameter events: the listener's events on ``UnreadChannel`` (``PostgresListener/events(on:)``).
+    init(events: AsyncStream<PostgresListenerEvent>, heartbeat: Duration, pollAfter: Int = 10) {
+        self.events = events
         self.heartbeat = heartbeat
         self.pollAfter = pollAfter
         cacheControl = "private, max-age=\(pollAfter)"
@@ -126,7 +127,7 @@ final class UnreadHub: Service, Sendable {
     func run() async throws {
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
-                for await event in self.listener.events {
+                for await event in self.events {
                     switch event {
                     case .listening:
                         // Changes may have been missed while the connection was away.
