@@ -1,3 +1,4 @@
+import Configuration
 import Foundation
 import Postgres
 @testable import PushRelay
@@ -75,6 +76,20 @@ struct IntakeWriterTests {
         for batch in [["w0"], (1...5).map { "w\($0)" }, (6...10).map { "w\($0)" }] {
             #expect(try await test.count("SELECT count(DISTINCT xmin::text) FROM notifications WHERE ticket_id = ANY($1)", [batch]) == 1, "\(batch)")
         }
+    }
+
+    @Test("webhooks.concurrent_write_after_ms: 5 ms unless set, 0 to 1000 ms")
+    func overlapSetting() {
+        func settings(_ value: Int?) -> WebhookSettings {
+            var values: [AbsoluteConfigKey: ConfigValue] = [:]
+            if let value { values["concurrent_write_after_ms"] = .init(.int(value), isSecret: false) }
+            return WebhookSettings(config: ConfigReader(provider: InMemoryProvider(values: values)))
+        }
+        #expect(settings(nil).concurrentWriteAfter == .milliseconds(5))
+        #expect(settings(0).concurrentWriteAfter == .zero)
+        #expect(settings(20).concurrentWriteAfter == .milliseconds(20))
+        #expect(settings(-3).concurrentWriteAfter == .zero)
+        #expect(settings(60_000).concurrentWriteAfter == .milliseconds(1000))
     }
 
     /// A writer on connections of its own: the test's two hold the lock and look at `pg_locks`.
