@@ -76,8 +76,8 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
     let unread = UnreadSettings(config: reader.scoped(to: "unread"))
     let hub = UnreadHub(events: listener.events(on: [UnreadChannel.name]), heartbeat: unread.heartbeat, pollAfter: unread.pollAfter)
     let jobs = JobRunner(
-        store: JobStore(client: database.client), wakeUps: listener.events(on: [JobStore.channel]), settings: JobSettings(config: reader.scoped(to: "jobs")),
-        metrics: metrics, logger: logger
+        store: JobStore(client: database.client), wakeUps: listener.events(on: [JobStore.channel]),
+        settings: JobSettings(config: reader.scoped(to: "jobs")), metrics: metrics, logger: logger
     )
     let consoleSettings = ConsoleSettings(config: reader.scoped(to: "console"))
     let sessions = ConsoleSessionStore(client: database.client, idleTimeout: consoleSettings.idleTimeout, maxLifetime: consoleSettings.sessionLifetime)
