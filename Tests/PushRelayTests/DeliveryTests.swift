@@ -515,6 +515,47 @@ struct DeliveryTests {
         }
     }
 
+    @Test("outcomes: the first after a quiet time is written at once; those answered while the writer waits outcome_write_interval_ms share one statement")
+    func outcomeWriteInterval() async throws {
+        try await DeliveryHarness.with { harness in
+            let first = apnsToken()
+            let later = (0..<3).map { _ in apnsToken() }
+            try await harness.application(extra: ["delivery.outcome_write_interval_ms": .init(.int(1_000), isSecret: false)]).test(.router) { client in
+                _ = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(first, "ios")])))
+                #expect(try await eventually { try await harness.deliveries(token: first).first?.status == "delivered" })
+                // The writer now waits a second before its next write: these three webhooks, each
+                // stored and sent on its own, are answered meanwhile.
+                for (index, token) in later.enumerated() {
+                    let response = try await client.execute(
+                        uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(token, "ios")], ticket: "\(10 + index)"))
+                    )
+                    #expect(response.status == .accepted)
+                }
+                #expect(try await eventually { try await harness.test.count("SELECT count(*) FROM deliveries WHERE status = 'delivered'") == 4 })
+            }
+            // Each row's version is the one its outcome wrote: `xmin` names that transaction,
+            // `updated_at` its start.
+            func written(_ token: String) async throws -> (transaction: String, at: Date) {
+                let row = try #require(
+                    try await harness.test.client.query(
+                        "SELECT xmin::text, extract(epoch FROM updated_at)::float8 FROM deliveries WHERE device_token = $1", [token]
+                    ).rows.first
+                )
+                let (transaction, seconds) = try row.decode((String, Double).self)
+                return (transaction, Date(timeIntervalSince1970: seconds))
+            }
+            let firstWrite = try await written(first)
+            var laterWrites: [(transaction: String, at: Date)] = []
+            for token in later { laterWrites.append(try await written(token)) }
+            #expect(Set(laterWrites.map(\.transaction)).count == 1)
+            #expect(!laterWrites.map(\.transaction).contains(firstWrite.transaction))
+            // At once: well within the interval of the sandbox's answer. Then a second's wait.
+            let answered = try #require(harness.requests(token: first).first?.receivedAt)
+            #expect(firstWrite.at.timeIntervalSince(answered) < 1)
+            #expect(try #require(laterWrites.first).at.timeIntervalSince(firstWrite.at) >= 1)
+        }
+    }
+
     @Test("APNs certificate authentication: a PEM and a .p12 client certificate deliver; one for another topic is refused")
     func certificateAuthentication() async throws {
         try await DeliveryHarness.with { made in

@@ -187,6 +187,15 @@ struct DispatcherStateMachineTests {
         #expect(machine.inFlight["a"] == 0)
     }
 
+    @Test("delivery.outcome_write_interval_ms: 10 ms unless set, 0 to 1000 ms")
+    func outcomeWriteIntervalSetting() {
+        #expect(Self.settings().outcomeWriteInterval == .milliseconds(10))
+        #expect(Self.settings(["outcome_write_interval_ms": 0]).outcomeWriteInterval == .zero)
+        #expect(Self.settings(["outcome_write_interval_ms": 25]).outcomeWriteInterval == .milliseconds(25))
+        #expect(Self.settings(["outcome_write_interval_ms": -1]).outcomeWriteInterval == .zero)
+        #expect(Self.settings(["outcome_write_interval_ms": 5_000]).outcomeWriteInterval == .milliseconds(1000))
+    }
+
     // MARK: Outcome rules
 
     @Test("before sending: an invalidated device is skipped, a delivery past max_age expires, an app without the platform's section fails")

@@ -35,6 +35,13 @@ public struct DeliverySettings: Sendable {
     /// `connections_per_host` connections: one thread drives a few tens of thousands of pushes a
     /// second; a machine with cores to spare can give a busy credential more.
     public var eventThreads: Int
+    /// After each write of outcomes, how long the writer waits before the next
+    /// (`outcome_write_interval_ms`, default 10, 0 to 1000; 0 writes as soon as the last write
+    /// ends). Outcomes answered meanwhile share one statement: each statement costs PostgreSQL about
+    /// as much as fifteen of its rows, so fewer, larger statements cost it less per push. The push
+    /// itself is not delayed; its row says `sending` up to this much longer, and a crash in that
+    /// time leaves those rows to be sent again after the lease, as for any push in flight.
+    public var outcomeWriteInterval: Duration
     /// Extra CA bundle to trust for outbound TLS (`tls.ca_file`), such as the sandbox's CA.
     public var caFile: String?
 
@@ -54,6 +61,7 @@ public struct DeliverySettings: Sendable {
         connectionsPerHost = max(1, config.int(forKey: "connections_per_host", default: 2))
         streamsPerConnection = max(1, config.int(forKey: "streams_per_connection", default: 90))
         eventThreads = min(16, max(1, config.int(forKey: "event_threads", default: 1)))
+        outcomeWriteInterval = .milliseconds(min(max(0, config.int(forKey: "outcome_write_interval_ms", default: 10)), 1000))
         caFile = tls?.string(forKey: "ca_file")
     }
 

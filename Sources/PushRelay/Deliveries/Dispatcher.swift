@@ -268,15 +268,18 @@ final class Dispatcher: Service, Sendable {
 
     // MARK: - Writing outcomes
 
-    /// Writes outcomes as they come, many per transaction, until the sends are over.
+    /// Writes outcomes as they come, many per transaction, until the sends are over. The first
+    /// outcome after a quiet time is written at once; after each write the writer waits
+    /// ``DeliverySettings/outcomeWriteInterval`` before the next, so under load the outcomes of that
+    /// time go in one statement. Shutdown writes what is left without waiting.
     private func writeResults() async {
         for await _ in writerBell.rings {
-            await flush()
+            await flush(spaced: true)
         }
-        await flush()
+        await flush(spaced: false)
     }
 
-    private func flush() async {
+    private func flush(spaced: Bool) async {
         var failures = 0
         while true {
             let batch = machine.withLock { $0.takeUnwritten(max: 2000) }
@@ -290,7 +293,9 @@ final class Dispatcher: Service, Sendable {
                 logger.warning("writing delivery outcomes failed; retrying", metadata: ["error": "\(error)", "push.outcomes": "\(batch.count)"])
                 if failures >= 30 { return }
                 try? await Task.sleep(for: .seconds(1))
+                continue
             }
+            if spaced && settings.outcomeWriteInterval > .zero { try? await Task.sleep(for: settings.outcomeWriteInterval) }
         }
     }
 }
