@@ -213,31 +213,53 @@ extension Array: PostgresEncodable where Element: PostgresEncodable {
     /// UTF-8 bytes: `"` and `\` never occur inside a multi-byte sequence, so escaping bytes is exact.
     /// Each element's bytes are copied in runs between the bytes that need a backslash, not one
     /// by one: intake encodes every webhook's texts this way.
-    public var postgresText: String? {
-        let quote = UInt8(ascii: "\""), backslash = UInt8(ascii: "\\")
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(2 + count * 24)
-        bytes.append(UInt8(ascii: "{"))
-        for (index, element) in enumerated() {
-            if index > 0 { bytes.append(UInt8(ascii: ",")) }
-            guard var value = element.postgresText else {
-                bytes.append(contentsOf: "NULL".utf8)
-                continue
-            }
-            bytes.append(quote)
-            value.withUTF8 { utf8 in
-                var start = 0
-                for offset in 0..<utf8.count where utf8[offset] == quote || utf8[offset] == backslash {
-                    bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<offset]))
-                    bytes.append(backslash)
-                    start = offset
-                }
-                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start...]))
-            }
-            bytes.append(quote)
+    ///
+    /// Statements pass their parameters as `any PostgresEncodable`, so this runs as unspecialized
+    /// generic code: ``arrayLiteral(_:)`` has specialized copies for the element types of the busy
+    /// statements, which its generic entry dispatches to.
+    public var postgresText: String? { arrayLiteral(self) }
+}
+
+/// ``Swift/Array/postgresText``. The loop avoids `enumerated()`, whose generic iterator looked up
+/// tuple metadata for every element.
+@_specialize(where Element == String)
+@_specialize(where Element == String?)
+@_specialize(where Element == Int)
+@_specialize(where Element == Int64)
+@_specialize(where Element == Bool)
+@_specialize(where Element == Date?)
+func arrayLiteral<Element: PostgresEncodable>(_ elements: [Element]) -> String {
+    var bytes: [UInt8] = []
+    bytes.reserveCapacity(2 + elements.count * 24)
+    bytes.append(UInt8(ascii: "{"))
+    for index in 0..<elements.count {
+        if index > 0 { bytes.append(UInt8(ascii: ",")) }
+        ArrayLiteral.append(elements[index].postgresText, to: &bytes)
+    }
+    bytes.append(UInt8(ascii: "}"))
+    return String(decoding: bytes, as: UTF8.self)
+}
+
+/// The element writer of ``Swift/Array/postgresText``, outside the generic extension so it is
+/// compiled once, for concrete types.
+private enum ArrayLiteral {
+    static func append(_ text: String?, to bytes: inout [UInt8]) {
+        guard var value = text else {
+            bytes.append(contentsOf: "NULL".utf8)
+            return
         }
-        bytes.append(UInt8(ascii: "}"))
-        return String(decoding: bytes, as: UTF8.self)
+        let quote = UInt8(ascii: "\""), backslash = UInt8(ascii: "\\")
+        bytes.append(quote)
+        value.withUTF8 { utf8 in
+            var start = 0
+            for offset in 0..<utf8.count where utf8[offset] == quote || utf8[offset] == backslash {
+                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<offset]))
+                bytes.append(backslash)
+                start = offset
+            }
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start...]))
+        }
+        bytes.append(quote)
     }
 }
 

@@ -167,4 +167,31 @@ struct PostgresClientTests {
         #expect(error?.code == .decoding)
         await client.close()
     }
+
+    @Test("arrays round-trip for the element types with specialized encodings and for one without (UUID)")
+    func arrayRoundTrip() async throws {
+        let client = try await client()
+        let strings: [String?] = ["a", nil, "q\"b\\", "NULL", ""]
+        let dates: [Date?] = [Date(timeIntervalSince1970: 1_795_000_000.25), nil]
+        let uuids = [UUID(), UUID()]
+        let row = try await client.query(
+            """
+            SELECT $1::text[], $2::bigint[], $3::bigint[], $4::bool[], $5::timestamptz[], $6::uuid[],
+                   $1::text[] IS NOT DISTINCT FROM ARRAY['a', NULL, 'q"b\\', 'NULL', '']::text[], cardinality($7::int[])
+            """,
+            [strings, [1, -2, Int.max], [Int64.min, 0], [true, false], dates, uuids, [Int]()]
+        ).first!
+        let (decodedStrings, ints, bigs, flags, decodedDates, decodedUUIDs, sameOnServer, emptyCount) =
+            try row.decode(([String?], [Int], [Int64], [Bool], [Date?], [UUID], Bool, Int).self)
+        #expect(decodedStrings == strings)
+        #expect(ints == [1, -2, Int.max])
+        #expect(bigs == [Int64.min, 0])
+        #expect(flags == [true, false])
+        #expect(decodedDates.count == 2 && decodedDates[1] == nil)
+        #expect(abs(try #require(decodedDates[0]).timeIntervalSince(try #require(dates[0]))) < 0.000_01)
+        #expect(decodedUUIDs == uuids)
+        #expect(sameOnServer)
+        #expect(emptyCount == 0)
+        await client.close()
+    }
 }
