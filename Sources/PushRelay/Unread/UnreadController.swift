@@ -51,8 +51,13 @@ struct UnreadController<Context: RequestContext>: Sendable {
         }
         metrics.unreadPoll(app: app, answer: "read")
         let since = hub.beginRead()
-        let summary = try await store.summary(app: app, owner: owner)
-        let body = try Self.encoder.encode(summary)
+        let body: Data
+        do {
+            body = try Self.encoder.encode(try await store.summary(app: app, owner: owner))
+        } catch {
+            hub.abandonRead(since: since)
+            throw error
+        }
         let etag = Self.etag(of: body)
         hub.remember(app: app, owner: owner, etag: etag, since: since)
         var headers: HTTPFields = [.eTag: etag, .cacheControl: cacheControl]

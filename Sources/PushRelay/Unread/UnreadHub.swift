@@ -38,17 +38,24 @@ final class UnreadHub: Service, Sendable {
         var generation: UInt64 = 0
         /// When everything was last announced (`*`, or the listener came back).
         var everythingAt: UInt64 = 0
+        /// Reads of counts begun and not yet ended.
+        var readsInFlight = 0
+        /// The generation each owner was last announced at, kept only while reads are in flight:
+        /// a read that begins later begins at a generation no entry exceeds, so when the last read
+        /// ends the table is emptied, and with none in flight an announcement costs no entry.
         var changedAt: [String: UInt64] = [:]
         var etags: [String: String] = [:]
 
-        mutating func announce(_ keys: some Sequence<String>) {
+        mutating func announce(_ keys: some Sequence<Substring>) {
             generation += 1
+            guard readsInFlight > 0 || !etags.isEmpty else { return }
             for key in keys {
-                changedAt[key] = generation
+                let key = String(key)
+                if readsInFlight > 0 { changedAt[key] = generation }
                 etags[key] = nil
             }
-            // Every owner ever announced would stay here: past the bound, start over as for `*`
-            // (the next poll of each owner queries once).
+            // Every owner announced while reads are in flight would stay here: past the bound,
+            // start over as for `*` (the next poll of each owner queries once).
             if changedAt.count > UnreadHub.maxCachedOwners { announceEverything() }
         }
 
@@ -57,6 +64,11 @@ final class UnreadHub: Service, Sendable {
             everythingAt = generation
             changedAt.removeAll(keepingCapacity: true)
             etags.removeAll(keepingCapacity: true)
+        }
+
+        mutating func endRead() {
+            readsInFlight -= 1
+            if readsInFlight == 0 && !changedAt.isEmpty { changedAt.removeAll() }
         }
     }
 
@@ -100,28 +112,40 @@ final class UnreadHub: Service, Sendable {
         versions.withLock { $0.listening ? $0.etags[Self.key(app: app, owner: owner)] : nil }
     }
 
-    /// Taken before reading an owner's counts; hand it to ``remember(app:owner:etag:since:)``.
-    /// `nil` while announcements cannot be trusted to arrive.
+    /// Taken before reading an owner's counts; hand it to ``remember(app:owner:etag:since:)``, or
+    /// to ``abandonRead(since:)`` if the read fails. `nil` while announcements cannot be trusted to
+    /// arrive.
     func beginRead() -> UInt64? {
-        versions.withLock { $0.listening ? $0.generation : nil }
+        versions.withLock { versions in
+            guard versions.listening else { return nil }
+            versions.readsInFlight += 1
+            return versions.generation
+        }
     }
 
-    /// Keeps the ETag of counts read since `generation`, unless the owner (or everyone) was
-    /// announced changed since, when the counts read may already be old.
+    /// Ends a read begun at `generation` and keeps the ETag of the counts it read, unless the owner
+    /// (or everyone) was announced changed since, when the counts read may already be old.
     func remember(app: String, owner: String, etag: String, since generation: UInt64?) {
         guard let generation else { return }
         let key = Self.key(app: app, owner: owner)
         versions.withLock { versions in
+            defer { versions.endRead() }
             guard versions.listening, versions.everythingAt <= generation, versions.changedAt[key, default: 0] <= generation else { return }
             if versions.etags.count >= Self.maxCachedOwners { versions.etags.removeAll(keepingCapacity: true) }
             versions.etags[key] = etag
         }
     }
 
+    /// Ends a read begun at `generation` that read nothing.
+    func abandonRead(since generation: UInt64?) {
+        guard generation != nil else { return }
+        versions.withLock { $0.endRead() }
+    }
+
     /// This instance changed the owner's counts itself: forget its ETag at once, before the
     /// announcement comes back.
     func changed(app: String, owner: String) {
-        versions.withLock { $0.announce(CollectionOfOne(Self.key(app: app, owner: owner))) }
+        versions.withLock { $0.announce(CollectionOfOne(Substring(Self.key(app: app, owner: owner)))) }
     }
 
     func run() async throws {
@@ -168,10 +192,12 @@ final class UnreadHub: Service, Sendable {
             signalAll(.changed)
             return
         }
-        let keys = Set(payload.split(separator: "\n").map(String.init))
+        let keys = payload.split(separator: "\n")
         versions.withLock { $0.announce(keys) }
         subscribers.withLock { table in
-            for subscriber in table.values where keys.contains(subscriber.key) { subscriber.continuation.yield(.changed) }
+            guard !table.isEmpty else { return }
+            let changed = Set(keys)
+            for subscriber in table.values where changed.contains(Substring(subscriber.key)) { subscriber.continuation.yield(.changed) }
         }
     }
 

@@ -1,0 +1,66 @@
+import Foundation
+@testable import Postgres
+@testable import PushRelay
+import Testing
+
+/// The hub's ETag cache against announcements, driven through its listener events and its read
+/// calls in the order a race would interleave them.
+@Suite("UnreadHub: ETags kept only for reads no announcement overtook")
+struct UnreadHubTests {
+    /// A running hub fed by `events`; stopped when `body` returns.
+    static func withHub(_ body: (UnreadHub, AsyncStream<PostgresListenerEvent>.Continuation) async throws -> Void) async throws {
+        let (events, feed) = AsyncStream.makeStream(of: PostgresListenerEvent.self)
+        let hub = UnreadHub(events: events, heartbeat: .seconds(60))
+        let running = Task { try await hub.run() }
+        defer { running.cancel() }
+        feed.yield(.listening)
+        #expect(
+            await eventually(timeout: .seconds(5)) {
+                let generation = hub.beginRead()
+                hub.abandonRead(since: generation)
+                return generation != nil
+            }
+        )
+        try await body(hub, feed)
+    }
+
+    @Test("reads overtaken by an announcement keep no ETag, the last one too after the first has ended; one begun after it does")
+    func overtakenReads() async throws {
+        try await Self.withHub { hub, _ in
+            let first = hub.beginRead()
+            let second = hub.beginRead()
+            hub.changed(app: "a", owner: "u")
+            hub.remember(app: "a", owner: "u", etag: "\"1\"", since: first)
+            #expect(hub.cachedETag(app: "a", owner: "u") == nil, "the first read began before the announcement")
+            // The first read has ended; the second, still in flight, was overtaken too.
+            hub.remember(app: "a", owner: "u", etag: "\"2\"", since: second)
+            #expect(hub.cachedETag(app: "a", owner: "u") == nil, "the second read began before the announcement")
+            // With no read in flight, an announcement is no obstacle to a read begun after it.
+            hub.changed(app: "a", owner: "u")
+            let third = hub.beginRead()
+            hub.remember(app: "a", owner: "u", etag: "\"3\"", since: third)
+            #expect(hub.cachedETag(app: "a", owner: "u") == "\"3\"")
+        }
+    }
+
+    @Test("announcements by NOTIFY drop the owners' ETags and overtake reads in flight; a failed read ends without an ETag")
+    func notifiedOwners() async throws {
+        try await Self.withHub { hub, feed in
+            for owner in ["u", "v"] {
+                let read = hub.beginRead()
+                hub.remember(app: "a", owner: owner, etag: "\"\(owner)\"", since: read)
+            }
+            let inFlight = hub.beginRead()
+            let failed = hub.beginRead()
+            hub.abandonRead(since: failed)
+            feed.yield(.notification(PostgresNotification(channel: UnreadChannel.name, payload: "a u\nb w", processID: 1)))
+            #expect(await eventually(timeout: .seconds(5)) { hub.cachedETag(app: "a", owner: "u") == nil })
+            #expect(hub.cachedETag(app: "a", owner: "v") == "\"v\"")
+            hub.remember(app: "b", owner: "w", etag: "\"w\"", since: inFlight)
+            #expect(hub.cachedETag(app: "b", owner: "w") == nil, "b w was announced while this read was in flight")
+            let after = hub.beginRead()
+            hub.remember(app: "b", owner: "w", etag: "\"w2\"", since: after)
+            #expect(hub.cachedETag(app: "b", owner: "w") == "\"w2\"")
+        }
+    }
+}
