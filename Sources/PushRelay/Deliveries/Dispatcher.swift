@@ -212,6 +212,11 @@ final class Dispatcher: Service, Sendable {
 
     /// The log line of a decided outcome (never the token in full, nor the notification's text).
     private func log(_ result: DeliveryResult) {
+        // Most results log nothing: return before the token is redacted for a line not written.
+        switch result.outcome {
+        case .delivered, .skipped, .lapsed, .handedBack: return
+        case .deadToken, .failed, .unsendable, .credential, .expired, .retry: break
+        }
         let delivery = result.delivery
         let token = DeviceToken.redacted(delivery.token)
         let reason = result.reason ?? ""
