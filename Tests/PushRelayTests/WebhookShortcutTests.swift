@@ -205,6 +205,41 @@ struct WebhookShortcutTests {
         }
     }
 
+    /// Counts the reads the handler passes towards the socket.
+    final class ReadCounter: ChannelOutboundHandler, @unchecked Sendable {
+        typealias OutboundIn = Any
+        var reads = 0
+        func read(context: ChannelHandlerContext) {
+            reads += 1
+            context.read()
+        }
+    }
+
+    @Test("while a webhook is stored, reading goes on until a later request's parts are held, then waits for the answer")
+    func readingWhileStored() async throws {
+        try await Self.withShortcut { _, shortcut in
+            let loop = EmbeddedEventLoop()
+            let channel = EmbeddedChannel(loop: loop)
+            let counter = ReadCounter()
+            let deadline = ConnectionDeadline(limits: ConnectionLimits(config: ConfigReader(provider: InMemoryProvider(values: [:]))), logger: TestDatabase.logger)
+            try channel.pipeline.syncOperations.addHandler(counter)
+            try channel.pipeline.syncOperations.addHandler(WebhookShortcutHandler(shortcut: shortcut, deadline: deadline))
+            try Self.send(channel, Self.head(), Self.body)
+            // Stored until the loop runs the writer's answer: nothing held, so a read goes through.
+            channel.read()
+            #expect(counter.reads == 1)
+            let health = HTTPRequestHead(version: .http1_1, method: .GET, uri: "/health")
+            try channel.writeInbound(HTTPServerRequestPart.head(health))
+            channel.read()
+            #expect(counter.reads == 1, "held parts: the read waits for the answer")
+            let (head, _) = try await Self.answer(channel, loop)
+            #expect(head.status == .accepted)
+            #expect(counter.reads == 2, "the read that waited is made after the answer")
+            #expect(try channel.readInbound(as: HTTPServerRequestPart.self) == .head(health))
+            _ = try? channel.finish()
+        }
+    }
+
     @Test("on a live relay, webhooks and other requests pipelined on one connection are answered in order")
     func pipelinedLive() async throws {
         let test = try await TestApp.make()

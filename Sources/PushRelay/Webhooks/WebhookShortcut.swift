@@ -147,8 +147,8 @@ struct WebhookShortcut: Sendable {
 ///
 /// Requests on a connection are answered in order: a webhook is taken here only when no earlier
 /// request of the connection is still being answered by the framework, and while one taken here
-/// waits for its commit, the parts of any later request are held (and no more is read from the
-/// socket) until its answer is written. A graceful shutdown's quiesce event waits the same way, so
+/// waits for its commit, the parts of any later request are held (and, once some are, no more is
+/// read from the socket) until its answer is written. A graceful shutdown's quiesce event waits the same way, so
 /// the framework does not close the connection under a webhook that is being stored, and no webhook
 /// is taken after it.
 final class WebhookShortcutHandler: ChannelDuplexHandler, RemovableChannelHandler {
@@ -289,8 +289,12 @@ final class WebhookShortcutHandler: ChannelDuplexHandler, RemovableChannelHandle
         context.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
     }
 
+    /// While a webhook is stored, reading goes on until parts of a later request are held: most
+    /// clients send nothing before the answer, and holding the read would drop the socket's read
+    /// interest and add it back (two `epoll_ctl` calls) for every webhook. Once something is held,
+    /// reading waits for the answer, so what is held stays within one read.
     func read(context: ChannelHandlerContext) {
-        if case .storing = state {
+        if case .storing = state, !held.isEmpty {
             readWanted = true
             return
         }
