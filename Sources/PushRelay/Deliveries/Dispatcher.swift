@@ -212,24 +212,21 @@ final class Dispatcher: Service, Sendable {
 
     /// The log line of a decided outcome (never the token in full, nor the notification's text).
     private func log(_ result: DeliveryResult) {
-        // Most results log nothing: return before the token is redacted for a line not written.
-        switch result.outcome {
-        case .delivered, .skipped, .lapsed, .handedBack: return
-        case .deadToken, .failed, .unsendable, .credential, .expired, .retry: break
-        }
         let delivery = result.delivery
-        let token = DeviceToken.redacted(delivery.token)
+        // Redacted inside the metadata, which the logger builds only for a line it writes: most
+        // results write none.
+        func token() -> String { DeviceToken.redacted(delivery.token) }
         let reason = result.reason ?? ""
         switch result.outcome {
         case .deadToken:
             logger.info(
                 "device token is dead; marking the device invalid unless it was registered again since",
-                metadata: ["push.app": "\(delivery.appID)", "push.device": "\(token)", "push.reason": "\(reason)"]
+                metadata: ["push.app": "\(delivery.appID)", "push.device": "\(token())", "push.reason": "\(reason)"]
             )
         case .failed:
             logger.warning(
                 "push rejected by the provider",
-                metadata: ["push.app": "\(delivery.appID)", "push.device": "\(token)", "push.reason": "\(reason)"]
+                metadata: ["push.app": "\(delivery.appID)", "push.device": "\(token())", "push.reason": "\(reason)"]
             )
         case .unsendable:
             logger.error(
@@ -244,13 +241,13 @@ final class Dispatcher: Service, Sendable {
         case .expired:
             logger.warning(
                 "giving up on a delivery",
-                metadata: ["push.app": "\(delivery.appID)", "push.device": "\(token)", "push.attempts": "\(delivery.attempts)", "push.reason": "\(reason)"]
+                metadata: ["push.app": "\(delivery.appID)", "push.device": "\(token())", "push.attempts": "\(delivery.attempts)", "push.reason": "\(reason)"]
             )
         case .retry:
             let delay = result.nextAttemptAt.map { $0.timeIntervalSinceNow } ?? 0
             logger.debug(
                 "push will be retried",
-                metadata: ["push.app": "\(delivery.appID)", "push.device": "\(token)", "push.delay_s": "\(delay)", "push.reason": "\(reason)"]
+                metadata: ["push.app": "\(delivery.appID)", "push.device": "\(token())", "push.delay_s": "\(delay)", "push.reason": "\(reason)"]
             )
         case .delivered, .skipped, .lapsed, .handedBack:
             break
