@@ -94,11 +94,12 @@ struct WebhookShortcutTests {
     }
 
     /// The handler in a channel of its own: what it passes on comes out as inbound parts, what it
-    /// writes as outbound ones.
-    static func channel(_ shortcut: WebhookShortcut) throws -> (EmbeddedChannel, EmbeddedEventLoop) {
+    /// writes as outbound ones. `inFront` goes between it and the socket's end of the pipeline.
+    static func channel(_ shortcut: WebhookShortcut, inFront: (any ChannelHandler)? = nil) throws -> (EmbeddedChannel, EmbeddedEventLoop) {
         let loop = EmbeddedEventLoop()
         let channel = EmbeddedChannel(loop: loop)
         let deadline = ConnectionDeadline(limits: ConnectionLimits(config: ConfigReader(provider: InMemoryProvider(values: [:]))), logger: TestDatabase.logger)
+        if let inFront { try channel.pipeline.syncOperations.addHandler(inFront) }
         try channel.pipeline.syncOperations.addHandler(WebhookShortcutHandler(shortcut: shortcut, deadline: deadline))
         return (channel, loop)
     }
@@ -218,12 +219,8 @@ struct WebhookShortcutTests {
     @Test("while a webhook is stored, reading goes on until a later request's parts are held, then waits for the answer")
     func readingWhileStored() async throws {
         try await Self.withShortcut { _, shortcut in
-            let loop = EmbeddedEventLoop()
-            let channel = EmbeddedChannel(loop: loop)
             let counter = ReadCounter()
-            let deadline = ConnectionDeadline(limits: ConnectionLimits(config: ConfigReader(provider: InMemoryProvider(values: [:]))), logger: TestDatabase.logger)
-            try channel.pipeline.syncOperations.addHandler(counter)
-            try channel.pipeline.syncOperations.addHandler(WebhookShortcutHandler(shortcut: shortcut, deadline: deadline))
+            let (channel, loop) = try Self.channel(shortcut, inFront: counter)
             try Self.send(channel, Self.head(), Self.body)
             // Stored until the loop runs the writer's answer: nothing held, so a read goes through.
             channel.read()
