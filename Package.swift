@@ -55,7 +55,7 @@ let package = Package(
             providers: [.apt(["libjemalloc-dev"]), .brew(["jemalloc"])]
         ),
         // Typed wrappers for libcurl's variadic functions.
-        .target(name: "CCurlShim", dependencies: ["CLibCurl"]),
+        .target(name: "CCurlShim", dependencies: ["CLibCurl"], linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]),
 
         // Transport layers: know nothing of PushRelay.
         .target(

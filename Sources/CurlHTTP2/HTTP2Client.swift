@@ -216,6 +216,8 @@ public final class HTTP2Client: Sendable {
     final class Shared: @unchecked Sendable {
         let multi: UnsafeMutableRawPointer
         let state = Mutex(SharedState())
+        /// The TLS connections the event thread tracks for read-ahead, as of its last pass.
+        let readAheadConnections = Atomic<Int>(0)
 
         init(multi: UnsafeMutableRawPointer) { self.multi = multi }
 
@@ -268,6 +270,10 @@ public final class HTTP2Client: Sendable {
         lane.state.withLock { $0.stopping = true }
         lane.wake()
     }
+
+    /// TLS connections reading ahead, over all event threads, as of each thread's last pass
+    /// (and 0 once the client is shut down and its connections freed).
+    package var readAheadConnections: Int { lanes.reduce(0) { $0 + $1.readAheadConnections.load(ordering: .relaxed) } }
 
     /// Sends a request and returns its response; throws ``CurlError`` below HTTP.
     public func send(_ request: HTTP2Request) async throws -> HTTP2Response {
@@ -406,7 +412,7 @@ final class EasyHandle {
     let easy: UnsafeMutableRawPointer
     let errorBuffer: UnsafeMutablePointer<CChar>
 
-    init?(configuration: HTTP2ClientConfiguration, loop: UnsafeMutableRawPointer) {
+    init?(configuration: HTTP2ClientConfiguration, loop: UnsafeMutableRawPointer, tls: OpaquePointer?) {
         guard let easy = curl_easy_init() else { return nil }
         self.easy = easy
         errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
@@ -418,6 +424,8 @@ final class EasyHandle {
         pushrelay_curl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Self.milliseconds(configuration.connectTimeout))
         pushrelay_curl_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, errorBuffer)
         if !Self.proxyFromEnvironment { pushrelay_curl_easy_setopt_string(easy, CURLOPT_PROXY, "") }
+        // Read-ahead: one recv() per batch of TLS records instead of two per record (see shim.c).
+        pushrelay_curl_easy_setopt_read_ahead(easy, tls)
         if let caFile = configuration.caFile { pushrelay_curl_easy_setopt_string(easy, CURLOPT_CAINFO, caFile) }
         if let certificate = configuration.clientCertificate {
             pushrelay_curl_easy_setopt_string(easy, CURLOPT_SSLCERT, certificate.path)
@@ -521,6 +529,8 @@ private final class EventLoop: @unchecked Sendable {
     var spareHandles: [EasyHandle] = []
     /// The sockets of this client's connections, as curl opens and closes them (corked per pass).
     var sockets: Set<curl_socket_t> = []
+    /// This thread's TLS connections that read ahead: bytes they hold are invisible to poll().
+    let tls: OpaquePointer? = pushrelay_tls_set_create()
     var limit: Int { max(1, configuration.maxConcurrentStreams * configuration.maxConnectionsPerHost) }
 
     init(shared: HTTP2Client.Shared, configuration: HTTP2ClientConfiguration) {
@@ -577,12 +587,18 @@ private final class EventLoop: @unchecked Sendable {
             // Transfers started here are due at once, so the poll below returns immediately.
             startFromBacklog()
             setCork(false)
-            curl_multi_poll(multi, nil, 0, 1000, nil)
+            publishReadAheadCount()
+            // Records a connection read ahead but curl has not taken (a stream ended mid-buffer)
+            // wake nothing: run the next pass at once instead of sleeping on the socket.
+            curl_multi_poll(multi, nil, 0, pushrelay_tls_set_pending(tls) != 0 ? 0 : 1000, nil)
         }
         spareHandles.removeAll()
         let waiters = shared.state.withLock { state -> [CheckedContinuation<Void, Never>] in
             state.exited = true
             curl_multi_cleanup(multi)
+            // The connections are freed, and so out of the set.
+            publishReadAheadCount()
+            pushrelay_tls_set_free(tls)
             // Requests that raced with the stop.
             for transfer in state.pending { transfer.finish(.failure(CurlError.clientShutDown)) }
             state.pending = []
@@ -600,12 +616,17 @@ private final class EventLoop: @unchecked Sendable {
         for transfer in starting { start(transfer) }
     }
 
+    private func publishReadAheadCount() {
+        let count = pushrelay_tls_set_count(tls)
+        if shared.readAheadConnections.load(ordering: .relaxed) != count { shared.readAheadConnections.store(count, ordering: .relaxed) }
+    }
+
     private func setCork(_ on: Bool) {
         for socket in sockets { _ = pushrelay_tcp_cork(socket, on ? 1 : 0) }
     }
 
     private func start(_ transfer: Transfer) {
-        guard let handle = spareHandles.popLast() ?? EasyHandle(configuration: configuration, loop: Unmanaged.passUnretained(self).toOpaque()) else {
+        guard let handle = spareHandles.popLast() ?? EasyHandle(configuration: configuration, loop: Unmanaged.passUnretained(self).toOpaque(), tls: tls) else {
             transfer.finish(.failure(CurlError(code: CurlError.setupFailed, message: "curl_easy_init failed")))
             return
         }

@@ -162,6 +162,34 @@ struct HTTP2ClientTests {
         }
     }
 
+    /// OpenSSL reads ahead on curl's connections, and the event thread tracks each such connection
+    /// (it asks whether one holds bytes curl has not taken before it sleeps). A connection must
+    /// leave that set when OpenSSL frees it, or the thread would ask a freed object.
+    @Test("TLS connections read ahead and are tracked while open, none once the client has shut down")
+    func readAhead() async throws {
+        try await SandboxHarness.with { sandbox in
+            let client = try HTTP2Client(configuration: .init(maxConnectionsPerHost: 1, caFile: sandbox.caFile, eventThreads: 2))
+            #expect(client.readAheadConnections == 0)
+            // Enough concurrent requests that both threads open a connection; answers arrive
+            // several to a read, so the check for bytes held back is exercised too.
+            let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                for n in 0..<400 {
+                    group.addTask { try await client.send(HTTP2Request(url: "\(sandbox.base)/sink", body: Array("push \(n)".utf8))).status }
+                }
+                return try await group.reduce(into: [Int]()) { $0.append($1) }
+            }
+            #expect(statuses.count == 400 && statuses.allSatisfy { $0 == 200 })
+            // The count is published after each pass; the pass that answered the last request
+            // publishes it right after answering.
+            let deadline = ContinuousClock.now + .seconds(5)
+            while client.readAheadConnections != 2, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(client.readAheadConnections == 2)
+            #expect(sandbox.state.sinkConnections == 2)
+            await client.shutdown()
+            #expect(client.readAheadConnections == 0)
+        }
+    }
+
     @Test("a refused connection is a retryable CurlError")
     func connectionRefused() async throws {
         let client = try HTTP2Client()

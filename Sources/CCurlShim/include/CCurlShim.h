@@ -22,6 +22,18 @@ CURLcode pushrelay_curl_easy_setopt_socket_callbacks(CURL *handle, void *clientp
 /// Sets or clears TCP_CORK on a socket (Linux): while set, small writes are held and sent as
 /// full segments when it is cleared.
 int pushrelay_tcp_cork(curl_socket_t socket, int on);
+/// The TLS connections of one event loop that read ahead (see shim.c): created with the loop, freed
+/// after its multi handle is cleaned up (freeing the connections takes them out of the set).
+struct pushrelay_tls_set;
+struct pushrelay_tls_set *pushrelay_tls_set_create(void);
+void pushrelay_tls_set_free(struct pushrelay_tls_set *set);
+/// Connections in the set now.
+size_t pushrelay_tls_set_count(const struct pushrelay_tls_set *set);
+/// 1 when some connection holds bytes read from its socket that curl has not taken yet.
+int pushrelay_tls_set_pending(const struct pushrelay_tls_set *set);
+/// Turns on OpenSSL read-ahead for the connections this handle opens, registering each in `set`.
+/// Fails harmlessly (CURLE_NOT_BUILT_IN) when libcurl's TLS backend is not OpenSSL.
+CURLcode pushrelay_curl_easy_setopt_read_ahead(CURL *handle, struct pushrelay_tls_set *set);
 /// A header list for CURLOPT_HTTPHEADER built in one allocation from `count` NUL-terminated lines
 /// laid end to end in `lines` (`length` bytes in all). Free it with free(), not
 /// curl_slist_free_all(). NULL when `count` is 0, on allocation failure or malformed input.
