@@ -171,7 +171,8 @@ static void pushrelay_tls_info(const SSL *constant, int where, int ret) {
 static CURLcode pushrelay_ssl_ctx_read_ahead(CURL *handle, void *ssl_ctx, void *clientp) {
     (void)handle;
     SSL_CTX *context = ssl_ctx;
-    if (pushrelay_ssl_index < 0 || pushrelay_ctx_index < 0) return CURLE_OK;
+    // No set to register in (its allocation failed), or no indexes: no read-ahead either.
+    if (clientp == NULL || pushrelay_ssl_index < 0 || pushrelay_ctx_index < 0) return CURLE_OK;
     if (!SSL_CTX_set_ex_data(context, pushrelay_ctx_index, clientp)) return CURLE_OK;
     SSL_CTX_set_info_callback(context, pushrelay_tls_info);
     SSL_CTX_set_read_ahead(context, 1);
