@@ -106,9 +106,8 @@ struct curl_slist *pushrelay_slist_from_lines(const char *lines, size_t length, 
     return nodes;
 }
 
-
 // Read-ahead. Without it OpenSSL reads each TLS record with two recv() calls (header, then body),
-// and an HTTP/2 response is two or three records. With it, one recv() takes what the socket holds.
+// and an HTTP/2 response is often several records (a server may write each frame as one). With it, one recv() takes what the socket holds.
 // The catch: bytes OpenSSL has read but not yet decrypted are invisible to poll() and to
 // SSL_pending(), which is all curl asks. When a transfer's stream ends mid-buffer, curl stops
 // reading and the records behind it (other streams' responses) would wait for the next packet.

@@ -148,9 +148,9 @@ struct WebhookShortcut: Sendable {
 /// Requests on a connection are answered in order: a webhook is taken here only when no earlier
 /// request of the connection is still being answered by the framework, and while one taken here
 /// waits for its commit, the parts of any later request are held (and, once some are, no more is
-/// read from the socket) until its answer is written. A graceful shutdown's quiesce event waits the same way, so
-/// the framework does not close the connection under a webhook that is being stored, and no webhook
-/// is taken after it.
+/// read from the socket) until its answer is written. A graceful shutdown's quiesce event waits the
+/// same way, so the framework does not close the connection under a webhook that is being stored,
+/// and no webhook is taken after it.
 final class WebhookShortcutHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
