@@ -95,28 +95,35 @@ struct WebhookShortcutTests {
 
     /// The handler in a channel of its own: what it passes on comes out as inbound parts, what it
     /// writes as outbound ones. `inFront` goes between it and the socket's end of the pipeline.
-    static func channel(_ shortcut: WebhookShortcut, inFront: (any ChannelHandler)? = nil) throws -> (EmbeddedChannel, EmbeddedEventLoop) {
-        let loop = EmbeddedEventLoop()
-        let channel = EmbeddedChannel(loop: loop)
-        let deadline = ConnectionDeadline(limits: ConnectionLimits(config: ConfigReader(provider: InMemoryProvider(values: [:]))), logger: TestDatabase.logger)
-        if let inFront { try channel.pipeline.syncOperations.addHandler(inFront) }
-        try channel.pipeline.syncOperations.addHandler(WebhookShortcutHandler(shortcut: shortcut, deadline: deadline))
-        return (channel, loop)
+    /// The test's task moves between threads and the writer answers from its own, so the channel
+    /// is a thread-safe testing channel: its loop runs what was sent to it when the test says so.
+    static func channel(_ shortcut: WebhookShortcut, inFront: (any ChannelHandler & Sendable)? = nil) async throws -> NIOAsyncTestingChannel {
+        let limits = ConnectionLimits(config: ConfigReader(provider: InMemoryProvider(values: [:])))
+        let deadline = ConnectionDeadline(limits: limits, logger: TestDatabase.logger)
+        return try await NIOAsyncTestingChannel { channel in
+            if let inFront { try channel.pipeline.syncOperations.addHandler(inFront) }
+            try channel.pipeline.syncOperations.addHandler(WebhookShortcutHandler(shortcut: shortcut, deadline: deadline))
+        }
     }
 
-    static func send(_ channel: EmbeddedChannel, _ head: HTTPRequestHead, _ body: [UInt8]) throws {
-        try channel.writeInbound(HTTPServerRequestPart.head(head))
-        try channel.writeInbound(HTTPServerRequestPart.body(ByteBuffer(bytes: body)))
-        try channel.writeInbound(HTTPServerRequestPart.end(nil))
+    static func send(_ channel: NIOAsyncTestingChannel, _ head: HTTPRequestHead, _ body: [UInt8]) async throws {
+        try await channel.writeInbound(HTTPServerRequestPart.head(head))
+        try await channel.writeInbound(HTTPServerRequestPart.body(ByteBuffer(bytes: body)))
+        try await channel.writeInbound(HTTPServerRequestPart.end(nil))
+    }
+
+    /// Asks the channel for a read, as the socket's reader does, on the channel's loop.
+    static func read(_ channel: NIOAsyncTestingChannel) async throws {
+        try await channel.testingEventLoop.executeInContext { channel.pipeline.read() }
     }
 
     /// Runs the loop until the handler has written a whole answer.
-    static func answer(_ channel: EmbeddedChannel, _ loop: EmbeddedEventLoop) async throws -> (HTTPResponseHead, String) {
+    static func answer(_ channel: NIOAsyncTestingChannel) async throws -> (HTTPResponseHead, String) {
         var parts: [HTTPServerResponsePart] = []
         let deadline = ContinuousClock.now + .seconds(20)
         while ContinuousClock.now < deadline {
-            loop.run()
-            while let part = try channel.readOutbound(as: HTTPServerResponsePart.self) { parts.append(part) }
+            await channel.testingEventLoop.run()
+            while let part = try await channel.readOutbound(as: HTTPServerResponsePart.self) { parts.append(part) }
             if case .end = parts.last { break }
             try await Task.sleep(for: .milliseconds(5))
         }
@@ -129,10 +136,10 @@ struct WebhookShortcutTests {
     @Test("a webhook it takes is stored and answered by the handler: 202, the receipt, the router's headers; nothing reaches the router")
     func answeredHere() async throws {
         try await Self.withShortcut { test, shortcut in
-            let (channel, loop) = try Self.channel(shortcut)
-            try Self.send(channel, Self.head(headers: [("Content-Type", "application/json"), ("X-Request-Id", "helpdesk-7")]), Self.body)
-            #expect(try channel.readInbound(as: HTTPServerRequestPart.self) == nil, "the router sees nothing of it")
-            let (head, text) = try await Self.answer(channel, loop)
+            let channel = try await Self.channel(shortcut)
+            try await Self.send(channel, Self.head(headers: [("Content-Type", "application/json"), ("X-Request-Id", "helpdesk-7")]), Self.body)
+            #expect(try await channel.readInbound(as: HTTPServerRequestPart.self) == nil, "the router sees nothing of it")
+            let (head, text) = try await Self.answer(channel)
             #expect(head.status == .accepted)
             #expect(head.headers["Content-Type"] == ["application/json; charset=utf-8"])
             #expect(head.headers["X-Request-Id"] == ["helpdesk-7"])
@@ -142,67 +149,67 @@ struct WebhookShortcutTests {
             let id = try #require(Int(text.split(separator: ":")[1].split(separator: ",")[0]))
             #expect(text == #"{"notification_id":\#(id),"deliveries":1,"skipped":0}"#)
             #expect(try await test.count("SELECT count(*) FROM deliveries WHERE notification_id = $1 AND device_token = 'shortcut-1'", [id]) == 1)
-            _ = try? channel.finish()
+            _ = try? await channel.finish()
         }
     }
 
     @Test("a large body arriving in many parts is collected whole and stored exactly")
     func largeBodyInParts() async throws {
         try await Self.withShortcut { test, shortcut in
-            let (channel, loop) = try Self.channel(shortcut)
+            let channel = try await Self.channel(shortcut)
             let text = String(repeating: "0123456789", count: 60_000)
             let body = Array(#"{"devices":[{"identifier":"shortcut-large","type":"android"}],"notification":{"title":"t","body":"\#(text)","ticket_id":"9"}}"#.utf8)
-            try channel.writeInbound(HTTPServerRequestPart.head(Self.head(length: body.count)))
+            try await channel.writeInbound(HTTPServerRequestPart.head(Self.head(length: body.count)))
             for start in stride(from: 0, to: body.count, by: 8_192) {
-                try channel.writeInbound(HTTPServerRequestPart.body(ByteBuffer(bytes: body[start..<min(start + 8_192, body.count)])))
+                try await channel.writeInbound(HTTPServerRequestPart.body(ByteBuffer(bytes: body[start..<min(start + 8_192, body.count)])))
             }
-            try channel.writeInbound(HTTPServerRequestPart.end(nil))
-            let (head, _) = try await Self.answer(channel, loop)
+            try await channel.writeInbound(HTTPServerRequestPart.end(nil))
+            let (head, _) = try await Self.answer(channel)
             #expect(head.status == .accepted)
             let stored = try await test.client.query("SELECT body FROM notifications WHERE ticket_id = '9'").first?.decode(String.self, at: 0)
             #expect(stored == text)
-            _ = try? channel.finish()
+            _ = try? await channel.finish()
         }
     }
 
     @Test("a webhook whose body fails a check goes on to the router exactly as it was read, and nothing is stored")
     func failedCheckPassedOn() async throws {
         try await Self.withShortcut(signing: true) { test, shortcut in
-            let (channel, _) = try Self.channel(shortcut)
+            let channel = try await Self.channel(shortcut)
             // A signed app and no signature: the router is to answer 401.
             let head = Self.head()
-            try Self.send(channel, head, Self.body)
-            #expect(try channel.readInbound(as: HTTPServerRequestPart.self) == .head(head))
-            #expect(try channel.readInbound(as: HTTPServerRequestPart.self) == .body(ByteBuffer(bytes: Self.body)))
-            #expect(try channel.readInbound(as: HTTPServerRequestPart.self) == .end(nil))
-            #expect(try channel.readOutbound(as: HTTPServerResponsePart.self) == nil)
+            try await Self.send(channel, head, Self.body)
+            #expect(try await channel.readInbound(as: HTTPServerRequestPart.self) == .head(head))
+            #expect(try await channel.readInbound(as: HTTPServerRequestPart.self) == .body(ByteBuffer(bytes: Self.body)))
+            #expect(try await channel.readInbound(as: HTTPServerRequestPart.self) == .end(nil))
+            #expect(try await channel.readOutbound(as: HTTPServerResponsePart.self) == nil)
             #expect(try await test.count("SELECT count(*) FROM notifications") == 0)
-            _ = try? channel.finish()
+            _ = try? await channel.finish()
         }
         try await Self.withShortcut { _, shortcut in
-            let (channel, _) = try Self.channel(shortcut)
+            let channel = try await Self.channel(shortcut)
             let broken = Array(#"{"devices":[],"notification":{}}"#.utf8)
-            try Self.send(channel, Self.head(length: broken.count), broken)
-            #expect(try channel.readInbound(as: HTTPServerRequestPart.self) == .head(Self.head(length: broken.count)))
-            #expect(try channel.readInbound(as: HTTPServerRequestPart.self) == .body(ByteBuffer(bytes: broken)))
-            _ = try? channel.finish()
+            try await Self.send(channel, Self.head(length: broken.count), broken)
+            #expect(try await channel.readInbound(as: HTTPServerRequestPart.self) == .head(Self.head(length: broken.count)))
+            #expect(try await channel.readInbound(as: HTTPServerRequestPart.self) == .body(ByteBuffer(bytes: broken)))
+            _ = try? await channel.finish()
         }
     }
 
     @Test("a request that arrives while a webhook is stored waits, and reaches the router after the webhook's answer")
     func laterRequestWaits() async throws {
         try await Self.withShortcut { _, shortcut in
-            let (channel, loop) = try Self.channel(shortcut)
-            try Self.send(channel, Self.head(), Self.body)
+            let channel = try await Self.channel(shortcut)
+            try await Self.send(channel, Self.head(), Self.body)
             let health = HTTPRequestHead(version: .http1_1, method: .GET, uri: "/health")
-            try channel.writeInbound(HTTPServerRequestPart.head(health))
-            try channel.writeInbound(HTTPServerRequestPart.end(nil))
-            #expect(try channel.readInbound(as: HTTPServerRequestPart.self) == nil, "held while the webhook is stored")
-            let (head, _) = try await Self.answer(channel, loop)
+            try await channel.writeInbound(HTTPServerRequestPart.head(health))
+            try await channel.writeInbound(HTTPServerRequestPart.end(nil))
+            #expect(try await channel.readInbound(as: HTTPServerRequestPart.self) == nil, "held while the webhook is stored")
+            let (head, _) = try await Self.answer(channel)
             #expect(head.status == .accepted)
-            #expect(try channel.readInbound(as: HTTPServerRequestPart.self) == .head(health))
-            #expect(try channel.readInbound(as: HTTPServerRequestPart.self) == .end(nil))
-            _ = try? channel.finish()
+            #expect(try await channel.readInbound(as: HTTPServerRequestPart.self) == .head(health))
+            #expect(try await channel.readInbound(as: HTTPServerRequestPart.self) == .end(nil))
+            _ = try? await channel.finish()
         }
     }
 
@@ -220,20 +227,20 @@ struct WebhookShortcutTests {
     func readingWhileStored() async throws {
         try await Self.withShortcut { _, shortcut in
             let counter = ReadCounter()
-            let (channel, loop) = try Self.channel(shortcut, inFront: counter)
-            try Self.send(channel, Self.head(), Self.body)
+            let channel = try await Self.channel(shortcut, inFront: counter)
+            try await Self.send(channel, Self.head(), Self.body)
             // Stored until the loop runs the writer's answer: nothing held, so a read goes through.
-            channel.read()
+            try await Self.read(channel)
             #expect(counter.reads == 1)
             let health = HTTPRequestHead(version: .http1_1, method: .GET, uri: "/health")
-            try channel.writeInbound(HTTPServerRequestPart.head(health))
-            channel.read()
+            try await channel.writeInbound(HTTPServerRequestPart.head(health))
+            try await Self.read(channel)
             #expect(counter.reads == 1, "held parts: the read waits for the answer")
-            let (head, _) = try await Self.answer(channel, loop)
+            let (head, _) = try await Self.answer(channel)
             #expect(head.status == .accepted)
             #expect(counter.reads == 2, "the read that waited is made after the answer")
-            #expect(try channel.readInbound(as: HTTPServerRequestPart.self) == .head(health))
-            _ = try? channel.finish()
+            #expect(try await channel.readInbound(as: HTTPServerRequestPart.self) == .head(health))
+            _ = try? await channel.finish()
         }
     }
 
