@@ -60,7 +60,7 @@ public struct SandboxCredentials: Sendable {
     }
 
     private static func write(_ text: String, to path: String) throws {
-        FileManager.default.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600])
+        _ = FileManager.default.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600])
         guard let handle = FileHandle(forWritingAtPath: path) else { throw CocoaError(.fileWriteNoPermission) }
         defer { try? handle.close() }
         try handle.truncate(atOffset: 0)

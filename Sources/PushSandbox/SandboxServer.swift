@@ -60,19 +60,25 @@ public final class SandboxServer: Sendable {
         tls.applicationProtocols = configuration.http1Only ? ["http/1.1"] : ["h2"]
         let sslContext = try NIOSSLContext(configuration: tls)
         let router = try await SandboxRouter(configuration: configuration, state: state)
-        var connection = NIOHTTP2Handler.ConnectionConfiguration()
-        connection.maximumSequentialEmptyDataFrames = 1_000
-        connection.maximumConnectionGlitches = 100_000
-        connection.maximumRecentlyResetStreams = 10_000
-        // APNs allows about a thousand streams per connection.
-        connection.initialSettings = [
-            HTTP2Setting(parameter: .maxConcurrentStreams, value: 1000),
-            HTTP2Setting(parameter: .maxHeaderListSize, value: 16_384),
-        ]
+        let connection = {
+            var connection = NIOHTTP2Handler.ConnectionConfiguration()
+            connection.maximumSequentialEmptyDataFrames = 1_000
+            connection.maximumConnectionGlitches = 100_000
+            connection.maximumRecentlyResetStreams = 10_000
+            // APNs allows about a thousand streams per connection.
+            connection.initialSettings = [
+                HTTP2Setting(parameter: .maxConcurrentStreams, value: 1000),
+                HTTP2Setting(parameter: .maxHeaderListSize, value: 16_384),
+            ]
+            return connection
+        }()
         // libcurl 7.88 often resets a stream it has just finished (RST_STREAM after END_STREAM);
         // SwiftNIO's rapid-reset guard (200 per 30 s) would then close busy connections.
-        var streams = NIOHTTP2Handler.StreamConfiguration()
-        streams.streamResetFrameRateLimit.maximumCount = 1_000_000
+        let streams = {
+            var streams = NIOHTTP2Handler.StreamConfiguration()
+            streams.streamResetFrameRateLimit.maximumCount = 1_000_000
+            return streams
+        }()
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -158,7 +164,7 @@ final class SandboxStreamHandler: ChannelInboundHandler, Sendable {
         case .head(let head):
             pending.withLock { $0 = (head, ByteBuffer()) }
         case .body(var chunk):
-            pending.withLock { $0.body.writeBuffer(&chunk) }
+            _ = pending.withLock { $0.body.writeBuffer(&chunk) }
         case .end:
             let (head, body) = pending.withLock { $0 }
             guard let head else { return }

@@ -26,7 +26,7 @@ public enum TestDatabase {
         let name = "test_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
         let client = PostgresClient(configuration: .init(conninfo: admin, maxConnections: 1), logger: logger)
         // The name is generated above from hex digits only, so it is a safe identifier.
-        try await client.withConnection { try await $0.execute("CREATE DATABASE \(name)") }
+        _ = try await client.withConnection { try await $0.execute("CREATE DATABASE \(name)") }
         await client.close()
         return admin + " dbname=\(name)"
     }

@@ -113,7 +113,7 @@ struct EndToEnd: AsyncParsableCommand {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: relayPath)
             process.arguments = ["serve", "--config", work + "/config.yaml", "--data-dir", work + "/data", "--port", "\(port)"]
-            FileManager.default.createFile(atPath: work + "/relay-\(index).log", contents: nil)
+            _ = FileManager.default.createFile(atPath: work + "/relay-\(index).log", contents: nil)
             let log = try FileHandle(forWritingTo: URL(fileURLWithPath: work + "/relay-\(index).log"))
             process.standardOutput = log
             process.standardError = log

@@ -101,7 +101,7 @@ struct PostgresClientTests {
                 try await session.query("INSERT INTO items VALUES ($1)", ["also-rolled-back"])
             }
         }
-        try await client.withTransaction { session in
+        _ = try await client.withTransaction { session in
             try await session.query("INSERT INTO items VALUES ($1)", ["committed"])
         }
         let names = try await client.query("SELECT name FROM items ORDER BY name").rows.map { try $0.decode(String.self, at: 0) }

@@ -33,7 +33,7 @@ struct RelayProcess {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: try executable)
         process.arguments = ["serve", "--config", configFile, "--port", String(port), "--log-level", logLevel]
-        FileManager.default.createFile(atPath: log, contents: nil)
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
         try handle.seekToEnd()
         process.standardOutput = handle

@@ -110,7 +110,7 @@ struct DeliveryTests {
                 )
                 #expect(second.json?["skipped"] as? Int == 1)
                 // The forwarder hands the dead token to the app's Zendesk (destroy_many), once.
-                #expect(try await eventually {
+                #expect(await eventually {
                     harness.state.requests(service: "zendesk").contains { $0.status == 200 && $0.body.contains(dead) }
                 })
                 // Recorded once Zendesk's answer is back (the sandbox logs the call before answering).
@@ -258,7 +258,7 @@ struct DeliveryTests {
                 _ = try await client.execute(
                     uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios")]))
                 )
-                #expect(try await eventually { harness.requests(token: ios).count == 1 })
+                #expect(await eventually { harness.requests(token: ios).count == 1 })
                 // What a bulk unregister does to a device row.
                 #expect(try await harness.test.count("WITH gone AS (DELETE FROM devices WHERE token = $1 RETURNING 1) SELECT count(*) FROM gone", [ios]) == 1)
                 #expect(try await eventually { try await harness.deliveries(token: ios).first?.status == "skipped" })
@@ -284,7 +284,7 @@ struct DeliveryTests {
                     #expect(response.status == .accepted)
                 }
                 // Let the failing app fill its share of sends.
-                #expect(try await eventually { harness.state.requests(service: "apns").count >= 8 })
+                #expect(await eventually { harness.state.requests(service: "apns").count >= 8 })
                 let start = ContinuousClock.now
                 _ = try await client.execute(
                     uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: healthy.map { ($0, "ios") }))

@@ -215,7 +215,7 @@ struct DeliveryVisibilityTests {
             ]
             try await harness.application(extra: extra).test(.router) { client in
                 _ = try await Self.accept(client, webhook(devices: [(apnsToken(), "ios")]))
-                #expect(try await eventually { harness.state.requests(service: "events").contains { $0.path == "/events/support" } })
+                #expect(await eventually { harness.state.requests(service: "events").contains { $0.path == "/events/support" } })
                 // While support's receiver hangs and then fails, other's events go through at once.
                 let started = ContinuousClock.now
                 let other = try await client.execute(
@@ -223,7 +223,7 @@ struct DeliveryVisibilityTests {
                     body: jsonBody(webhook(devices: [(apnsToken(), "ios")]))
                 )
                 #expect(other.status == .accepted)
-                #expect(try await eventually(timeout: .seconds(10)) {
+                #expect(await eventually(timeout: .seconds(10)) {
                     harness.state.requests(service: "events").contains { $0.path == "/events/other" && $0.status == 200 }
                 })
                 #expect(ContinuousClock.now - started < .seconds(2))
@@ -256,7 +256,7 @@ struct DeliveryVisibilityTests {
             do {
                 try await harness.application(extra: extra).test(.router) { client in
                     _ = try await Self.accept(client, webhook(devices: [(apnsToken(), "ios")]))
-                    #expect(try await eventually { receiver.state.requests(service: "events").contains { $0.status == 200 } })
+                    #expect(await eventually { receiver.state.requests(service: "events").contains { $0.status == 200 } })
                     #expect(try await eventually { try await harness.test.count("SELECT count(*) FROM delivery_events") == 0 })
                 }
             } catch {
@@ -273,7 +273,7 @@ struct DeliveryVisibilityTests {
             let harness = try base.sendingEvents(secret: "not-the-receivers-secret-42")
             try await harness.application(extra: ["events.poll_interval_ms": .init(.int(50), isSecret: false)]).test(.router) { client in
                 _ = try await Self.accept(client, webhook(devices: [(apnsToken(), "ios")]))
-                #expect(try await eventually { harness.state.requests(service: "events").contains { $0.status == 401 } })
+                #expect(await eventually { harness.state.requests(service: "events").contains { $0.status == 401 } })
                 #expect(harness.state.requests(service: "events").first?.reason == "signature mismatch")
                 #expect(try await harness.test.count("SELECT count(*) FROM delivery_events") == 1)
             }

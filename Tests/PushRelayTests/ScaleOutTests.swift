@@ -188,7 +188,7 @@ struct ScaleOutTests {
     @Test("three instances, 20,000 webhooks spread over them: every push delivered once, each instance a fair share; dead tokens and a bulk job handled once")
     func threeInstances() async throws {
         try await DeliveryHarness.with { harness in
-            var cluster = try await RelayCluster.start(3, harness: harness)
+            let cluster = try await RelayCluster.start(3, harness: harness)
             defer { cluster.stopAll() }
             let count = 20_000
             let items = (0..<count).map(ClusterLoad.item)
@@ -272,7 +272,7 @@ struct ScaleOutTests {
     @Test("SIGKILL of one instance under load: its claimed deliveries are sent by the others after the lease; duplicates at most what it had in flight")
     func killOneInstance() async throws {
         try await DeliveryHarness.with { harness in
-            var cluster = try await RelayCluster.start(3, harness: harness, leaseSeconds: 3)
+            let cluster = try await RelayCluster.start(3, harness: harness, leaseSeconds: 3)
             defer { cluster.stopAll() }
             // The pushes are slow to answer, so the killed instance has sends in flight.
             let items = (0..<3_000).map(ClusterLoad.item)
@@ -300,7 +300,7 @@ struct ScaleOutTests {
     @Test("the live stream on one instance sees a change made through another within a second")
     func streamAcrossInstances() async throws {
         try await DeliveryHarness.with { harness in
-            var cluster = try await RelayCluster.start(2, harness: harness)
+            let cluster = try await RelayCluster.start(2, harness: harness)
             defer { cluster.stopAll() }
             let user = try await TestApp.userToken("sse-user")
             let device = "android-sse-\(UUID().uuidString.prefix(8))"

@@ -49,7 +49,7 @@ struct UnreadTests {
                         uri: Self.webhookURL, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(phone, "ios")], ticket: ticket))
                     )
                     #expect(response.status == .accepted)
-                    #expect(try await eventually { harness.requests(token: phone).count == index + 1 })
+                    #expect(await eventually { harness.requests(token: phone).count == index + 1 })
                 }
                 #expect(harness.requests(token: phone).map(Self.pushBadge) == [1, 2, 3])
 
@@ -66,7 +66,7 @@ struct UnreadTests {
                 #expect(read.status == .ok)
                 #expect(read.json?["total"] as? Int == 1)
                 #expect(read.json?["synced_devices"] as? Int == 2)
-                #expect(try await eventually { harness.requests(token: tablet).count == 1 && harness.requests(token: android).count == 1 })
+                #expect(await eventually { harness.requests(token: tablet).count == 1 && harness.requests(token: android).count == 1 })
                 try await Task.sleep(for: .milliseconds(300))
                 #expect(harness.requests(token: phone).count == 3, "the device the ticket was read on gets no update")
             }
@@ -100,12 +100,12 @@ struct UnreadTests {
                         uri: Self.webhookURL, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(shared, "ios")], ticket: ticket))
                     )
                     #expect(response.status == .accepted)
-                    #expect(try await eventually { harness.requests(token: shared).count == index + 1 })
+                    #expect(await eventually { harness.requests(token: shared).count == index + 1 })
                 }
                 _ = try await client.execute(
                     uri: Self.webhookURL, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(bobTablet, "android")], ticket: "9"))
                 )
-                #expect(try await eventually { harness.requests(token: bobTablet).count == 1 })
+                #expect(await eventually { harness.requests(token: bobTablet).count == 1 })
                 #expect(harness.requests(token: shared).map(Self.pushBadge) == [1, 2])
 
                 // Bob signs in on alice's device: it gets one silent update to bob's total, 1.
@@ -114,7 +114,7 @@ struct UnreadTests {
                     body: jsonBody(#"{"platform":"ios","user_id":"bob"}"#)
                 )
                 #expect(moved.status == .ok)
-                #expect(try await eventually { harness.requests(token: shared).count == 3 })
+                #expect(await eventually { harness.requests(token: shared).count == 3 })
                 let sync = try #require(harness.requests(token: shared).last)
                 #expect(sync.headers["apns-push-type"] == "background")
                 #expect(Self.pushBadge(sync) == 1)
@@ -258,13 +258,13 @@ struct UnreadTests {
                     )
                     ids.append(try #require((response.json?["notification_id"] as? NSNumber)?.int64Value))
                 }
-                #expect(try await eventually { harness.requests(token: phone).count == 3 })
+                #expect(await eventually { harness.requests(token: phone).count == 3 })
                 let read = try await client.execute(
                     uri: "/v1/apps/support/users/erin/tickets/7/read", method: .post, headers: bearer(key),
                     body: jsonBody(#"{"device":"\#(phone)","up_to_notification_id":\#(ids[0])}"#)
                 )
                 #expect(read.json?["total"] as? Int == 2)
-                #expect(try await eventually { harness.requests(token: tablet).count == 1 })
+                #expect(await eventually { harness.requests(token: tablet).count == 1 })
                 #expect(harness.requests(token: tablet).map(Self.pushBadge) == [2])
                 let unread = try await client.execute(uri: "/v1/apps/support/users/erin/unread", method: .get, headers: bearer(key))
                 #expect(unread.json?["total"] as? Int == 2)

@@ -39,8 +39,8 @@ public final class RelayMetrics: Sendable {
             intakeCounters.withLock { $0[app] }
             ?? {
                 let made = (
-                    registry.makeCounter(name: "push_relay_webhooks_accepted_total", labels: [("app", app)]),
-                    registry.makeCounter(name: "push_relay_deliveries_queued_total", labels: [("app", app)])
+                    registry.makeCounter(descriptor: Metric.webhooksAccepted.descriptor, labels: [("app", app)]),
+                    registry.makeCounter(descriptor: Metric.deliveriesQueued.descriptor, labels: [("app", app)])
                 )
                 intakeCounters.withLock { $0[app] = made }
                 return made
@@ -58,7 +58,7 @@ public final class RelayMetrics: Sendable {
             counter.increment()
             return
         }
-        let counter = registry.makeCounter(name: "push_relay_push_outcomes_total", labels: [("app", app), ("platform", platform), ("outcome", outcome)])
+        let counter = registry.makeCounter(descriptor: Metric.pushOutcomes.descriptor, labels: [("app", app), ("platform", platform), ("outcome", outcome)])
         outcomeCounters.withLock { $0[key] = counter }
         counter.increment()
     }
@@ -70,7 +70,7 @@ public final class RelayMetrics: Sendable {
             latencyHistograms.withLock { $0[app] }
             ?? {
                 let made = registry.makeDurationHistogram(
-                    name: "push_relay_delivery_latency_seconds", labels: [("app", app)], buckets: Self.latencyBuckets
+                    descriptor: Metric.deliveryLatency.descriptor, labels: [("app", app)], buckets: Self.latencyBuckets
                 )
                 latencyHistograms.withLock { $0[app] = made }
                 return made
@@ -79,35 +79,35 @@ public final class RelayMetrics: Sendable {
     }
 
     func zendeskForwarded(app: String, tokens: Int) {
-        registry.makeCounter(name: "push_relay_zendesk_forwarded_tokens_total", labels: [("app", app)]).increment(by: Int64(tokens))
+        registry.makeCounter(descriptor: Metric.zendeskForwardedTokens.descriptor, labels: [("app", app)]).increment(by: Int64(tokens))
     }
 
     func zendeskFailure(app: String, reason: String) {
-        registry.makeCounter(name: "push_relay_zendesk_forward_failures_total", labels: [("app", app), ("reason", reason)]).increment()
+        registry.makeCounter(descriptor: Metric.zendeskForwardFailures.descriptor, labels: [("app", app), ("reason", reason)]).increment()
     }
 
     func bulkUnregister(app: String, removed: Int, notFound: Int) {
-        registry.makeCounter(name: "push_relay_bulk_unregister_removed_total", labels: [("app", app)]).increment(by: Int64(removed))
-        registry.makeCounter(name: "push_relay_bulk_unregister_not_found_total", labels: [("app", app)]).increment(by: Int64(notFound))
+        registry.makeCounter(descriptor: Metric.bulkUnregisterRemoved.descriptor, labels: [("app", app)]).increment(by: Int64(removed))
+        registry.makeCounter(descriptor: Metric.bulkUnregisterNotFound.descriptor, labels: [("app", app)]).increment(by: Int64(notFound))
     }
 
     func eventsSent(app: String, count: Int) {
-        registry.makeCounter(name: "push_relay_events_sent_total", labels: [("app", app)]).increment(by: Int64(count))
+        registry.makeCounter(descriptor: Metric.eventsSent.descriptor, labels: [("app", app)]).increment(by: Int64(count))
     }
 
     /// A failed request to an app's events endpoint: `HTTP <status>` or `transport`.
     func eventFailure(app: String, reason: String) {
-        registry.makeCounter(name: "push_relay_event_send_failures_total", labels: [("app", app), ("reason", reason)]).increment()
+        registry.makeCounter(descriptor: Metric.eventSendFailures.descriptor, labels: [("app", app), ("reason", reason)]).increment()
     }
 
     /// Events of the app waiting to be sent (counted up to 100,000) when last looked at.
     func eventsQueued(app: String, count: Int) {
-        registry.makeGauge(name: "push_relay_events_queued", labels: [("app", app)]).set(Int64(count))
+        registry.makeGauge(descriptor: Metric.eventsQueued.descriptor, labels: [("app", app)]).set(Int64(count))
     }
 
     /// Rows the retention service deleted, by table.
     func pruned(table: String, rows: Int) {
-        registry.makeCounter(name: "push_relay_retention_pruned_rows_total", labels: [("table", table)]).increment(by: Int64(rows))
+        registry.makeCounter(descriptor: Metric.retentionPrunedRows.descriptor, labels: [("table", table)]).increment(by: Int64(rows))
     }
 
     /// How a `GET …/unread` was answered: `cached` (304 from the cached ETag, on the connection's
@@ -118,10 +118,52 @@ public final class RelayMetrics: Sendable {
     }
 
     func unreadPollCounter(app: String, answer: String) -> Counter {
-        registry.makeCounter(name: "push_relay_unread_polls_total", labels: [("app", app), ("answer", answer)])
+        registry.makeCounter(descriptor: Metric.unreadPolls.descriptor, labels: [("app", app), ("answer", answer)])
     }
 
     var text: String { registry.emitToString() }
+
+    /// Each metric's name and the `# HELP` line `/metrics` serves for it (docs/operations.md lists
+    /// the same metrics). One text per name: the registry stops the process if a name is made again
+    /// with another.
+    enum Metric: String, CaseIterable {
+        case webhooksAccepted = "push_relay_webhooks_accepted_total"
+        case deliveriesQueued = "push_relay_deliveries_queued_total"
+        case pushOutcomes = "push_relay_push_outcomes_total"
+        case deliveryLatency = "push_relay_delivery_latency_seconds"
+        case zendeskForwardedTokens = "push_relay_zendesk_forwarded_tokens_total"
+        case zendeskForwardFailures = "push_relay_zendesk_forward_failures_total"
+        case bulkUnregisterRemoved = "push_relay_bulk_unregister_removed_total"
+        case bulkUnregisterNotFound = "push_relay_bulk_unregister_not_found_total"
+        case eventsSent = "push_relay_events_sent_total"
+        case eventSendFailures = "push_relay_event_send_failures_total"
+        case eventsQueued = "push_relay_events_queued"
+        case retentionPrunedRows = "push_relay_retention_pruned_rows_total"
+        case unreadPolls = "push_relay_unread_polls_total"
+
+        var help: String {
+            switch self {
+            case .webhooksAccepted: "Webhooks answered 202."
+            case .deliveriesQueued: "Deliveries stored by accepted webhooks."
+            case .pushOutcomes: "Results of delivery attempts, by platform and outcome."
+            case .deliveryLatency: "Seconds from a delivery's storing to the provider accepting the push, for delivered pushes."
+            case .zendeskForwardedTokens: "Dead tokens Zendesk's bulk-unregister API accepted."
+            case .zendeskForwardFailures: "Failed calls to Zendesk's bulk-unregister API, by reason."
+            case .bulkUnregisterRemoved: "Devices removed by bulk-unregister jobs."
+            case .bulkUnregisterNotFound: "Bulk-unregister job lines that named no registered device."
+            case .eventsSent: "Feedback events the app's receiver accepted."
+            case .eventSendFailures: "Failed requests to the app's feedback events receiver, by reason."
+            case .eventsQueued: "Feedback events of the app waiting to be sent (counted up to 100,000)."
+            case .retentionPrunedRows: "Rows deleted by retention, by table."
+            case .unreadPolls: "Unread count polls, by how they were answered (cached, cached_routed, read)."
+            }
+        }
+
+        /// The name whole as `metricName` (the registry joins the parts it is given with `_`).
+        var descriptor: MetricNameDescriptor {
+            MetricNameDescriptor(metricName: rawValue, unitName: "", helpText: help)
+        }
+    }
 }
 
 /// `GET /metrics`.
