@@ -107,7 +107,8 @@ struct curl_slist *pushrelay_slist_from_lines(const char *lines, size_t length, 
 }
 
 // Read-ahead. Without it OpenSSL reads each TLS record with two recv() calls (header, then body),
-// and an HTTP/2 response is often several records (a server may write each frame as one). With it, one recv() takes what the socket holds.
+// and an HTTP/2 response is often several records (a server may write each frame as one). With
+// it, one recv() takes what the socket holds.
 // The catch: bytes OpenSSL has read but not yet decrypted are invisible to poll() and to
 // SSL_pending(), which is all curl asks. When a transfer's stream ends mid-buffer, curl stops
 // reading and the records behind it (other streams' responses) would wait for the next packet.
@@ -124,7 +125,8 @@ static int pushrelay_ssl_index = -1;
 static int pushrelay_ctx_index = -1;
 static pthread_once_t pushrelay_index_once = PTHREAD_ONCE_INIT;
 
-static void pushrelay_tls_forget(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl, void *argp) {
+static void pushrelay_tls_forget(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl,
+                                 void *argp) {
     (void)ad; (void)idx; (void)argl; (void)argp;
     struct pushrelay_tls_set *set = ptr;
     if (set == NULL) return;
@@ -145,7 +147,8 @@ static void pushrelay_tls_info(const SSL *constant, int where, int ret) {
     (void)ret;
     if (!(where & SSL_CB_HANDSHAKE_DONE)) return;
     SSL *ssl = (SSL *)constant;
-    if (SSL_get_ex_data(ssl, pushrelay_ssl_index) != NULL) return;  // TLS 1.3 tickets end a "handshake" again
+    // Already registered: with TLS 1.3 each session ticket ends a "handshake" again.
+    if (SSL_get_ex_data(ssl, pushrelay_ssl_index) != NULL) return;
     struct pushrelay_tls_set *set = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), pushrelay_ctx_index);
     if (set == NULL) return;
     if (set->count == set->capacity) {
@@ -202,7 +205,8 @@ int pushrelay_tls_set_pending(const struct pushrelay_tls_set *set) {
 }
 
 CURLcode pushrelay_curl_easy_setopt_read_ahead(CURL *handle, struct pushrelay_tls_set *set) {
-    CURLcode code = curl_easy_setopt(handle, CURLOPT_SSL_CTX_FUNCTION, pushrelay_ssl_ctx_read_ahead);
+    CURLcode code =
+        curl_easy_setopt(handle, CURLOPT_SSL_CTX_FUNCTION, pushrelay_ssl_ctx_read_ahead);
     if (code == CURLE_OK) code = curl_easy_setopt(handle, CURLOPT_SSL_CTX_DATA, set);
     return code;
 }
