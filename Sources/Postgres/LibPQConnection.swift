@@ -14,35 +14,79 @@ final class LibPQConnection: @unchecked Sendable {
     private let handle: OpaquePointer
     /// The backend process id, stable for the connection's lifetime.
     let backendPID: Int32
+    /// This connection's deadline, watched by ``StatementWatchdog``.
+    private let watch: StatementWatchdog.Cell
+    /// How long one call may wait for the server before the watchdog closes the connection; `nil`
+    /// for no limit. Set by the connection's single user (``PostgresSession/withStatementTimeout(_:_:)``).
+    var callTimeout: Duration?
+    /// The `statement_timeout` the session starts with, restored after a temporary change.
+    let settings: PostgresConnectionSettings
 
-    private init(handle: OpaquePointer) {
+    private init(handle: OpaquePointer, settings: PostgresConnectionSettings) {
         self.handle = handle
         self.backendPID = PQbackendPID(handle)
+        self.settings = settings
+        self.callTimeout = settings.callTimeout
+        self.watch = StatementWatchdog.Cell(socket: PQsocket(handle))
+        StatementWatchdog.shared.register(watch)
     }
 
-    deinit { PQfinish(handle) }
+    deinit {
+        StatementWatchdog.shared.unregister(watch)
+        PQfinish(handle)
+    }
+
+    /// Runs one blocking libpq call under ``callTimeout``. A call the watchdog ended returns
+    /// libpq's failure; the errors built from it then say why (``noAnswer()``).
+    private func guarded<T>(_ body: () throws -> T) rethrows -> T {
+        try watch.guarded(callTimeout, body)
+    }
+
+    private func noAnswer() -> PostgresError {
+        PostgresError(
+            code: .timeout,
+            message: "PostgreSQL did not answer within \(callTimeout.map { "\($0)" } ?? "its deadline"); the connection was closed"
+        )
+    }
+
+    /// Whether the watchdog closed this connection (it is then broken for good).
+    var wasTimedOut: Bool { watch.hasFired }
 
     /// Opens a connection. `conninfo` may be a `key=value` string or a `postgresql://` URI; PushRelay's
     /// defaults are placed before it so that anything the operator wrote wins, except the client
     /// encoding and date style, which the decoders rely on.
-    static func connect(conninfo: String, applicationName: String) throws -> LibPQConnection {
-        let pairs: [(String, String)] = [
-            ("connect_timeout", "5"),
+    static func connect(
+        conninfo: String, applicationName: String, settings: PostgresConnectionSettings = .init()
+    ) throws -> LibPQConnection {
+        var pairs: [(String, String)] = [
+            ("connect_timeout", "\(settings.connectTimeoutSeconds)"),
             ("application_name", applicationName),
+            // A peer that vanished is noticed by the kernel: keepalives on an idle connection, and
+            // unacknowledged data given up on after tcp_user_timeout.
+            ("keepalives", "1"),
+            ("keepalives_idle", "\(settings.keepaliveIdleSeconds)"),
+            ("keepalives_interval", "\(settings.keepaliveIntervalSeconds)"),
+            ("keepalives_count", "\(settings.keepaliveCount)"),
+            ("tcp_user_timeout", "\(settings.tcpUserTimeoutMilliseconds)"),
             // force_custom_plan: prepared statements skip parsing but are planned at each execution
             // with the tables' current sizes. A generic plan cached while a fresh database's tables
             // were empty keeps sequential scans (on devices, say) until autoanalyze runs, which on a
             // busy new install costs more each second. A statement written to be plan-stable can ask
             // for a cached plan instead (PostgresPlanning.cached).
-            ("options", "-c TimeZone=UTC -c DateStyle=ISO -c plan_cache_mode=force_custom_plan"),
-            ("dbname", conninfo),
-            ("client_encoding", "UTF8"),
+            (
+                "options",
+                "-c TimeZone=UTC -c DateStyle=ISO -c plan_cache_mode=force_custom_plan -c statement_timeout=\(settings.statementTimeoutMilliseconds)"
+            ),
         ]
+        pairs += [("dbname", conninfo), ("client_encoding", "UTF8")]
         let keys = pairs.map { strdup($0.0) }
         let values = pairs.map { strdup($0.1) }
         defer {
             keys.forEach { free($0) }
             values.forEach { free($0) }
+        }
+        guard !keys.contains(nil), !values.contains(nil) else {
+            throw PostgresError(code: .connectionFailed, message: "out of memory building the connection parameters")
         }
         var keyPointers: [UnsafePointer<CChar>?] = keys.map { UnsafePointer($0) } + [nil]
         var valuePointers: [UnsafePointer<CChar>?] = values.map { UnsafePointer($0) } + [nil]
@@ -57,7 +101,7 @@ final class LibPQConnection: @unchecked Sendable {
         // Server notices ("relation already exists, skipping") are informational; libpq's default
         // processor would print them to stderr.
         PQsetNoticeProcessor(handle, { _, _ in }, nil)
-        return LibPQConnection(handle: handle)
+        return LibPQConnection(handle: handle, settings: settings)
     }
 
     /// Whether the connection can take a command without a round trip: the socket is open, no bytes
@@ -100,26 +144,50 @@ final class LibPQConnection: @unchecked Sendable {
                 name = existing
             } else {
                 let new = "push_relay_\(prepared.count + 1)"
-                _ = try consume(PQprepare(handle, new, sql, Int32(parameters.count), nil))
+                _ = try consume(guarded { PQprepare(handle, new, sql, Int32(parameters.count), nil) })
                 prepared[sql] = new
                 name = new
             }
         }
-        let cValues = parameters.map { $0.map { strdup($0) } ?? nil }
+        let cValues = try Self.cStrings(parameters)
         defer { cValues.forEach { free($0) } }
         var pointers: [UnsafePointer<CChar>?] = cValues.map { $0.map { UnsafePointer($0) } }
-        let result = pointers.withUnsafeMutableBufferPointer { buffer in
-            if let name {
-                return PQexecPrepared(handle, name, Int32(parameters.count), buffer.baseAddress, nil, nil, 0)
+        let result = guarded {
+            pointers.withUnsafeMutableBufferPointer { buffer in
+                if let name {
+                    return PQexecPrepared(handle, name, Int32(parameters.count), buffer.baseAddress, nil, nil, 0)
+                }
+                return PQexecParams(handle, sql, Int32(parameters.count), nil, buffer.baseAddress, nil, nil, 0)
             }
-            return PQexecParams(handle, sql, Int32(parameters.count), nil, buffer.baseAddress, nil, nil, 0)
         }
         return try consume(result)
     }
 
+    /// C copies of statement parameters (`nil` stays SQL NULL), to be freed by the caller. A copy
+    /// that failed would otherwise be sent as NULL, another value, which for an owner check
+    /// (`user_id = $2 OR $2 IS NULL`) means no check: it throws instead, freeing what it copied.
+    static func cStrings(
+        _ values: [String?], copy: (String) -> UnsafeMutablePointer<CChar>? = { strdup($0) }
+    ) throws -> [UnsafeMutablePointer<CChar>?] {
+        var copies: [UnsafeMutablePointer<CChar>?] = []
+        copies.reserveCapacity(values.count)
+        for value in values {
+            guard let value else {
+                copies.append(nil)
+                continue
+            }
+            guard let copied = copy(value) else {
+                copies.forEach { free($0) }
+                throw PostgresError(code: .server, message: "out of memory copying a statement parameter")
+            }
+            copies.append(copied)
+        }
+        return copies
+    }
+
     /// Runs one or more statements with the simple protocol and no parameters (migrations, LISTEN).
     func execute(_ sql: String) throws -> PostgresQueryResult {
-        try consume(PQexec(handle, sql))
+        try consume(guarded { PQexec(handle, sql) })
     }
 
     private func consume(_ result: OpaquePointer?) throws -> PostgresQueryResult {
@@ -162,28 +230,34 @@ final class LibPQConnection: @unchecked Sendable {
 
     /// Starts `COPY … FROM STDIN`; the server then expects ``putCopyData(_:)`` and ``endCopy(error:)``.
     func beginCopy(_ sql: String) throws {
-        guard let result = PQexec(handle, sql) else { throw connectionError() }
+        guard let result = guarded({ PQexec(handle, sql) }) else { throw connectionError() }
         defer { PQclear(result) }
         guard PQresultStatus(result) == PGRES_COPY_IN else { throw error(from: result) }
     }
 
     func putCopyData(_ bytes: [UInt8]) throws {
-        let status = bytes.withUnsafeBufferPointer { buffer in
-            buffer.baseAddress!.withMemoryRebound(to: CChar.self, capacity: buffer.count) {
-                PQputCopyData(handle, $0, Int32(buffer.count))
+        let status = guarded {
+            bytes.withUnsafeBufferPointer { buffer in
+                buffer.baseAddress!.withMemoryRebound(to: CChar.self, capacity: buffer.count) {
+                    PQputCopyData(handle, $0, Int32(buffer.count))
+                }
             }
         }
-        guard status == 1 else { throw PostgresError(code: .copyFailed, message: Self.trimmed(PQerrorMessage(handle))) }
+        guard status == 1 else {
+            if watch.hasFired { throw noAnswer() }
+            throw PostgresError(code: .copyFailed, message: Self.trimmed(PQerrorMessage(handle)))
+        }
     }
 
     /// Ends the COPY; with an `error` the server aborts it and nothing is written.
     func endCopy(error: String?) throws -> Int {
-        guard PQputCopyEnd(handle, error) == 1 else {
+        guard guarded({ PQputCopyEnd(handle, error) }) == 1 else {
+            if watch.hasFired { throw noAnswer() }
             throw PostgresError(code: .copyFailed, message: Self.trimmed(PQerrorMessage(handle)))
         }
         var affected = 0
         var failure: PostgresError?
-        while let result = PQgetResult(handle) {
+        while let result = guarded({ PQgetResult(handle) }) {
             if PQresultStatus(result) == PGRES_COMMAND_OK {
                 affected = Int(String(cString: PQcmdTuples(result))) ?? 0
             } else if failure == nil {
@@ -231,7 +305,8 @@ final class LibPQConnection: @unchecked Sendable {
     // MARK: Errors
 
     private func connectionError() -> PostgresError {
-        PostgresError(
+        if watch.hasFired { return noAnswer() }
+        return PostgresError(
             code: PQstatus(handle) == CONNECTION_OK ? .server : .connectionLost,
             message: Self.trimmed(PQerrorMessage(handle))
         )
@@ -240,6 +315,7 @@ final class LibPQConnection: @unchecked Sendable {
     private func error(from result: OpaquePointer) -> PostgresError {
         let sqlState = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) }
         let primary = PQresultErrorField(result, Int32(UInt8(ascii: "M"))).map { String(cString: $0) }
+        if watch.hasFired { return noAnswer() }
         if PQstatus(handle) != CONNECTION_OK {
             return PostgresError(code: .connectionLost, sqlState: sqlState, message: primary ?? Self.trimmed(PQerrorMessage(handle)))
         }

@@ -70,7 +70,9 @@ public struct Migrator: Sendable {
     /// schema was current).
     @discardableResult
     public func migrate(_ client: PostgresClient) async throws -> [Migration] {
-        try await client.withConnection { session in
+        // Waiting for another instance's migration and a migration of a large table may both take
+        // longer than any statement of normal work.
+        try await client.withConnection { session in try await session.withStatementTimeout(nil) {
             try await session.query("SELECT pg_advisory_lock($1)", [Self.lockKey])
             do {
                 let applied = try await applyPending(session)
@@ -80,7 +82,7 @@ public struct Migrator: Sendable {
                 _ = try? await session.query("SELECT pg_advisory_unlock($1)", [Self.lockKey])
                 throw error
             }
-        }
+        } }
     }
 
     private func applyPending(_ session: PostgresSession) async throws -> [Migration] {

@@ -14,17 +14,65 @@ public struct PostgresClientConfiguration: Sendable {
     public var acquireTimeout: Duration
     /// Reported to the server as `application_name` (visible in `pg_stat_activity`).
     public var applicationName: String
+    /// Timeouts and keepalives of every connection the pool opens.
+    public var connection: PostgresConnectionSettings
 
     public init(
         conninfo: String,
         maxConnections: Int = 10,
         acquireTimeout: Duration = .seconds(10),
-        applicationName: String = "push-relay"
+        applicationName: String = "push-relay",
+        connection: PostgresConnectionSettings = .init()
     ) {
         self.conninfo = conninfo
         self.maxConnections = max(1, maxConnections)
         self.acquireTimeout = acquireTimeout
         self.applicationName = applicationName
+        self.connection = connection
+    }
+}
+
+/// How long a connection waits for PostgreSQL, and how a vanished server is noticed.
+///
+/// A server that stops answering without closing the connection (its host crashed or was cut
+/// off) would otherwise hold every caller, and the pool slot, forever: the kernel notices an idle
+/// peer through keepalives and unacknowledged data through `tcp_user_timeout`; the server ends a
+/// statement at `statement_timeout`; and a call still unanswered `callGrace` after that is ended
+/// by the client, which closes the connection (``StatementWatchdog``), so the pool opens a new one.
+public struct PostgresConnectionSettings: Sendable, Hashable {
+    /// libpq's `connect_timeout`, per host tried.
+    public var connectTimeoutSeconds: Int
+    /// The server's `statement_timeout` for the session; 0 for none.
+    public var statementTimeoutMilliseconds: Int
+    /// How long past the statement timeout the client still waits (covers the round trip).
+    public var callGrace: Duration
+    /// Seconds of idleness before the first keepalive probe, between probes, and probes lost
+    /// before the connection is dead.
+    public var keepaliveIdleSeconds: Int
+    public var keepaliveIntervalSeconds: Int
+    public var keepaliveCount: Int
+    /// How long sent data may stay unacknowledged before the kernel drops the connection.
+    public var tcpUserTimeoutMilliseconds: Int
+
+    public init(
+        connectTimeoutSeconds: Int = 5, statementTimeoutMilliseconds: Int = 15_000, callGrace: Duration = .seconds(2),
+        keepaliveIdleSeconds: Int = 10, keepaliveIntervalSeconds: Int = 5, keepaliveCount: Int = 3, tcpUserTimeoutMilliseconds: Int = 20_000
+    ) {
+        self.connectTimeoutSeconds = min(max(1, connectTimeoutSeconds), 3600)
+        self.statementTimeoutMilliseconds = min(max(0, statementTimeoutMilliseconds), Int(Int32.max))
+        self.callGrace = max(.zero, callGrace)
+        self.keepaliveIdleSeconds = min(max(1, keepaliveIdleSeconds), 32767)
+        self.keepaliveIntervalSeconds = min(max(1, keepaliveIntervalSeconds), 32767)
+        self.keepaliveCount = min(max(1, keepaliveCount), 127)
+        self.tcpUserTimeoutMilliseconds = min(max(0, tcpUserTimeoutMilliseconds), Int(Int32.max))
+    }
+
+    /// The client's limit on one call: the statement timeout plus the grace; none when the
+    /// statement timeout is 0.
+    public var callTimeout: Duration? { Self.callTimeout(statementTimeoutMilliseconds: statementTimeoutMilliseconds, grace: callGrace) }
+
+    static func callTimeout(statementTimeoutMilliseconds: Int, grace: Duration) -> Duration? {
+        statementTimeoutMilliseconds > 0 ? .milliseconds(statementTimeoutMilliseconds) + grace : nil
     }
 }
 
@@ -41,6 +89,7 @@ public final class PostgresClient: Service, Sendable {
     let threadPool: NIOThreadPool
     private let pool: ConnectionPoolState
     private let logger: Logger
+    private let trouble = TroubleLog()
 
     public init(configuration: PostgresClientConfiguration, logger: Logger) {
         self.configuration = configuration
@@ -72,16 +121,30 @@ public final class PostgresClient: Service, Sendable {
 
     /// Runs `body` with a connection held exclusively for its duration.
     public func withConnection<T: Sendable>(_ body: (PostgresSession) async throws -> T) async throws -> T {
-        let connection = try await acquire()
+        let connection: LibPQConnection
+        do {
+            connection = try await acquire()
+        } catch {
+            trouble.failed(error, logger: logger)
+            throw error
+        }
         let session = PostgresSession(connection: connection, threadPool: threadPool)
         do {
             let value = try await body(session)
             release(connection)
+            trouble.succeeded(logger: logger)
             return value
         } catch {
             release(connection)
+            trouble.failed(error, logger: logger)
             throw error
         }
+    }
+
+    /// Why the server refused to write within the last `window` (read-only, disk full, out of
+    /// memory or connections), if it did: such a server is up but cannot take the work.
+    public func recentWriteRefusal(within window: Duration = .seconds(15)) -> String? {
+        trouble.recentRefusal(within: window)
     }
 
     /// Runs `body` inside `BEGIN … COMMIT`; any thrown error rolls the transaction back.
@@ -133,8 +196,9 @@ public final class PostgresClient: Service, Sendable {
                 do {
                     let conninfo = configuration.conninfo
                     let name = configuration.applicationName
+                    let settings = configuration.connection
                     return try await threadPool.runIfActive {
-                        try LibPQConnection.connect(conninfo: conninfo, applicationName: name)
+                        try LibPQConnection.connect(conninfo: conninfo, applicationName: name, settings: settings)
                     }
                 } catch {
                     pool.returnSlot()
@@ -176,10 +240,72 @@ public final class PostgresClient: Service, Sendable {
     }
 
     private func release(_ connection: LibPQConnection) {
+        if connection.wasTimedOut {
+            // The idle connections lead to the same server and most likely share its fate: each
+            // would cost its next caller a whole deadline to find out. New ones are opened instead.
+            let idle = pool.takeIdle()
+            logger.warning(
+                "PostgreSQL did not answer in time; the connection was closed and will be replaced",
+                metadata: ["db.backend_pid": "\(connection.backendPID)", "db.idle_closed": "\(idle.count)"]
+            )
+            if !idle.isEmpty { threadPool.submit { _ in withExtendedLifetime(idle) {} } }
+        }
         if connection.isReusable {
             pool.checkin(connection)
         } else {
             pool.discard(connection)
+        }
+    }
+}
+
+/// One warning line when the database starts failing, naming the cause, and one when it answers
+/// again, however many callers fail meanwhile: a fault under load would otherwise log once per
+/// request.
+final class TroubleLog: Sendable {
+    private struct State {
+        var cause: String?
+        var refusal: (cause: String, at: ContinuousClock.Instant)?
+    }
+    private let state = Mutex(State())
+    /// Whether a cause is set, read without the lock on every success.
+    private let troubled = Atomic<Bool>(false)
+
+    func failed(_ error: any Error, logger: Logger) {
+        guard let error = error as? PostgresError, error.isUnavailable else { return }
+        let cause = error.unavailableCause ?? error.description
+        let refused = error.sqlState.map { $0 == "25006" || $0.hasPrefix("53") || $0 == "58030" } ?? false
+        let changed = state.withLock { state -> Bool in
+            if refused { state.refusal = (cause, .now) }
+            guard state.cause != cause else { return false }
+            state.cause = cause
+            return true
+        }
+        troubled.store(true, ordering: .releasing)
+        if changed {
+            logger.warning(
+                "PostgreSQL cannot take work: \(cause); requests that need it are answered 503 with Retry-After",
+                metadata: ["db.sqlstate": "\(error.sqlState ?? "")", "db.error": "\(error.code)"]
+            )
+        }
+    }
+
+    func succeeded(logger: Logger) {
+        guard troubled.load(ordering: .acquiring) else { return }
+        let was = state.withLock { state -> String? in
+            // A server refusing writes still answers reads: only time clears a refusal, or every
+            // read between two refused writes would log twice.
+            if let refusal = state.refusal, refusal.cause == state.cause, ContinuousClock.now - refusal.at < .seconds(60) { return nil }
+            defer { state.cause = nil }
+            troubled.store(false, ordering: .releasing)
+            return state.cause
+        }
+        if let was { logger.info("PostgreSQL answers again", metadata: ["db.was": "\(was)"]) }
+    }
+
+    func recentRefusal(within window: Duration) -> String? {
+        state.withLock { state in
+            guard let refusal = state.refusal, ContinuousClock.now - refusal.at < window else { return nil }
+            return refusal.cause
         }
     }
 }
@@ -302,6 +428,16 @@ final class ConnectionPoolState: Sendable {
 
     /// Permission to open a connection was not used (the attempt failed).
     func returnSlot() { giveBack(.slot) }
+
+    /// Takes every idle connection out of the pool (their places become free) for closing.
+    func takeIdle() -> [LibPQConnection] {
+        let idle = state.withLock { state in
+            defer { state.idle = [] }
+            return state.idle
+        }
+        for _ in idle { giveBack(.slot) }
+        return idle
+    }
 
     /// Marks the pool closed and returns the idle connections for closing.
     func close() -> [LibPQConnection] {

@@ -15,6 +15,7 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
             case copyFailed = "copy_failed"
             case migration
             case embeddedServer = "embedded_server"
+            case timeout
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -37,6 +38,9 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
         public static let migration = Code(.migration)
         /// The embedded PostgreSQL server could not be initialised, started or stopped.
         public static let embeddedServer = Code(.embeddedServer)
+        /// The server did not answer a command within the client's deadline; the connection was
+        /// closed (the server may be unreachable without having closed it).
+        public static let timeout = Code(.timeout)
 
         public var description: String { base.rawValue }
     }
@@ -54,13 +58,39 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
         self.message = message
     }
 
-    /// Whether the failure means the database could not be reached (as opposed to a bad command).
+    /// Whether the failure means the database cannot do the work now but may later, whatever the
+    /// command (as opposed to a bad command): the caller should be told to retry.
     public var isUnavailable: Bool {
         switch code {
-        case .connectionFailed, .connectionLost, .poolTimeout, .poolClosed: true
+        case .connectionFailed, .connectionLost, .poolTimeout, .poolClosed, .timeout: true
+        default: unavailableCause != nil
+        }
+    }
+
+    /// What a "try again later" SQLSTATE means, in words for a log line; `nil` for any other.
+    ///
+    /// Class 08 (connection exception), 57 (operator intervention: shutdown, cannot connect now,
+    /// statement timeout, query canceled), 53 (insufficient resources: disk full, out of memory,
+    /// too many connections), 25006 (read-only transaction: a standby, or a primary demoted
+    /// during failover), 40001 and 40P01 (serialization failure, deadlock: the transaction may
+    /// succeed when run again), 55P03 (lock not available), 58030 (I/O error).
+    public var unavailableCause: String? {
+        guard let sqlState else { return nil }
+        switch sqlState {
+        case "25006": return "the database is read-only"
+        case "53100": return "the database's disk is full"
+        case "53200": return "the database is out of memory"
+        case "53300": return "the database has too many connections"
+        case "57014": return "a statement timed out"
+        case "40001": return "a serialization failure"
+        case "40P01": return "a deadlock"
+        case "55P03": return "a lock was not available"
+        case "58030": return "the database had an I/O error"
         default:
-            // Class 57 (operator intervention: admin shutdown, cannot connect now) and 08 (connection exception).
-            sqlState.map { $0.hasPrefix("57") || $0.hasPrefix("08") } ?? false
+            if sqlState.hasPrefix("08") { return "the connection to the database failed" }
+            if sqlState.hasPrefix("57") { return "the database is shutting down or not accepting connections" }
+            if sqlState.hasPrefix("53") { return "the database is out of resources" }
+            return nil
         }
     }
 

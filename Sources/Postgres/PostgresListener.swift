@@ -35,11 +35,21 @@ public final class PostgresListener: Service, Sendable {
     private let channels: [String]
     private let logger: Logger
     private let threadPool: NIOThreadPool
+    private let settings: PostgresConnectionSettings
+    private let probeInterval: Duration
 
     /// - Parameters:
     ///   - conninfo: libpq connection string.
     ///   - channels: channel names; lowercase letters, digits and underscores only.
-    public init(conninfo: String, channels: [String], logger: Logger) throws {
+    ///   - settings: the connection's timeouts and keepalives.
+    ///   - probeInterval: after this long without a message from the server, the listener asks it
+    ///     a question (`SELECT 1`, answered within the settings' call timeout) to learn whether it
+    ///     is still there: a server that vanished without closing the connection sends nothing,
+    ///     exactly like a quiet one, and something in between may keep the TCP connection alive.
+    public init(
+        conninfo: String, channels: [String], settings: PostgresConnectionSettings = .init(), probeInterval: Duration = .seconds(5),
+        logger: Logger
+    ) throws {
         for channel in channels {
             guard !channel.isEmpty, channel.utf8.count <= 63,
                 channel.utf8.allSatisfy({ ($0 >= 97 && $0 <= 122) || ($0 >= 48 && $0 <= 57) || $0 == 95 })
@@ -47,6 +57,8 @@ public final class PostgresListener: Service, Sendable {
         }
         self.conninfo = conninfo
         self.channels = channels
+        self.settings = settings
+        self.probeInterval = max(probeInterval, .milliseconds(100))
         self.logger = logger
         self.threadPool = NIOThreadPool(numberOfThreads: 1)
         self.threadPool.start()
@@ -103,8 +115,13 @@ public final class PostgresListener: Service, Sendable {
     private func listen() async throws {
         let conninfo = self.conninfo
         let channels = self.channels
+        var probing = self.settings
+        // The probe's answer is due within the probe's own deadline, whatever the pool allows a
+        // statement: `SELECT 1` has nothing to wait for.
+        probing.statementTimeoutMilliseconds = min(probing.statementTimeoutMilliseconds == 0 ? 5000 : probing.statementTimeoutMilliseconds, 5000)
+        let settings = probing
         let connection = try await threadPool.runIfActive {
-            let connection = try LibPQConnection.connect(conninfo: conninfo, applicationName: "push-relay-listener")
+            let connection = try LibPQConnection.connect(conninfo: conninfo, applicationName: "push-relay-listener", settings: settings)
             for channel in channels {
                 _ = try connection.execute("LISTEN \(try connection.escapeIdentifier(channel))")
             }
@@ -112,11 +129,20 @@ public final class PostgresListener: Service, Sendable {
         }
         yield(.listening)
         logger.debug("PostgreSQL listener ready", metadata: ["db.channels": "\(channels.joined(separator: ","))"])
+        let clock = ContinuousClock()
+        var heard = clock.now
         while !Task.isCancelled {
             let notifications = try await threadPool.runIfActive {
                 try connection.waitForNotifications(timeoutMilliseconds: 250)
             }
             for notification in notifications { yield(.notification(notification)) }
+            if !notifications.isEmpty {
+                heard = clock.now
+            } else if clock.now - heard >= probeInterval {
+                // Throws when the server does not answer in time; run() then reconnects.
+                try await threadPool.runIfActive { _ = try connection.execute("SELECT 1") }
+                heard = clock.now
+            }
         }
     }
 }

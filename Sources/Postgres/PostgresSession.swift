@@ -42,6 +42,28 @@ public struct PostgresSession: Sendable {
         return try await threadPool.runIfActive { try connection.execute(sql) }
     }
 
+    /// Runs `body` with another statement timeout (`nil` for none): on the server
+    /// (`statement_timeout`) and on the client's deadline for each call, for the few operations
+    /// that may rightly run longer than the pool's timeout (migrations, large COPYs). The
+    /// connection's own timeout is restored afterwards.
+    public func withStatementTimeout<T>(_ timeout: Duration?, _ body: () async throws -> T) async throws -> T {
+        let connection = self.connection
+        let milliseconds = timeout.map { Int(min(max(0, $0.components.seconds), 2_000_000)) * 1000 } ?? 0
+        try await execute("SET statement_timeout = \(milliseconds)")
+        connection.callTimeout = PostgresConnectionSettings.callTimeout(statementTimeoutMilliseconds: milliseconds, grace: connection.settings.callGrace)
+        defer { connection.callTimeout = connection.settings.callTimeout }
+        let restore = "SET statement_timeout = \(connection.settings.statementTimeoutMilliseconds)"
+        do {
+            let value = try await body()
+            try await execute(restore)
+            return value
+        } catch {
+            // A connection left with the longer timeout would be handed to the next caller.
+            _ = try? await execute(restore)
+            throw error
+        }
+    }
+
     /// Streams rows into `COPY table (columns) FROM STDIN` (text format) and returns the row count.
     ///
     /// `body` writes rows through the ``PostgresCopyWriter``, which sends them in chunks, so the

@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-import Postgres
+@testable import Postgres
 import TestSupport
 import Testing
 
@@ -193,5 +193,19 @@ struct PostgresClientTests {
         #expect(sameOnServer)
         #expect(emptyCount == 0)
         await client.close()
+    }
+}
+
+@Suite("Statement parameters in C")
+struct ParameterCopyTests {
+    @Test("a parameter whose copy fails is an error, not SQL NULL; NULL parameters stay NULL")
+    func failedCopyThrows() throws {
+        let copies = try LibPQConnection.cStrings(["a", nil, "b"])
+        defer { copies.forEach { free($0) } }
+        #expect(copies.map { $0.map { String(cString: $0) } } == ["a", nil, "b"])
+        // The second value cannot be copied (as strdup answers when memory runs out).
+        #expect(throws: PostgresError.self) {
+            _ = try LibPQConnection.cStrings(["a", "owner", nil]) { $0 == "owner" ? nil : strdup($0) }
+        }
     }
 }

@@ -8,9 +8,11 @@ import Testing
 @Suite("UnreadHub: ETags kept only for reads no announcement overtook")
 struct UnreadHubTests {
     /// A running hub fed by `events`; stopped when `body` returns.
-    static func withHub(_ body: (UnreadHub, AsyncStream<PostgresListenerEvent>.Continuation) async throws -> Void) async throws {
+    static func withHub(
+        maxCacheBytes: Int = UnreadHub.defaultCacheBytes, _ body: (UnreadHub, AsyncStream<PostgresListenerEvent>.Continuation) async throws -> Void
+    ) async throws {
         let (events, feed) = AsyncStream.makeStream(of: PostgresListenerEvent.self)
-        let hub = UnreadHub(events: events, heartbeat: .seconds(60))
+        let hub = UnreadHub(events: events, heartbeat: .seconds(60), maxCacheBytes: maxCacheBytes)
         let running = Task { try await hub.run() }
         defer { running.cancel() }
         feed.yield(.listening)
@@ -22,6 +24,25 @@ struct UnreadHubTests {
             }
         )
         try await body(hub, feed)
+    }
+
+    @Test("the ETag cache is bounded in bytes: 1 KiB owner ids fill it sooner than short ones, and it never exceeds its bound")
+    func cacheBoundedInBytes() async throws {
+        try await Self.withHub(maxCacheBytes: 256 << 10) { hub, _ in
+            for index in 0..<2000 {
+                let owner = String(repeating: "x", count: 1000) + "\(index)"
+                let read = hub.beginRead()
+                hub.remember(app: "a", owner: owner, etag: "\"0123456789abcdef01234567\"", since: read)
+                #expect(hub.cachedBytes <= 256 << 10)
+            }
+            // Some of the last owners are still cached: the bound starts the cache over, it does not stop it.
+            #expect(hub.cachedETag(app: "a", owner: String(repeating: "x", count: 1000) + "1999") != nil)
+            // Announcements kept while a read is in flight count too.
+            let inFlight = hub.beginRead()
+            for index in 0..<2000 { hub.changed(app: "a", owner: String(repeating: "y", count: 1000) + "\(index)") }
+            #expect(hub.cachedBytes <= 2 * (256 << 10))
+            hub.abandonRead(since: inFlight)
+        }
     }
 
     @Test("reads overtaken by an announcement keep no ETag, the last one too after the first has ended; one begun after it does")

@@ -474,6 +474,7 @@ final class SSEReader: Sendable {
         var events: [[String: Any]] = []
         var heartbeats = 0
         var ended = false
+        var status: Int?
     }
 
     private let state = Mutex(State())
@@ -506,11 +507,15 @@ final class SSEReader: Sendable {
 
     private func consume(_ chunk: String) {
         state.withLock { state in
+            // The last chunk of a chunked response: the stream ended, though the connection may stay.
+            if (state.text + chunk).hasSuffix("\r\n0\r\n\r\n") || chunk.hasPrefix("0\r\n\r\n") { state.ended = true }
             state.text += chunk
             // Chunked framing puts "\r\n" (one Character in Swift) around the event lines.
             for line in state.text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).dropLast() {
                 let line = line.trimmingCharacters(in: .whitespacesAndNewlines)
-                if line.hasPrefix("data: "), let object = try? JSONSerialization.jsonObject(with: Data(line.dropFirst(6).utf8)) as? [String: Any] {
+                if state.status == nil, line.hasPrefix("HTTP/1.1 ") {
+                    state.status = Int(line.dropFirst(9).prefix(3))
+                } else if line.hasPrefix("data: "), let object = try? JSONSerialization.jsonObject(with: Data(line.dropFirst(6).utf8)) as? [String: Any] {
                     state.events.append(object)
                 } else if line == ": heartbeat" {
                     state.heartbeats += 1
@@ -521,7 +526,13 @@ final class SSEReader: Sendable {
     }
 
     var heartbeats: Int { state.withLock { $0.heartbeats } }
+    /// Whether the response ended (its last chunk arrived) or the connection closed.
     var ended: Bool { state.withLock { $0.ended } }
+    /// The response's status, once its head arrived.
+    var status: Int? { state.withLock { $0.status } }
+
+    /// Ends the connection from the client's side.
+    func hangUp() { shutdown(fd, Int32(SHUT_RDWR)) }
 
     /// The next `unread` event's data, waiting up to 10 s.
     func nextEvent() async throws -> [String: Any]? {

@@ -38,6 +38,11 @@ public struct APIError: Error, Sendable, CustomStringConvertible {
             headers: [.retryAfter: "5"]
         )
     }
+
+    /// The database answers but cannot take writes now (`cause` says why, in words safe to show).
+    public static func databaseUnavailable(because cause: String) -> APIError {
+        APIError(.serviceUnavailable, code: "database_unavailable", message: "\(cause); retry later", headers: [.retryAfter: "5"])
+    }
 }
 
 /// The JSON body of every error response.
@@ -70,7 +75,8 @@ extension APIError {
             logger.debug("request body could not be read", metadata: ["error": "\(error)"])
             return APIError(.badRequest, code: "invalid_request", message: "the request is not well-formed HTTP: \(error)")
         case let error as PostgresError where error.isUnavailable:
-            logger.warning("database unavailable", metadata: ["error": "\(error)"])
+            // The pool logs one warning naming the cause when the fault begins (not one per request).
+            logger.debug("database unavailable", metadata: ["error": "\(error)"])
             return .databaseUnavailable()
         default:
             logger.error("request failed", metadata: ["error": "\(error)"])

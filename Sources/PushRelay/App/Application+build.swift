@@ -46,7 +46,7 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
         // One connection in LISTEN for the dispatcher, the unread hub and the job runner.
         listener = try PostgresListener(
             conninfo: database.client.configuration.conninfo, channels: [DeliveryQueue.channel, UnreadChannel.name, JobStore.channel],
-            logger: logger
+            settings: database.client.configuration.connection, probeInterval: database.listenerProbeInterval, logger: logger
         )
         forwarder = try ZendeskForwarder(
             client: database.client, apps: configuredApps, settings: ZendeskForwarderSettings(config: reader.scoped(to: "zendesk")),
@@ -74,7 +74,10 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
         overlapAfter: settings.concurrentWriteAfter
     )
     let unread = UnreadSettings(config: reader.scoped(to: "unread"))
-    let hub = UnreadHub(events: listener.events(on: [UnreadChannel.name]), heartbeat: unread.heartbeat, pollAfter: unread.pollAfter)
+    let hub = UnreadHub(
+        events: listener.events(on: [UnreadChannel.name]), heartbeat: unread.heartbeat, pollAfter: unread.pollAfter, maxStreams: unread.maxStreams,
+        maxStreamsPerOwner: unread.maxStreamsPerOwner, streamLifetime: unread.streamLifetime, maxCacheBytes: unread.cacheBytes
+    )
     let jobs = JobRunner(
         store: JobStore(client: database.client), wakeUps: listener.events(on: [JobStore.channel]),
         settings: JobSettings(config: reader.scoped(to: "jobs")), metrics: metrics, logger: logger
@@ -99,7 +102,8 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
             logger: logger, shortcut: shortcut,
             webhooks: WebhookShortcut(
                 apps: directory, writer: writer, settings: settings, metrics: metrics, logger: logger, serverName: serverName
-            )
+            ),
+            metrics: metrics, serverName: serverName
         ),
         configuration: .init(
             address: .hostname(http.host, port: http.port), serverName: serverName,

@@ -15,6 +15,8 @@ public struct Database: Sendable {
     /// Whether this process started the embedded server (and so stops it at shutdown). A server left
     /// running by another relay process on the same data directory is reused and left alone.
     public let startedEmbedded: Bool
+    /// How often the LISTEN connection checks that the server is still there (``PostgresListener``).
+    public var listenerProbeInterval: Duration = .seconds(5)
 
     /// Opens the database described by a reader holding `database.*` and `data.directory`.
     public static func open(reader: ConfigReader, logger: Logger) async throws -> Database {
@@ -49,11 +51,14 @@ public struct Database: Sendable {
             configuration: .init(
                 conninfo: conninfo,
                 maxConnections: configuration.maxConnections,
-                acquireTimeout: configuration.acquireTimeout
+                acquireTimeout: configuration.acquireTimeout,
+                connection: configuration.connection
             ),
             logger: logger
         )
-        return Database(client: client, migrator: migrator, embedded: embedded, startedEmbedded: started)
+        var database = Database(client: client, migrator: migrator, embedded: embedded, startedEmbedded: started)
+        database.listenerProbeInterval = configuration.listenerProbeInterval
+        return database
     }
 
     /// Applies pending migrations.

@@ -117,6 +117,14 @@ public final class RelayMetrics: Sendable {
         unreadPollCounter(app: app, answer: answer).increment()
     }
 
+    func unreadStreamRefused(app: String) {
+        registry.makeCounter(descriptor: Metric.unreadStreamsRefused.descriptor, labels: [("app", app)]).increment()
+    }
+
+    func connectionRefused() {
+        registry.makeCounter(descriptor: Metric.connectionsRefused.descriptor).increment()
+    }
+
     func unreadPollCounter(app: String, answer: String) -> Counter {
         registry.makeCounter(descriptor: Metric.unreadPolls.descriptor, labels: [("app", app), ("answer", answer)])
     }
@@ -140,6 +148,8 @@ public final class RelayMetrics: Sendable {
         case eventsQueued = "push_relay_events_queued"
         case retentionPrunedRows = "push_relay_retention_pruned_rows_total"
         case unreadPolls = "push_relay_unread_polls_total"
+        case unreadStreamsRefused = "push_relay_unread_streams_refused_total"
+        case connectionsRefused = "push_relay_connections_refused_total"
 
         var help: String {
             switch self {
@@ -156,6 +166,8 @@ public final class RelayMetrics: Sendable {
             case .eventsQueued: "Feedback events of the app waiting to be sent (counted up to 100,000)."
             case .retentionPrunedRows: "Rows deleted by retention, by table."
             case .unreadPolls: "Unread count polls, by how they were answered (cached, cached_routed, read)."
+            case .unreadStreamsRefused: "Live unread streams refused 429: the user or the instance had the most allowed open."
+            case .connectionsRefused: "Connections answered 503 over_capacity: the share of connections kept for webhook intake was reached."
             }
         }
 

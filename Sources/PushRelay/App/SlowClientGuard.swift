@@ -5,6 +5,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import NIOHTTPTypes
+import Synchronization
 
 /// Limits on HTTP connections, so slow or idle clients cannot hold the relay's connections.
 ///
@@ -17,8 +18,16 @@ import NIOHTTPTypes
 ///   be complete this long after its first byte.
 /// - `body_timeout_seconds` (int, default 30): a request body must end, or another 64 KiB of it
 ///   arrive, within this long; a large upload at a steady rate is never cut off, a trickle is.
+/// - `intake_reserved_connections` (int, default an eighth of `max_connections`, at least 1):
+///   connections only webhook intake (and `/health`, `/ready`) may use. A connection takes a
+///   general place with its first other request (the API, polls, live streams, the console) and
+///   keeps it until it closes; with `max_connections` less this many places taken, another
+///   connection's first such request is answered 503 `over_capacity` with `Retry-After` and the
+///   connection closed, so clients of the API can never take the connections intake needs.
 public struct ConnectionLimits: Sendable {
     public var maxConnections: Int
+    /// Connections kept for webhook intake (``IntakeShareHandler``).
+    public var intakeReserved: Int
     public var idleTimeout: TimeAmount
     public var headerTimeout: TimeAmount
     public var bodyTimeout: TimeAmount
@@ -28,7 +37,8 @@ public struct ConnectionLimits: Sendable {
     var shortestTimeout: TimeAmount { min(idleTimeout, headerTimeout, bodyTimeout) }
 
     public init(config: ConfigReader) {
-        maxConnections = max(1, config.int(forKey: "max_connections", default: 2048))
+        maxConnections = max(2, config.int(forKey: "max_connections", default: 2048))
+        intakeReserved = min(max(1, config.int(forKey: "intake_reserved_connections", default: maxConnections / 8)), maxConnections - 1)
         idleTimeout = .seconds(Int64(max(1, config.int(forKey: "idle_timeout_seconds", default: 75))))
         headerTimeout = .seconds(Int64(max(1, config.int(forKey: "header_timeout_seconds", default: 10))))
         bodyTimeout = .seconds(Int64(max(1, config.int(forKey: "body_timeout_seconds", default: 30))))
@@ -36,9 +46,123 @@ public struct ConnectionLimits: Sendable {
 
     /// Hummingbird's HTTP/1.1 server with these limits, answering unchanged unread polls itself
     /// when `shortcut` is given, and taking webhooks itself when `webhooks` is.
-    func server(logger: Logger, shortcut: UnreadPollShortcut? = nil, webhooks: WebhookShortcut? = nil) -> HTTPServerBuilder {
-        HTTPServerBuilder { responder in
-            GuardedHTTP1Channel(responder: responder, limits: self, logger: logger, shortcut: shortcut, webhooks: webhooks)
+    func server(
+        logger: Logger, shortcut: UnreadPollShortcut? = nil, webhooks: WebhookShortcut? = nil, metrics: RelayMetrics? = nil, serverName: String = "PushRelay"
+    ) -> HTTPServerBuilder {
+        let shares = ConnectionShares(generalLimit: maxConnections - intakeReserved, metrics: metrics, serverName: serverName)
+        return HTTPServerBuilder { responder in
+            GuardedHTTP1Channel(responder: responder, limits: self, logger: logger, shortcut: shortcut, webhooks: webhooks, shares: shares)
+        }
+    }
+}
+
+/// The places of ``ConnectionLimits/maxConnections`` that connections other than webhook
+/// intake's may take, shared by every connection of the server.
+final class ConnectionShares: Sendable {
+    let generalLimit: Int
+    let metrics: RelayMetrics?
+    let serverName: String
+    private let general = Atomic<Int>(0)
+
+    init(generalLimit: Int, metrics: RelayMetrics?, serverName: String) {
+        self.generalLimit = max(1, generalLimit)
+        self.metrics = metrics
+        self.serverName = serverName
+    }
+
+    /// Takes a general place; false when all are taken.
+    func claim() -> Bool {
+        var current = general.load(ordering: .relaxed)
+        while current < generalLimit {
+            let (exchanged, original) = general.compareExchange(expected: current, desired: current + 1, ordering: .relaxed)
+            if exchanged { return true }
+            current = original
+        }
+        return false
+    }
+
+    func release() { general.subtract(1, ordering: .relaxed) }
+
+    var taken: Int { general.load(ordering: .relaxed) }
+
+    /// Webhook intake and the load balancer's probes: what the reserved places are for.
+    static func isIntake(_ head: HTTPRequestHead) -> Bool {
+        switch head.method {
+        case .POST: head.uri.hasPrefix("/v1/webhooks/")
+        case .GET, .HEAD: head.uri == "/health" || head.uri == "/ready"
+        default: false
+        }
+    }
+}
+
+/// Right behind the HTTP decoder: gives a connection a general place (``ConnectionShares``) at its
+/// first request that is not intake, or answers that request 503 `over_capacity` and closes the
+/// connection when none is left. The place is given back when the connection closes.
+final class IntakeShareHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+    typealias OutboundIn = HTTPServerResponsePart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let shares: ConnectionShares
+    private var holdsPlace = false
+    private var refused = false
+    /// Requests passed on whose response has not ended: a refusal is written only when there is
+    /// none, so answers stay in order (a pipelined request behind an intake one is let through).
+    private var passedOn = 0
+
+    init(shares: ConnectionShares) { self.shares = shares }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if refused { return }
+        if case .head(let head) = unwrapInboundIn(data), !holdsPlace, !ConnectionShares.isIntake(head) {
+            if shares.claim() {
+                holdsPlace = true
+            } else if passedOn == 0 {
+                refuse(context: context, head: head)
+                return
+            }
+        }
+        if case .head = unwrapInboundIn(data) { passedOn += 1 }
+        context.fireChannelRead(data)
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if case .end = unwrapOutboundIn(data), passedOn > 0 { passedOn -= 1 }
+        context.write(data, promise: promise)
+    }
+
+    private func refuse(context: ChannelHandlerContext, head: HTTPRequestHead) {
+        refused = true
+        shares.metrics?.connectionRefused()
+        let body = ByteBuffer(
+            string: #"{"error":{"code":"over_capacity","message":"the relay's connections for this kind of request are all in use; retry later"}}"#
+        )
+        typealias IDs = RequestIDMiddleware<AppRequestContext>
+        let id = head.headers.first(name: IDs.headerName.rawName).flatMap(IDs.acceptable) ?? IDs.newID()
+        let response = HTTPResponseHead(
+            version: .http1_1, status: .serviceUnavailable,
+            headers: [
+                "Content-Type": "application/json", "Content-Length": "\(body.readableBytes)", "Retry-After": "1", "Connection": "close",
+                IDs.headerName.rawName: id, "Date": HTTPDate.now(), "Server": shares.serverName,
+            ]
+        )
+        context.write(wrapOutboundOut(.head(response)), promise: nil)
+        context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in context.close(promise: nil) }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        giveBack()
+        context.fireChannelInactive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) { giveBack() }
+
+    private func giveBack() {
+        if holdsPlace {
+            holdsPlace = false
+            shares.release()
         }
     }
 }
@@ -51,6 +175,7 @@ struct GuardedHTTP1Channel: ServerChildChannel {
     let logger: Logger
     let shortcut: UnreadPollShortcut?
     let webhooks: WebhookShortcut?
+    let shares: ConnectionShares
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<HTTP1Channel.Value> {
         let deadline = ConnectionDeadline(limits: limits, logger: self.logger)
@@ -74,6 +199,8 @@ struct GuardedHTTP1Channel: ServerChildChannel {
             if let shortcut {
                 try operations.addHandler(UnreadPollShortcutHandler(shortcut: shortcut, deadline: deadline), position: .after(decoder))
             }
+            // First behind the decoder: a connection refused here reaches neither shortcut.
+            try operations.addHandler(IntakeShareHandler(shares: shares), position: .after(decoder))
             return value
         }
     }

@@ -38,12 +38,20 @@ struct HealthController<Context: RequestContext>: Sendable {
 
     @Sendable func ready(_ request: Request, context: Context) async throws -> Readiness {
         let applied: Int
+        let writable: Bool
         do {
             applied = try await database.migrator.appliedVersion(database.client)
+            // A standby, or a primary demoted during failover, answers reads and refuses writes.
+            writable = try await database.client.query(
+                "SELECT NOT pg_is_in_recovery() AND current_setting('transaction_read_only') = 'off'"
+            ).rows.first?.decode(Bool.self, at: 0) ?? false
         } catch let error as PostgresError {
-            context.logger.warning("readiness check failed", metadata: ["error": "\(error)"])
+            context.logger.debug("readiness check failed", metadata: ["error": "\(error)"])
             throw APIError.databaseUnavailable()
         }
+        guard writable else { throw APIError.databaseUnavailable(because: "the database is read-only") }
+        // Refusals a read cannot see (a full disk, no memory) show in the writes that failed.
+        if let refusal = database.client.recentWriteRefusal() { throw APIError.databaseUnavailable(because: refusal) }
         let expected = database.migrator.latestVersion
         guard applied >= expected else {
             throw APIError(

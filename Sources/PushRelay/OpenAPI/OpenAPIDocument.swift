@@ -595,7 +595,7 @@ enum OpenAPIDocument {
               security: [{bearer: []}]
               responses:
                 "200":
-                  description: The event stream; it ends when the client goes or the relay shuts down.
+                  description: "The event stream; it ends when the client goes, the relay shuts down, `unread.stream_max_seconds` passed, or (at a heartbeat) the credential expired or was revoked."
                   content:
                     text/event-stream:
                       schema:
@@ -609,6 +609,13 @@ enum OpenAPIDocument {
                 "401": {$ref: "#/components/responses/Error"}
                 "403": {$ref: "#/components/responses/Error"}
                 "404": {$ref: "#/components/responses/Error"}
+                "429":
+                  description: "`too_many_streams`: the user, or the instance, has the most live streams allowed open; retry after `Retry-After` seconds, or poll. The connection is closed."
+                  headers:
+                    Retry-After: {schema: {type: integer}}
+                  content:
+                    application/json:
+                      schema: {$ref: "#/components/schemas/Error"}
           /v1/apps/{app}/users/{user}/tickets/{ticket}/read:
             parameters:
               - $ref: "#/components/parameters/app"

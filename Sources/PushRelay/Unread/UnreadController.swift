@@ -89,39 +89,69 @@ struct UnreadController<Context: RequestContext>: Sendable {
 
     /// `GET …/unread/stream`: Server-Sent Events. An `unread` event with the counts on connect and
     /// after every change (from any instance), a `: heartbeat` comment when nothing changed for a
-    /// while; the stream ends when the client goes or the relay shuts down.
+    /// while (no query: only a change reads the counts). The stream ends when the client goes, the
+    /// relay shuts down, ``UnreadHub/streamLifetime`` has passed, or, at a heartbeat, its
+    /// credential has expired or been revoked.
+    ///
+    /// An owner holds at most ``UnreadHub/maxStreamsPerOwner`` streams and the instance at most
+    /// ``UnreadHub/maxStreams``; past either the answer is 429 with `Retry-After`, and the
+    /// connection is closed so it frees its place at once.
     @Sendable func stream(_ request: Request, context: Context) async throws -> Response {
         let (app, owner) = try await authorize(request, context: context, scope: .unreadRead)
+        let subscription: UnreadHub.Subscription
+        do {
+            subscription = try hub.subscribe(app: app, owner: owner)
+        } catch {
+            metrics.unreadStreamRefused(app: app)
+            let message =
+                switch error {
+                case .owner: "this user has \(hub.maxStreamsPerOwner) live streams open, the most allowed; close one or poll"
+                case .instance: "the relay has as many live streams open as it serves; retry later or poll"
+                }
+            throw APIError(.tooManyRequests, code: "too_many_streams", message: message, headers: [.retryAfter: "30", .connection: "close"])
+        }
         let first = try await store.summary(app: app, owner: owner)
         let store = self.store
         let hub = self.hub
+        let authenticator = self.authenticator
         let logger = context.logger
+        let endAt = ContinuousClock.now + hub.streamLifetime
         let headers: HTTPFields = [.contentType: "text/event-stream", .cacheControl: "no-cache", HTTPField.Name("X-Accel-Buffering")!: "no"]
         return Response(
             status: .ok, headers: headers,
             body: ResponseBody { writer in
-                let (id, signals) = hub.subscribe(app: app, owner: owner)
-                defer { hub.unsubscribe(id) }
+                defer { hub.unsubscribe(subscription.id) }
                 try await writer.write(try Self.event(first))
                 var last = first
                 try await withGracefulShutdownHandler {
-                    for await signal in signals {
-                        let current: UnreadSummary
-                        do {
-                            current = try await store.summary(app: app, owner: owner)
-                        } catch {
-                            logger.warning("reading unread counts for a stream failed", metadata: ["error": "\(error)"])
-                            continue
-                        }
-                        if current != last {
-                            try await writer.write(try Self.event(current))
-                            last = current
-                        } else if case .heartbeat = signal {
+                    for await signal in subscription.signals {
+                        switch signal {
+                        case .heartbeat:
+                            guard ContinuousClock.now < endAt else { return }
+                            // Expired or revoked since the stream began: end it. The checks are the
+                            // request's own (cached, so a heartbeat costs no query).
+                            let principal = try? await authenticator.authenticate(request, app: app)
+                            guard let principal, (try? principal.require(app, scope: .unreadRead, user: owner)) != nil else {
+                                logger.debug("ending a live stream whose credential is no longer valid", metadata: ["push.app": "\(app)"])
+                                return
+                            }
                             try await writer.write(ByteBuffer(string: ": heartbeat\n\n"))
+                        case .changed:
+                            let current: UnreadSummary
+                            do {
+                                current = try await store.summary(app: app, owner: owner)
+                            } catch {
+                                logger.warning("reading unread counts for a stream failed", metadata: ["error": "\(error)"])
+                                continue
+                            }
+                            if current != last {
+                                try await writer.write(try Self.event(current))
+                                last = current
+                            }
                         }
                     }
                 } onGracefulShutdown: {
-                    hub.unsubscribe(id)
+                    hub.unsubscribe(subscription.id)
                 }
                 try await writer.finish(nil)
             }

@@ -22,10 +22,21 @@ final class UnreadHub: Service, Sendable {
         var continuation: AsyncStream<Signal>.Continuation
     }
 
+    /// The live streams, and how many each owner has open.
+    private struct Streams {
+        var subscribers: [UUID: Subscriber] = [:]
+        var perOwner: [String: Int] = [:]
+    }
+
     private let events: AsyncStream<PostgresListenerEvent>
     private let heartbeat: Duration
-    private let subscribers = Mutex<[UUID: Subscriber]>([:])
-    private let versions = Mutex(Versions())
+    private let streams = Mutex(Streams())
+    private let versions: Mutex<Versions>
+    /// Most live streams open at once on this instance, and per owner.
+    let maxStreams: Int
+    let maxStreamsPerOwner: Int
+    /// How long a live stream lasts at most (``UnreadSettings/streamLifetime``).
+    let streamLifetime: Duration
 
     /// The ETag last served per owner, kept while no change of that owner was announced since it
     /// was read, so an unchanged poll is answered without a query. Announcements come from every
@@ -45,36 +56,65 @@ final class UnreadHub: Service, Sendable {
         /// ends the table is emptied, and with none in flight an announcement costs no entry.
         var changedAt: [String: UInt64] = [:]
         var etags: [String: String] = [:]
+        /// What `changedAt` and `etags` hold, in bytes (``UnreadHub/entryBytes(_:_:)``): owner ids
+        /// may be up to 1 KiB each, so a bound in entries alone would not bound memory.
+        var changedBytes = 0
+        var etagBytes = 0
+        let maxBytes: Int
+
+        init(maxBytes: Int) { self.maxBytes = maxBytes }
 
         mutating func announce(_ keys: some Sequence<Substring>) {
             generation += 1
             guard readsInFlight > 0 || !etags.isEmpty else { return }
             for key in keys {
                 let key = String(key)
-                if readsInFlight > 0 { changedAt[key] = generation }
-                etags[key] = nil
+                if readsInFlight > 0, changedAt.updateValue(generation, forKey: key) == nil { changedBytes += UnreadHub.entryBytes(key, 8) }
+                if let old = etags.removeValue(forKey: key) { etagBytes -= UnreadHub.entryBytes(key, old.utf8.count) }
             }
             // Every owner announced while reads are in flight would stay here: past the bound,
             // start over as for `*` (the next poll of each owner queries once).
-            if changedAt.count > UnreadHub.maxCachedOwners { announceEverything() }
+            if changedBytes > maxBytes { announceEverything() }
         }
 
         mutating func announceEverything() {
             generation += 1
             everythingAt = generation
-            changedAt.removeAll(keepingCapacity: true)
-            etags.removeAll(keepingCapacity: true)
+            changedAt.removeAll(keepingCapacity: false)
+            etags.removeAll(keepingCapacity: false)
+            changedBytes = 0
+            etagBytes = 0
+        }
+
+        mutating func remember(_ key: String, _ etag: String) {
+            let bytes = UnreadHub.entryBytes(key, etag.utf8.count)
+            if etagBytes + bytes > maxBytes {
+                etags.removeAll(keepingCapacity: false)
+                etagBytes = 0
+            }
+            if let old = etags.updateValue(etag, forKey: key) { etagBytes -= UnreadHub.entryBytes(key, old.utf8.count) }
+            etagBytes += bytes
         }
 
         mutating func endRead() {
             readsInFlight -= 1
-            if readsInFlight == 0 && !changedAt.isEmpty { changedAt.removeAll() }
+            if readsInFlight == 0 && !changedAt.isEmpty {
+                changedAt.removeAll()
+                changedBytes = 0
+            }
         }
     }
 
-    /// Most owners whose ETag, or whose last announcement, is kept; past it the cache starts over
-    /// (the next poll of each queries once).
-    static let maxCachedOwners = 1_000_000
+    /// What one cache entry costs: its key and value and, per entry, the dictionary's slot and
+    /// the strings' storage headers (measured to about this on 64-bit Linux).
+    static func entryBytes(_ key: String, _ valueBytes: Int) -> Int { key.utf8.count + valueBytes + 96 }
+
+    /// Bytes of the ETag cache, and apart of the announcements kept while reads are in flight;
+    /// past it the cache starts over (the next poll of each owner queries once).
+    let maxCacheBytes: Int
+
+    /// Bytes the ETag cache may hold unless configured (`unread.etag_cache_mb`).
+    static let defaultCacheBytes = 64 << 20
 
     /// Seconds a client may use an answer of `GET …/unread` before polling again (``UnreadSettings/pollAfter``).
     let pollAfter: Int
@@ -83,29 +123,80 @@ final class UnreadHub: Service, Sendable {
     let cacheControl: String
 
     /// - Parameter events: the listener's events on ``UnreadChannel`` (``PostgresListener/events(on:)``).
-    init(events: AsyncStream<PostgresListenerEvent>, heartbeat: Duration, pollAfter: Int = 10) {
+    init(
+        events: AsyncStream<PostgresListenerEvent>, heartbeat: Duration, pollAfter: Int = 10, maxStreams: Int = 1024, maxStreamsPerOwner: Int = 4,
+        streamLifetime: Duration = .seconds(3600), maxCacheBytes: Int = UnreadHub.defaultCacheBytes
+    ) {
+        self.streamLifetime = streamLifetime
         self.events = events
         self.heartbeat = heartbeat
         self.pollAfter = pollAfter
+        self.maxStreams = max(0, maxStreams)
+        self.maxStreamsPerOwner = max(1, maxStreamsPerOwner)
+        self.maxCacheBytes = max(1 << 16, maxCacheBytes)
+        versions = Mutex(Versions(maxBytes: self.maxCacheBytes))
         cacheControl = "private, max-age=\(pollAfter)"
     }
 
     private static func key(app: String, owner: String) -> String { app + " " + owner }
 
-    /// A stream of signals for one owner; end it with ``unsubscribe(_:)``.
-    func subscribe(app: String, owner: String) -> (id: UUID, signals: AsyncStream<Signal>) {
+    /// Why a stream was not opened.
+    enum Refusal: Error {
+        /// The owner has ``maxStreamsPerOwner`` open.
+        case owner
+        /// This instance has ``maxStreams`` open.
+        case instance
+    }
+
+    /// A stream of signals for one owner, counted against the owner's and the instance's limits
+    /// until the returned ``Subscription`` is unsubscribed or released.
+    func subscribe(app: String, owner: String) throws(Refusal) -> Subscription {
         let id = UUID()
+        let key = Self.key(app: app, owner: owner)
         let (stream, continuation) = AsyncStream.makeStream(of: Signal.self, bufferingPolicy: .bufferingNewest(1))
-        subscribers.withLock { $0[id] = Subscriber(key: Self.key(app: app, owner: owner), continuation: continuation) }
-        return (id, stream)
+        let refusal = streams.withLock { streams -> Refusal? in
+            if streams.perOwner[key, default: 0] >= maxStreamsPerOwner { return .owner }
+            if streams.subscribers.count >= maxStreams { return .instance }
+            streams.perOwner[key, default: 0] += 1
+            streams.subscribers[id] = Subscriber(key: key, continuation: continuation)
+            return nil
+        }
+        if let refusal { throw refusal }
+        return Subscription(hub: self, id: id, signals: stream)
+    }
+
+    /// A live stream's place: released (and its signals finished) by ``unsubscribe(_:)`` or, at
+    /// the latest, when the last reference to it goes, so a response that is never written
+    /// cannot keep an owner's place.
+    final class Subscription: Sendable {
+        let hub: UnreadHub
+        let id: UUID
+        let signals: AsyncStream<Signal>
+
+        init(hub: UnreadHub, id: UUID, signals: AsyncStream<Signal>) {
+            self.hub = hub
+            self.id = id
+            self.signals = signals
+        }
+
+        deinit { hub.unsubscribe(id) }
     }
 
     /// Ends a stream (its consumer's loop finishes).
     func unsubscribe(_ id: UUID) {
-        subscribers.withLock { $0.removeValue(forKey: id) }?.continuation.finish()
+        let subscriber = streams.withLock { streams -> Subscriber? in
+            guard let subscriber = streams.subscribers.removeValue(forKey: id) else { return nil }
+            let left = streams.perOwner[subscriber.key, default: 1] - 1
+            streams.perOwner[subscriber.key] = left > 0 ? left : nil
+            return subscriber
+        }
+        subscriber?.continuation.finish()
     }
 
-    var subscriberCount: Int { subscribers.withLock { $0.count } }
+    var subscriberCount: Int { streams.withLock { $0.subscribers.count } }
+
+    /// Bytes the ETag cache and the announcements kept for reads in flight hold now.
+    var cachedBytes: Int { versions.withLock { $0.etagBytes + $0.changedBytes } }
 
     /// The ETag of the owner's counts as last served, if no change was announced since.
     func cachedETag(app: String, owner: String) -> String? {
@@ -131,8 +222,7 @@ final class UnreadHub: Service, Sendable {
         versions.withLock { versions in
             defer { versions.endRead() }
             guard versions.listening, versions.everythingAt <= generation, versions.changedAt[key, default: 0] <= generation else { return }
-            if versions.etags.count >= Self.maxCachedOwners { versions.etags.removeAll(keepingCapacity: true) }
-            versions.etags[key] = etag
+            versions.remember(key, etag)
         }
     }
 
@@ -179,9 +269,9 @@ final class UnreadHub: Service, Sendable {
             try? await gracefulShutdown()
             group.cancelAll()
         }
-        let remaining = subscribers.withLock { table in
-            defer { table.removeAll() }
-            return Array(table.values)
+        let remaining = streams.withLock { streams in
+            defer { streams = Streams() }
+            return Array(streams.subscribers.values)
         }
         for subscriber in remaining { subscriber.continuation.finish() }
     }
@@ -194,16 +284,16 @@ final class UnreadHub: Service, Sendable {
         }
         let keys = payload.split(separator: "\n")
         versions.withLock { $0.announce(keys) }
-        subscribers.withLock { table in
-            guard !table.isEmpty else { return }
+        streams.withLock { streams in
+            guard !streams.subscribers.isEmpty else { return }
             let changed = Set(keys)
-            for subscriber in table.values where changed.contains(Substring(subscriber.key)) { subscriber.continuation.yield(.changed) }
+            for subscriber in streams.subscribers.values where changed.contains(Substring(subscriber.key)) { subscriber.continuation.yield(.changed) }
         }
     }
 
     private func signalAll(_ signal: Signal) {
-        subscribers.withLock { table in
-            for subscriber in table.values { subscriber.continuation.yield(signal) }
+        streams.withLock { streams in
+            for subscriber in streams.subscribers.values { subscriber.continuation.yield(signal) }
         }
     }
 }
@@ -220,8 +310,19 @@ enum UnreadChannel {
 /// Keys, read from a reader scoped to `unread`:
 /// - `heartbeat_seconds` (int, default 15, at least 1): how often an idle live stream sends a comment line.
 /// - `poll_after_seconds` (int, default 10): see ``pollAfter``.
+/// - `max_streams_per_owner` (int, default 4): live streams one owner (user) may hold open on an
+///   instance; one more is answered 429 with `Retry-After`.
+/// - `max_streams` (int, default 1024): live streams open at once on an instance, all owners.
+/// - `stream_max_seconds` (int, default 3600): a live stream ends after this long (the client's
+///   EventSource reconnects, authenticating again); it ends earlier when its credential expires
+///   or is revoked, noticed at the next heartbeat.
+/// - `etag_cache_mb` (int, default 64): memory for the ETags of unchanged polls.
 public struct UnreadSettings: Sendable {
     public var heartbeat: Duration
+    public var maxStreamsPerOwner: Int
+    public var maxStreams: Int
+    public var streamLifetime: Duration
+    public var cacheBytes: Int
 
     /// `poll_after_seconds` (int, default 10, 0 to 86400): the `max-age` of `GET …/unread`'s
     /// `Cache-Control`, how long a client may use an answer before polling again.
@@ -230,5 +331,9 @@ public struct UnreadSettings: Sendable {
     public init(config: ConfigReader) {
         heartbeat = .seconds(max(1, config.int(forKey: "heartbeat_seconds", default: 15)))
         pollAfter = min(max(0, config.int(forKey: "poll_after_seconds", default: 10)), 86_400)
+        maxStreamsPerOwner = min(max(1, config.int(forKey: "max_streams_per_owner", default: 4)), 1000)
+        maxStreams = min(max(0, config.int(forKey: "max_streams", default: 1024)), 1_000_000)
+        streamLifetime = .seconds(min(max(10, config.int(forKey: "stream_max_seconds", default: 3600)), 7 * 86_400))
+        cacheBytes = min(max(1, config.int(forKey: "etag_cache_mb", default: 64)), 64 * 1024) << 20
     }
 }

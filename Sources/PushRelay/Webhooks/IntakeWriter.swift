@@ -250,7 +250,11 @@ final class IntakeWriter: Service, Sendable {
                 await write(Array(batch[half...]))
                 return
             }
-            logger.warning("storing a webhook batch failed", metadata: ["error": "\(error)", "push.batch_size": "\(batch.count)"])
+            // An unavailable database is logged once by the pool, when the fault begins.
+            logger.log(
+                level: postgres?.isUnavailable == true ? .debug : .warning, "storing a webhook batch failed",
+                metadata: ["error": "\(error)", "push.batch_size": "\(batch.count)"]
+            )
             let failure: any Error =
                 if let postgres, postgres.isUnavailable {
                     IntakeError.databaseUnavailable(postgres)

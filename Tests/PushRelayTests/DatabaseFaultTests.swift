@@ -1,0 +1,269 @@
+import Configuration
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import Postgres
+@testable import PushRelay
+import Synchronization
+import TestSupport
+import Testing
+
+/// A database that stops answering, or answers "not now", costs the helpdesk a 503 with
+/// `Retry-After` and nothing else: no hang, no 500, no acknowledged webhook lost.
+@Suite("Database faults: a frozen, read-only or full database")
+struct DatabaseFaultTests {
+    static let url = "/v1/webhooks/zendesk/support/\(TestApp.webhookSecret)"
+    static let json: HTTPFields = [.contentType: "application/json"]
+
+    static func setting(_ value: Int) -> ConfigValue { .init(.int(value), isSecret: false) }
+
+    struct Answer: Sendable {
+        var status: Int
+        var retryAfter: String?
+        var code: String?
+        var notificationID: Int64?
+        var sent: ContinuousClock.Instant
+        var answered: ContinuousClock.Instant
+    }
+
+    struct Accepted: Decodable { var notification_id: Int64 }
+
+    @Test("a database that stops answering without closing: 503 with Retry-After within seconds, 202 again soon after, nothing lost")
+    func frozenDatabase() async throws {
+        let direct = try await TestDatabase.makeDatabase()
+        let port = try #require(direct.split(separator: " ").last(where: { $0.hasPrefix("port=") }).flatMap { Int($0.dropFirst(5)) })
+        let proxy = try FreezableProxy(targetPort: port)
+        defer { proxy.stop() }
+        let test = try await TestApp.make(conninfo: direct + " port=\(proxy.port)")
+        let app = try await test.application(extra: [
+            "database.statement_timeout_ms": Self.setting(1000),
+            "database.acquire_timeout_seconds": Self.setting(2),
+            "database.connect_timeout_seconds": Self.setting(2),
+            "database.listener_probe_seconds": Self.setting(1),
+        ])
+        let clock = ContinuousClock()
+        let token = try await TestApp.userToken("alice")
+        try await app.test(.live) { client in
+            let port = try #require(client.port)
+            // An unread poll answered from the cache while the listener is connected.
+            func poll(_ etag: String?) async throws -> (status: Int, etag: String?) {
+                var headers: HTTPFields = [.authorization: "Bearer \(token)"]
+                if let etag { headers[.ifNoneMatch] = etag }
+                let response = try await client.execute(uri: "/v1/apps/support/users/alice/unread", method: .get, headers: headers)
+                return (Int(response.status.code), response.headers[.eTag])
+            }
+            let etag = try #require(try await poll(nil).etag)
+            #expect(try await poll(etag).status == 304)
+
+            final class Load: Sendable {
+                let answers = Mutex<[Answer]>([])
+                let stop = Atomic<Bool>(false)
+            }
+            let load = Load()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for worker in 0..<4 {
+                    group.addTask {
+                        var index = 0
+                        while !load.stop.load(ordering: .relaxed) {
+                            index += 1
+                            let body = webhook(devices: [(apnsToken(), "ios")], ticket: "w\(worker)-\(index)")
+                            // A connection of its own per request: the test client's one connection
+                            // would queue the workers' requests behind each other.
+                            let sent = clock.now
+                            let request = RawHTTP.request("POST", Self.url, headers: [("Content-Type", "application/json")], body: Array(body.utf8))
+                            let response = try #require(try await RawHTTP.send(port: port, request, timeout: .seconds(30)))
+                            let id = try? JSONDecoder().decode(Accepted.self, from: Data(response.body)).notification_id
+                            let code = (try? JSONDecoder().decode(ErrorEnvelope.self, from: Data(response.body)))?.error.code
+                            load.answers.withLock {
+                                $0.append(
+                                    Answer(
+                                        status: response.status, retryAfter: response.header("Retry-After"), code: code, notificationID: id, sent: sent,
+                                        answered: clock.now
+                                    )
+                                )
+                            }
+                            if response.status != 202 { try await Task.sleep(for: .milliseconds(100)) }
+                        }
+                    }
+                }
+                try await Task.sleep(for: .seconds(1))
+                proxy.freeze()
+                let frozeAt = clock.now
+                // The cache stops answering once the listener finds the server gone.
+                var distrusted: Duration?
+                while clock.now - frozeAt < .seconds(10) {
+                    if try await poll(etag).status != 304 {
+                        distrusted = clock.now - frozeAt
+                        break
+                    }
+                    try await Task.sleep(for: .milliseconds(200))
+                }
+                try await Task.sleep(until: frozeAt + .seconds(8))
+                proxy.thaw()
+                let thawedAt = clock.now
+                try await Task.sleep(for: .seconds(6))
+                load.stop.store(true, ordering: .relaxed)
+                try await group.waitForAll()
+
+                let all = load.answers.withLock { $0 }
+                #expect(distrusted != nil, "unread polls were still answered 304 from the cache 10 s into the freeze")
+                // Everything is either stored or refused as retryable; nothing else.
+                for answer in all {
+                    #expect(answer.status == 202 || (answer.status == 503 && answer.retryAfter != nil && answer.code == "database_unavailable"),
+                            "\(answer.status) \(answer.code ?? "")")
+                    #expect(
+                        answer.answered - answer.sent < .seconds(8),
+                        "a webhook sent \(answer.sent - frozeAt) after the freeze waited \(answer.answered - answer.sent) for \(answer.status)"
+                    )
+                }
+                let firstRefusal = all.filter { $0.status == 503 }.map(\.answered).min()
+                #expect(firstRefusal.map { $0 - frozeAt < .seconds(6) } == true, "no 503 within 6 s of the freeze")
+                let firstAcceptAgain = all.filter { $0.status == 202 && $0.sent >= thawedAt }.map(\.answered).min()
+                #expect(firstAcceptAgain.map { $0 - thawedAt < .seconds(5) } == true, "no 202 within 5 s of the thaw")
+                #expect(all.filter { $0.status == 202 && $0.sent >= frozeAt + .seconds(4) && $0.answered < thawedAt }.isEmpty)
+
+                // Every acknowledged webhook is in the database.
+                let acknowledged = all.compactMap(\.notificationID)
+                let directClient = PostgresClient(configuration: .init(conninfo: direct, maxConnections: 1), logger: TestDatabase.logger)
+                defer { Task { await directClient.close() } }
+                let stored = try await directClient.query(
+                    "SELECT count(*) FROM notifications WHERE id = ANY($1::bigint[])", ["{" + acknowledged.map(String.init).joined(separator: ",") + "}"]
+                ).rows.first!.decode(Int.self, at: 0)
+                #expect(acknowledged.count > 10)
+                #expect(stored == acknowledged.count)
+            }
+            // The listener is back: an unchanged poll is answered from the cache again.
+            var cachedAgain = false
+            for _ in 0..<50 where !cachedAgain {
+                let fresh = try await poll(nil)
+                cachedAgain = try await poll(fresh.etag).status == 304 && fresh.status == 200
+                if !cachedAgain { try await Task.sleep(for: .milliseconds(200)) }
+            }
+            #expect(cachedAgain)
+        }
+    }
+
+    @Test("a read-only database: webhooks and API calls are 503 database_unavailable with Retry-After, /ready is not ready")
+    func readOnlyDatabase() async throws {
+        let test = try await TestApp.make()
+        let app = try await test.application()
+        let database = try #require(test.conninfo.split(separator: " ").last(where: { $0.hasPrefix("dbname=") })?.dropFirst(7))
+        // The schema exists once the app is built.
+        let key = try await test.key(app: "support")
+        @Sendable func setReadOnly(_ on: Bool) async throws {
+            try await test.client.withConnection { session in
+                try await session.execute("ALTER DATABASE \(database) SET default_transaction_read_only = \(on ? "on" : "off")")
+                // The relay's open connections keep their setting: end them so new ones read it.
+                try await session.query(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+            }
+        }
+        try await app.test(.live) { client in
+            #expect(try await client.execute(uri: "/ready", method: .get).status == .ok)
+            try await setReadOnly(true)
+            let body = webhook(devices: [(apnsToken(), "ios")])
+            var refused: TestResponse?
+            for _ in 0..<20 {
+                let response = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(body))
+                if response.status != .serviceUnavailable || response.errorBody?.code != "database_unavailable" {
+                    // A connection the terminate missed may still be writable; try again.
+                    #expect(response.status == .accepted || response.status == .serviceUnavailable, "\(response.status)")
+                    try await Task.sleep(for: .milliseconds(100))
+                    continue
+                }
+                refused = response
+                break
+            }
+            let response = try #require(refused)
+            #expect(response.headers[.retryAfter] != nil)
+            let device = try await client.execute(
+                uri: "/v1/apps/support/devices/\(apnsToken())", method: .put,
+                headers: [.authorization: "Bearer \(key)", .contentType: "application/json"], body: jsonBody(#"{"platform":"ios"}"#)
+            )
+            #expect(device.status == .serviceUnavailable)
+            #expect(device.errorBody?.code == "database_unavailable")
+            #expect(device.headers[.retryAfter] != nil)
+            let ready = try await client.execute(uri: "/ready", method: .get)
+            #expect(ready.status == .serviceUnavailable)
+            #expect(ready.errorBody?.message.contains("read-only") == true)
+
+            try await setReadOnly(false)
+            var accepted = false
+            for _ in 0..<50 where !accepted {
+                accepted = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(body)).status == .accepted
+                if !accepted { try await Task.sleep(for: .milliseconds(100)) }
+            }
+            #expect(accepted)
+        }
+    }
+
+    static let canMountTmpfs: Bool = getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/bin/mount")
+
+    @Test(
+        "a full disk under the relay's tables: webhooks are 503 database_unavailable with Retry-After, /ready is not ready",
+        .enabled(if: canMountTmpfs, "needs root to mount a small tmpfs for a tablespace")
+    )
+    func fullDisk() async throws {
+        let test = try await TestApp.make()
+        let app = try await test.application()
+        let directory = "/tmp/push-relay-tiny-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        try Self.run("/bin/mount", ["-t", "tmpfs", "-o", "size=3M", "tmpfs", directory])
+        defer {
+            try? Self.run("/bin/umount", ["-l", directory])
+            try? FileManager.default.removeItem(atPath: directory)
+        }
+        try Self.run("/bin/chown", ["postgres:postgres", directory])
+        let space = "tiny_\(UUID().uuidString.prefix(8).lowercased())"
+        try await test.client.withConnection { session in
+            try await session.execute("CREATE TABLESPACE \(space) LOCATION '\(directory)'")
+            for table in ["notifications", "deliveries", "devices", "unread_counters"] {
+                _ = try? await session.execute("ALTER TABLE \(table) SET TABLESPACE \(space)")
+            }
+            try await session.execute("CREATE TABLE filler (junk text) TABLESPACE \(space)")
+            // Fill the tablespace until the server refuses.
+            for _ in 0..<200 {
+                do {
+                    try await session.execute("INSERT INTO filler SELECT repeat(md5(random()::text), 30) FROM generate_series(1, 2000)")
+                } catch let error as PostgresError where error.sqlState == "53100" {
+                    return
+                }
+            }
+            Issue.record("the tablespace never filled up")
+        }
+        try await app.test(.live) { client in
+            let body = webhook(devices: [(apnsToken(), "ios")], body: String(repeating: "x", count: 20_000))
+            let response = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(body))
+            #expect(response.status == .serviceUnavailable)
+            #expect(response.errorBody?.code == "database_unavailable")
+            #expect(response.headers[.retryAfter] != nil)
+            let ready = try await client.execute(uri: "/ready", method: .get)
+            #expect(ready.status == .serviceUnavailable)
+            #expect(ready.errorBody?.message.contains("disk is full") == true, "\(ready.errorBody?.message ?? "")")
+
+            _ = try await test.client.withConnection { try await $0.execute("DROP TABLE filler") }
+            let again = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(body))
+            #expect(again.status == .accepted)
+        }
+        try await test.client.withConnection { session in
+            for table in ["notifications", "deliveries", "devices", "unread_counters"] {
+                _ = try? await session.execute("ALTER TABLE \(table) SET TABLESPACE pg_default")
+            }
+            try await session.execute("DROP TABLESPACE \(space)")
+        }
+    }
+
+    static func run(_ executable: String, _ arguments: [String]) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw PostgresError(code: .server, message: "\(executable) \(arguments.joined(separator: " ")) exited \(process.terminationStatus)")
+        }
+    }
+}

@@ -1,0 +1,142 @@
+import Configuration
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import Postgres
+@testable import PushRelay
+import TestSupport
+import Testing
+
+/// Live unread streams are long-lived connections a user opens at will: they must not take what
+/// webhook intake needs, nor outlive their credential.
+@Suite("Live stream limits: per user, per instance, and the connections kept for intake", .serialized)
+struct StreamLimitTests {
+    static let url = "/v1/webhooks/zendesk/support/\(TestApp.webhookSecret)"
+    static let json: HTTPFields = [.contentType: "application/json"]
+
+    static func setting(_ value: Int) -> ConfigValue { .init(.int(value), isSecret: false) }
+    static func streamPath(_ user: String) -> String { "/v1/apps/support/users/\(user)/unread/stream" }
+
+    /// Posts a webhook and returns its status and how long the answer took.
+    static func postWebhook(_ client: some TestClientProtocol) async throws -> (status: HTTPResponse.Status, took: Duration) {
+        let start = ContinuousClock.now
+        let response = try await client.execute(
+            uri: url, method: .post, headers: json, body: jsonBody(webhook(devices: [(apnsToken(), "ios")]))
+        )
+        return (response.status, ContinuousClock.now - start)
+    }
+
+    @Test("one user's streams past the cap are 429 with Retry-After, and a webhook posted next is 202 within a second", .timeLimit(.minutes(2)))
+    func perOwnerCap() async throws {
+        let test = try await TestApp.make()
+        // A stream whose client has gone is noticed when its next heartbeat is written.
+        let app = try await test.application(extra: ["unread.max_streams_per_owner": Self.setting(3), "unread.heartbeat_seconds": Self.setting(1)])
+        let token = try await TestApp.userToken("alice")
+        try await app.test(.live) { client in
+            let port = try #require(client.port)
+            var open: [SSEReader] = []
+            defer { open.forEach { $0.hangUp() } }
+            for _ in 0..<3 {
+                let stream = try SSEReader(port: port, path: Self.streamPath("alice"), bearer: token)
+                #expect(try await stream.nextEvent() != nil)
+                open.append(stream)
+            }
+            let refused = try #require(
+                try await RawHTTP.send(port: port, RawHTTP.request("GET", Self.streamPath("alice"), headers: [("Authorization", "Bearer \(token)")]))
+            )
+            #expect(refused.status == 429)
+            #expect(refused.header("Retry-After") != nil)
+            #expect(refused.text.contains("too_many_streams"))
+            // Another user is not affected.
+            let bob = try SSEReader(port: port, path: Self.streamPath("bob"), bearer: try await TestApp.userToken("bob"))
+            open.append(bob)
+            #expect(try await bob.nextEvent() != nil)
+            let webhook = try await Self.postWebhook(client)
+            #expect(webhook.status == .accepted)
+            #expect(webhook.took < .seconds(1))
+            // A closed stream frees its place.
+            open.removeFirst().hangUp()
+            #expect(
+                await eventually(timeout: .seconds(5)) {
+                    let again = try? SSEReader(port: port, path: Self.streamPath("alice"), bearer: token)
+                    defer { again?.hangUp() }
+                    return (try? await again?.nextEvent()) != nil
+                }
+            )
+        }
+    }
+
+    @Test("twice max_connections streams from many users: webhooks are still 202", .timeLimit(.minutes(2)))
+    func streamsCannotTakeIntakeConnections() async throws {
+        let test = try await TestApp.make()
+        let app = try await test.application(extra: [
+            "http.max_connections": Self.setting(40), "http.intake_reserved_connections": Self.setting(8),
+        ])
+        try await app.test(.live) { client in
+            let port = try #require(client.port)
+            var streams: [SSEReader] = []
+            defer { streams.forEach { $0.hangUp() } }
+            for index in 0..<80 {
+                streams.append(try SSEReader(port: port, path: Self.streamPath("user\(index)"), bearer: try await TestApp.userToken("user\(index)")))
+            }
+            // Every connection has been answered: a stream, or a refusal that closed it.
+            #expect(await eventually(timeout: .seconds(20)) { streams.allSatisfy { $0.status != nil } })
+            let served = streams.filter { $0.status == 200 && !$0.ended }.count
+            let refused = streams.filter { $0.status == 503 }.count
+            #expect(served <= 32, "\(served) streams were served past the general share")
+            #expect(served + refused == 80)
+            for _ in 0..<5 {
+                let webhook = try await Self.postWebhook(client)
+                #expect(webhook.status == .accepted)
+                #expect(webhook.took < .seconds(2), "a webhook took \(webhook.took)")
+            }
+        }
+    }
+
+    @Test("a stream ends when its user token expires", .timeLimit(.minutes(1)))
+    func streamEndsWithCredential() async throws {
+        let test = try await TestApp.make()
+        let app = try await test.application(extra: ["unread.heartbeat_seconds": Self.setting(1)])
+        let token = try await TestApp.userToken("carol", expiresIn: 3)
+        try await app.test(.live) { client in
+            let stream = try SSEReader(port: try #require(client.port), path: Self.streamPath("carol"), bearer: token)
+            defer { stream.hangUp() }
+            #expect(try await stream.nextEvent() != nil)
+            #expect(await eventually(timeout: .seconds(8)) { stream.ended })
+        }
+    }
+
+    @Test("a stream ends when its API key is revoked", .timeLimit(.minutes(1)))
+    func streamEndsWithRevokedKey() async throws {
+        let test = try await TestApp.make()
+        let app = try await test.application(extra: ["unread.heartbeat_seconds": Self.setting(1)])
+        let key = try await test.key(app: "support")
+        try await app.test(.live) { client in
+            let stream = try SSEReader(port: try #require(client.port), path: Self.streamPath("dave"), bearer: key)
+            defer { stream.hangUp() }
+            #expect(try await stream.nextEvent() != nil)
+            try await test.client.query("UPDATE api_keys SET revoked_at = now() WHERE revoked_at IS NULL")
+            #expect(await eventually(timeout: .seconds(8)) { stream.ended })
+        }
+    }
+
+    @Test("heartbeats read nothing from PostgreSQL: they go on while the counts cannot be read", .timeLimit(.minutes(1)))
+    func heartbeatsWithoutQueries() async throws {
+        let test = try await TestApp.make()
+        let app = try await test.application(extra: ["unread.heartbeat_seconds": Self.setting(1)])
+        try await app.test(.live) { client in
+            let stream = try SSEReader(port: try #require(client.port), path: Self.streamPath("erin"), bearer: try await TestApp.userToken("erin"))
+            defer { stream.hangUp() }
+            #expect(try await stream.nextEvent() != nil)
+            // A heartbeat that read the counts would fail now, and send nothing.
+            try await test.client.query("ALTER TABLE unread_counters RENAME TO unread_counters_away")
+            let before = stream.heartbeats
+            try await Task.sleep(for: .seconds(3))
+            let after = stream.heartbeats
+            try await test.client.query("ALTER TABLE unread_counters_away RENAME TO unread_counters")
+            #expect(after - before >= 2, "\(after - before) heartbeats in 3 s")
+        }
+    }
+}
