@@ -83,7 +83,10 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
     let sessions = ConsoleSessionStore(client: database.client, idleTimeout: consoleSettings.idleTimeout, maxLifetime: consoleSettings.sessionLifetime)
     let keys = APIKeyStore(client: database.client)
     let authenticator = Authenticator(keys: keys, apps: directory, sessions: consoleSettings.enabled ? sessions : nil)
-    let console = consoleSettings.enabled ? try ConsoleController(keys: keys, sessions: sessions, settings: consoleSettings) : nil
+    let console = consoleSettings.enabled
+        ? try ConsoleController(
+            keys: keys, sessions: sessions, settings: consoleSettings, trustedProxies: TrustedProxies(config: reader.scoped(to: "http"))
+        ) : nil
     let (router, _) = buildRouter(
         database: database, apps: directory, authenticator: authenticator, writer: writer, settings: settings, hub: hub, metrics: metrics,
         console: console, maxUploadBytes: JobSettings(config: reader.scoped(to: "jobs")).maxUploadBytes
