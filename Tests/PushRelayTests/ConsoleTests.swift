@@ -99,9 +99,47 @@ struct ConsoleTests {
             #expect(Self.html(page).contains("<h1>Overview</h1>"))
             #expect(page.headers[.contentSecurityPolicy]?.contains("script-src 'self'") == true)
 
-            // Behind a TLS-terminating proxy the cookie is Secure.
-            let (tls, _) = try await Self.signIn(client, key: admin, extra: [HTTPField.Name("X-Forwarded-Proto")!: "https"])
-            #expect(Self.setCookie("pushrelay_session", in: tls)?.contains("; Secure") == true)
+            // X-Forwarded-Proto from a peer that is not in http.trusted_proxies (none by default) is ignored.
+            let (spoofed, _) = try await Self.signIn(client, key: admin, extra: [HTTPField.Name("X-Forwarded-Proto")!: "https"])
+            #expect(Self.setCookie("pushrelay_session", in: spoofed)?.contains("Secure") == false)
+        }
+    }
+
+    @Test(
+        "X-Forwarded-Proto counts from http.trusted_proxies only; then the cookies are __Host- prefixed, Secure, Path=/, no Domain",
+        arguments: [(["127.0.0.1"], true), (["10.0.0.0/8", "::1"], false), (["127.0.0.0/8"], true), ([], false)]
+    )
+    func trustedProxies(proxies: [String], trusted: Bool) async throws {
+        let test = try await TestApp.make()
+        let extra: [AbsoluteConfigKey: ConfigValue] = ["http.trusted_proxies": .init(.stringArray(proxies), isSecret: false)]
+        try await test.application(extra: extra).test(.live) { client in
+            let admin = try await test.key(app: nil)
+            let https: HTTPFields = [HTTPField.Name("X-Forwarded-Proto")!: "https"]
+            let page = try await client.execute(uri: "/console/login", method: .get, headers: https)
+            let loginName = trusted ? "__Host-pushrelay_login" : "pushrelay_login"
+            let check = try #require(Self.cookieValue(loginName, in: page), "\(page.headers[values: .setCookie])")
+            var headers = Self.form
+            headers[.cookie] = "\(loginName)=\(check)"
+            headers.append(contentsOf: https)
+            let response = try await client.execute(
+                uri: "/console/login", method: .post, headers: headers, body: Self.encoded([("login_check", check), ("key", admin)])
+            )
+            #expect(response.status == .seeOther)
+            let sessionName = trusted ? "__Host-pushrelay_session" : "pushrelay_session"
+            let cookie = try #require(Self.setCookie(sessionName, in: response), "\(response.headers[values: .setCookie])")
+            let attributes = cookie.split(separator: ";").dropFirst().map { $0.trimmingCharacters(in: .whitespaces) }
+            #expect(attributes.contains("Secure") == trusted)
+            #expect(attributes.contains("Path=/"))
+            #expect(attributes.contains("HttpOnly"))
+            #expect(attributes.contains("SameSite=Strict"))
+            #expect(!attributes.contains { $0.lowercased().hasPrefix("domain") })
+            if trusted { #expect(Self.setCookie("pushrelay_session", in: response) == nil, "only the prefixed cookie is set") }
+            // The cookie, under the name it was set with, opens the console and the API.
+            let session = try #require(Self.cookieValue(sessionName, in: response))
+            let overview = try await client.execute(uri: "/console", method: .get, headers: [.cookie: "\(sessionName)=\(session)"])
+            #expect(overview.status == .ok)
+            let apps = try await client.execute(uri: "/v1/apps", method: .get, headers: [.cookie: "\(sessionName)=\(session)"])
+            #expect(apps.status == .ok)
         }
     }
 
@@ -288,6 +326,24 @@ struct ConsoleTests {
             // Delivery is off in this app: the three pushes wait in the queue.
             #expect((support?["queue"] as? [String: Any])?["pending"] as? Int == 3)
             #expect(try await test.count("SELECT coalesce(sum(webhooks), 0)::int FROM activity_minutes WHERE app_id = 'support'") == 3)
+        }
+    }
+}
+
+@Suite("http.trusted_proxies: addresses and CIDR blocks")
+struct TrustedProxiesTests {
+    @Test("blocks match what they cover, IPv4 seen as IPv6 included; bad entries are refused")
+    func matching() throws {
+        let proxies = try TrustedProxies(["10.1.0.0/16", "192.0.2.7", "fd00::/8", " 203.0.113.128/25 "])
+        let inside = ["10.1.255.3", "192.0.2.7", "fd12::1", "::ffff:10.1.0.1", "203.0.113.200"]
+        let outside = ["10.2.0.1", "192.0.2.8", "fe80::1", "::ffff:10.2.0.1", "203.0.113.127", "127.0.0.1"]
+        for address in inside { #expect(proxies.contains(try SocketAddress(ipAddress: address, port: 1)), "\(address)") }
+        for address in outside { #expect(!proxies.contains(try SocketAddress(ipAddress: address, port: 1)), "\(address)") }
+        #expect(!proxies.contains(nil))
+        #expect(!TrustedProxies.none.contains(try SocketAddress(ipAddress: "127.0.0.1", port: 1)))
+        #expect(try TrustedProxies(["0.0.0.0/0"]).contains(try SocketAddress(ipAddress: "198.51.100.1", port: 1)))
+        for bad in ["localhost", "10.0.0.0/33", "10.0.0.0/", "::1/129", "10.0.0.1/x", ""] {
+            #expect(throws: (any Error).self, "\(bad)") { try TrustedProxies([bad]) }
         }
     }
 }

@@ -8,8 +8,10 @@ import NIOCore
 struct AdminController<Context: RequestContext>: Sendable {
     let store: JobStore
     let authenticator: Authenticator
-    /// Most bytes of a JSON upload (a text upload streams and has no limit).
+    /// Most bytes of a JSON upload.
     let maxJSONBytes: Int
+    /// Most bytes of a text or CSV upload (`jobs.max_upload_bytes`).
+    let maxTextBytes: Int
 
     var endpoints: RouteCollection<Context> {
         RouteCollection(context: Context.self)
@@ -34,7 +36,9 @@ struct AdminController<Context: RequestContext>: Sendable {
 
     /// `POST /v1/admin/apps/{app}/devices/bulk-unregister`: either JSON
     /// `{"tokens":[…],"propagate_to_zendesk":bool}` or a `text/plain` / `text/csv` body of one token
-    /// per line (first column; `?propagate_to_zendesk=true`), streamed into the job as it arrives.
+    /// per line (first column; `?propagate_to_zendesk=true`) of at most ``maxTextBytes``, checked
+    /// as it arrives and spooled to a temporary file (``JobTokenSink``); the job is stored once the
+    /// upload is complete, so no database connection waits on the client.
     @Sendable func bulkUnregister(_ request: Request, context: Context) async throws -> EditedResponse<Created> {
         let (app, principal) = try await authenticator.resolve(request, context: context)
         try principal.requireAdmin()
@@ -56,36 +60,45 @@ struct AdminController<Context: RequestContext>: Sendable {
                 let body = try JSONBody(buffer: buffer)
                 let tokens = try body.stringArray("tokens")
                 let propagate = try body.optionalBool("propagate_to_zendesk") ?? queryFlag
-                created = try await store.create(app: app, propagate: propagate) { sink in
-                    for (index, token) in tokens.enumerated() {
-                        guard sink.add(token.utf8) else {
-                            throw JSONBody.invalidField("tokens[\(index)]", "must be a device token (1-\(InputRules.maxTokenBytes) printable characters without spaces)")
-                        }
-                        if index % 4096 == 0 { try await sink.flushIfFull() }
+                let sink = try JobTokenSink()
+                for (index, token) in tokens.enumerated() {
+                    guard sink.add(token.utf8) else {
+                        throw JSONBody.invalidField(
+                            "tokens[\(index)]", "must be a device token (1-\(InputRules.maxTokenBytes) printable characters without spaces)"
+                        )
                     }
+                    if index % 4096 == 0 { try sink.flushIfFull() }
                 }
+                created = try await store.create(app: app, propagate: propagate, upload: sink)
             } else if type.hasPrefix("text/plain") || type.hasPrefix("text/csv") {
                 let propagate = queryFlag
                 let csv = type.hasPrefix("text/csv")
-                created = try await store.create(app: app, propagate: propagate) { sink in
-                    var lines = LineSplitter()
-                    var number = 0
-                    for try await chunk in request.body {
-                        do {
-                            try lines.feed(chunk) { line in
-                                number += 1
-                                try Self.add(line: line, number: number, csv: csv, to: sink)
-                            }
-                        } catch is LineSplitter.LineTooLong {
-                            throw JSONBody.invalidField("line \(number + 1)", "is longer than \(LineSplitter.maxLineBytes) bytes")
-                        }
-                        try await sink.flushIfFull()
-                    }
-                    if let line = lines.finish() {
-                        number += 1
-                        try Self.add(line: line, number: number, csv: csv, to: sink)
-                    }
+                if let declared = request.headers[.contentLength].flatMap({ Int($0) }), declared > maxTextBytes {
+                    throw uploadTooLarge()
                 }
+                // Read to the end, checked and spooled to a file, before the database is touched.
+                let sink = try JobTokenSink()
+                var lines = LineSplitter()
+                var number = 0
+                var received = 0
+                for try await chunk in request.body {
+                    received += chunk.readableBytes
+                    guard received <= maxTextBytes else { throw uploadTooLarge() }
+                    do {
+                        try lines.feed(chunk) { line in
+                            number += 1
+                            try Self.add(line: line, number: number, csv: csv, to: sink)
+                        }
+                    } catch is LineSplitter.LineTooLong {
+                        throw JSONBody.invalidField("line \(number + 1)", "is longer than \(LineSplitter.maxLineBytes) bytes")
+                    }
+                    try sink.flushIfFull()
+                }
+                if let line = lines.finish() {
+                    number += 1
+                    try Self.add(line: line, number: number, csv: csv, to: sink)
+                }
+                created = try await store.create(app: app, propagate: propagate, upload: sink)
             } else {
                 throw APIError(
                     .unsupportedMediaType, code: "unsupported_media_type",
@@ -119,6 +132,13 @@ struct AdminController<Context: RequestContext>: Sendable {
     }
 
     // MARK: Helpers
+
+    private func uploadTooLarge() -> APIError {
+        APIError(
+            .contentTooLarge, code: "payload_too_large",
+            message: "a text upload may be at most \(maxTextBytes) bytes (jobs.max_upload_bytes); split the tokens into several jobs"
+        )
+    }
 
     static var jobNotFound: APIError { APIError(.notFound, code: "job_not_found", message: "no such job") }
 

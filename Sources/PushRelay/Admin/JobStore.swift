@@ -50,29 +50,46 @@ struct JobStore: Sendable {
 
     let client: PostgresClient
 
-    /// Creates a job from tokens streamed by `tokens` into a ``JobTokenSink`` (COPY into
-    /// `job_tokens`), in one transaction: if `tokens` throws, nothing is stored. Returns the job's
-    /// id and its token count.
-    func create(
-        app: String, propagate: Bool, tokens: (_ sink: JobTokenSink) async throws -> Void
-    ) async throws -> (id: UUID, total: Int) {
+    /// Creates a job from an upload spooled in `upload` (see ``JobTokenSink``): the job's row and
+    /// its tokens (COPY into `job_tokens`) in one short transaction, taken only once the whole
+    /// upload has arrived, so a slow client holds no pool connection and no transaction open.
+    /// Returns the job's id and its token count; nothing is stored when there is no token.
+    func create(app: String, propagate: Bool, upload: JobTokenSink) async throws -> (id: UUID, total: Int) {
+        guard upload.count > 0 else { throw JobUploadError.empty }
+        try upload.rewind()
         let id = UUID()
+        let total = upload.count
         return try await client.withTransaction { session in
             _ = try await session.query(
-                "INSERT INTO jobs (id, app_id, kind, status, propagate_to_zendesk, parameters) VALUES ($1, $2, $3, 'queued', $4, jsonb_build_object('propagate_to_zendesk', $4::boolean))",
-                [id, app, Self.kind, propagate]
+                """
+                INSERT INTO jobs (id, app_id, kind, status, propagate_to_zendesk, parameters, total)
+                VALUES ($1, $2, $3, 'queued', $4, jsonb_build_object('propagate_to_zendesk', $4::boolean), $5)
+                """,
+                [id, app, Self.kind, propagate, total]
             )
-            let idText = id.uuidString.lowercased()
+            let prefix = Array(id.uuidString.lowercased().utf8) + [UInt8(ascii: "\t")]
             var line = 0
             try await session.copyIn("COPY job_tokens (job_id, line, token) FROM STDIN") { writer in
-                let sink = JobTokenSink(writer: writer, jobID: idText)
-                try await tokens(sink)
-                line = sink.count
+                while let chunk = try upload.nextLines() {
+                    writer.appendFormatted { buffer in
+                        var start = chunk.startIndex
+                        while start < chunk.endIndex {
+                            let end = chunk[start...].firstIndex(of: UInt8(ascii: "\n")) ?? chunk.endIndex
+                            line += 1
+                            buffer.append(contentsOf: prefix)
+                            buffer.append(contentsOf: String(line).utf8)
+                            buffer.append(UInt8(ascii: "\t"))
+                            buffer.append(contentsOf: chunk[start..<end])
+                            buffer.append(UInt8(ascii: "\n"))
+                            start = end + 1
+                        }
+                    }
+                    try await writer.flushIfFull()
+                }
             }
-            guard line > 0 else { throw JobUploadError.empty }
-            _ = try await session.query("UPDATE jobs SET total = $2 WHERE id = $1", [id, line])
-            _ = try await session.query("SELECT pg_notify('\(Self.channel)', $1)", [idText])
-            return (id, line)
+            guard line == total else { throw PostgresError(code: .decoding, message: "the upload's spool held \(line) tokens, not \(total)") }
+            _ = try await session.query("SELECT pg_notify('\(Self.channel)', $1)", [id.uuidString.lowercased()])
+            return (id, total)
         }
     }
 
@@ -81,18 +98,34 @@ struct JobStore: Sendable {
     }
 }
 
-/// Receives a job's tokens during the upload and formats each straight into the COPY stream: a
-/// million-line upload must not cost a million value arrays.
+/// Receives a job's tokens during the upload, checks and normalises each, and spools them, already
+/// escaped for COPY, one per line, to an unlinked temporary file: memory stays bounded whatever
+/// the upload's size, nothing is left on disk if the process dies, and the database is not touched
+/// until ``JobStore/create(app:propagate:upload:)`` copies the file in one short transaction.
 final class JobTokenSink {
-    private let writer: PostgresCopyWriter
-    private let prefix: [UInt8]
-    /// Tokens added so far; also the line number of the last one.
+    /// Bytes gathered before a write to the file, and the most read back at once.
+    static let chunkBytes = 1 << 20
+
+    private let descriptor: Int32
+    private var buffer: [UInt8] = []
+    /// Read back: bytes after the last complete line of the previous read.
+    private var leftover: [UInt8] = []
+    private var reading = false
+    /// Tokens added so far.
     private(set) var count = 0
 
-    init(writer: PostgresCopyWriter, jobID: String) {
-        self.writer = writer
-        prefix = Array(jobID.utf8) + [UInt8(ascii: "\t")]
+    /// Opens the spool in the temporary directory (`TMPDIR`, else `/tmp`).
+    init() throws {
+        var template = Array((NSTemporaryDirectory() as NSString).appendingPathComponent("push-relay-upload-XXXXXX").utf8CString)
+        let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard descriptor >= 0 else { throw APIError(.internalServerError, code: "upload_spool_failed", message: "cannot store the upload") }
+        // Unlinked at once: the open descriptor is the only reference, closed in deinit.
+        template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
+        self.descriptor = descriptor
+        buffer.reserveCapacity(Self.chunkBytes)
     }
+
+    deinit { close(descriptor) }
 
     /// Adds one token if it is 1-``InputRules/maxTokenBytes`` printable ASCII characters without spaces; hex tokens are
     /// lower-cased, as the registry stores them. Returns false (adding nothing) otherwise.
@@ -106,33 +139,66 @@ final class JobTokenSink {
         }
         guard length > 0, length <= InputRules.maxTokenBytes else { return false }
         count += 1
-        let line = count
-        writer.appendFormatted { buffer in
-            buffer.append(contentsOf: prefix)
-            var digits: [UInt8] = []
-            var value = line
-            repeat {
-                digits.append(UInt8(ascii: "0") + UInt8(value % 10))
-                value /= 10
-            } while value > 0
-            buffer.append(contentsOf: digits.reversed())
-            buffer.append(UInt8(ascii: "\t"))
-            for byte in token {
-                if byte == UInt8(ascii: "\\") {
-                    buffer.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
-                } else if allHex && byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "F") {
-                    buffer.append(byte + 32)
-                } else {
-                    buffer.append(byte)
-                }
+        for byte in token {
+            if byte == UInt8(ascii: "\\") {
+                buffer.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
+            } else if allHex && byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "F") {
+                buffer.append(byte + 32)
+            } else {
+                buffer.append(byte)
             }
-            buffer.append(UInt8(ascii: "\n"))
         }
+        buffer.append(UInt8(ascii: "\n"))
         return true
     }
 
-    /// Sends the COPY buffer once it is full (call between chunks of the upload).
-    func flushIfFull() async throws { try await writer.flushIfFull() }
+    /// Writes the gathered tokens to the file once they fill a chunk (call between parts of the upload).
+    func flushIfFull() throws {
+        if buffer.count >= Self.chunkBytes { try flush() }
+    }
+
+    private func flush() throws {
+        var offset = 0
+        while offset < buffer.count {
+            let written = buffer.withUnsafeBytes { write(descriptor, $0.baseAddress! + offset, $0.count - offset) }
+            if written < 0 && errno == EINTR { continue }
+            guard written > 0 else { throw APIError(.internalServerError, code: "upload_spool_failed", message: "cannot store the upload") }
+            offset += written
+        }
+        buffer.removeAll(keepingCapacity: true)
+    }
+
+    /// Ends the writing and goes back to the first token.
+    func rewind() throws {
+        try flush()
+        guard lseek(descriptor, 0, SEEK_SET) == 0 else {
+            throw APIError(.internalServerError, code: "upload_spool_failed", message: "cannot read the stored upload")
+        }
+        reading = true
+        leftover = []
+    }
+
+    /// The next complete lines (each token with its newline), up to about ``chunkBytes``; `nil` at the end.
+    func nextLines() throws -> ArraySlice<UInt8>? {
+        precondition(reading, "rewind() before reading")
+        var chunk = leftover
+        leftover = []
+        var part = [UInt8](repeating: 0, count: Self.chunkBytes)
+        while true {
+            let got = part.withUnsafeMutableBytes { read(descriptor, $0.baseAddress!, $0.count) }
+            if got < 0 && errno == EINTR { continue }
+            guard got >= 0 else { throw APIError(.internalServerError, code: "upload_spool_failed", message: "cannot read the stored upload") }
+            if got == 0 {
+                // Every token was written with its newline, so nothing is left over at the end.
+                return chunk.isEmpty ? nil : chunk[...].dropLast()
+            }
+            chunk += part[..<got]
+            if let last = chunk.lastIndex(of: UInt8(ascii: "\n")) {
+                leftover = Array(chunk[(last + 1)...])
+                return chunk[..<last]
+            }
+        }
+    }
 }
 
 extension JobStore {
@@ -166,10 +232,20 @@ extension JobStore {
     }
 
     /// Cancels a queued or running job; a finished job stays as it is. Returns the job after.
+    /// The job's uploaded tokens and batch records go with the cancellation, in its transaction:
+    /// nothing will read them again (a batch still running on another instance finds the job no
+    /// longer its own and records nothing).
     func cancel(_ id: UUID) async throws -> Job? {
-        _ = try await client.query(
-            "UPDATE jobs SET status = 'cancelled', finished_at = now(), lease_owner = NULL WHERE id = $1 AND status IN ('queued', 'running')", [id]
-        )
+        try await client.withTransaction { session in
+            let cancelled = try await session.query(
+                "UPDATE jobs SET status = 'cancelled', finished_at = now(), lease_owner = NULL WHERE id = $1 AND status IN ('queued', 'running')",
+                [id]
+            )
+            if cancelled.affectedRows > 0 {
+                _ = try await session.query("DELETE FROM job_tokens WHERE job_id = $1", [id])
+                _ = try await session.query("DELETE FROM job_batches WHERE job_id = $1", [id])
+            }
+        }
         return try await get(id)
     }
 

@@ -86,10 +86,13 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
     let sessions = ConsoleSessionStore(client: database.client, idleTimeout: consoleSettings.idleTimeout, maxLifetime: consoleSettings.sessionLifetime)
     let keys = APIKeyStore(client: database.client)
     let authenticator = Authenticator(keys: keys, apps: directory, sessions: consoleSettings.enabled ? sessions : nil)
-    let console = consoleSettings.enabled ? try ConsoleController(keys: keys, sessions: sessions, settings: consoleSettings) : nil
+    let console = consoleSettings.enabled
+        ? try ConsoleController(
+            keys: keys, sessions: sessions, settings: consoleSettings, trustedProxies: TrustedProxies(config: reader.scoped(to: "http"))
+        ) : nil
     let (router, _) = buildRouter(
         database: database, apps: directory, authenticator: authenticator, writer: writer, settings: settings, hub: hub, metrics: metrics,
-        console: console
+        console: console, maxUploadBytes: JobSettings(config: reader.scoped(to: "jobs")).maxUploadBytes
     )
     let limits = ConnectionLimits(config: reader.scoped(to: "http"))
     let serverName = "PushRelay"
@@ -131,7 +134,7 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
 /// The routes and middleware, and the list of served routes (checked against the OpenAPI document).
 func buildRouter(
     database: Database, apps: AppDirectory, authenticator: Authenticator, writer: IntakeWriter, settings: WebhookSettings, hub: UnreadHub,
-    metrics: RelayMetrics, console: ConsoleController? = nil
+    metrics: RelayMetrics, console: ConsoleController? = nil, maxUploadBytes: Int = JobSettings.defaultMaxUploadBytes
 ) -> (Router<AppRequestContext>, [Route]) {
     let router = Router(context: AppRequestContext.self)
     let routes = RouteRecorder(router: router)
@@ -147,7 +150,9 @@ func buildRouter(
     routes.addRoutes(
         DeviceController(repository: PostgresDeviceRepository(client: database.client), authenticator: authenticator).endpoints
     )
-    routes.addRoutes(AdminController(store: JobStore(client: database.client), authenticator: authenticator, maxJSONBytes: 64 << 20).endpoints)
+    routes.addRoutes(AdminController(
+        store: JobStore(client: database.client), authenticator: authenticator, maxJSONBytes: 64 << 20, maxTextBytes: maxUploadBytes
+    ).endpoints)
     routes.addRoutes(StatusController(store: DeliveryStatusStore(client: database.client), authenticator: authenticator).endpoints)
     routes.addRoutes(UnreadController(store: UnreadStore(client: database.client), hub: hub, authenticator: authenticator, metrics: metrics).endpoints)
     routes.addRoutes(OperatorController(client: database.client, apps: apps, authenticator: authenticator).endpoints)

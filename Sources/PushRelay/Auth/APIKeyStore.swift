@@ -2,11 +2,20 @@ import Crypto
 import Foundation
 import Postgres
 
-/// API keys in PostgreSQL (`api_keys`).
+/// API keys in PostgreSQL (`api_keys`), verified from an in-memory copy (``APIKeyCache``).
 public struct APIKeyStore: Sendable {
     let client: PostgresClient
+    /// The live keys as this store last read them; shared by the copies of this store.
+    let cache: APIKeyCache
 
-    public init(client: PostgresClient) { self.client = client }
+    public init(client: PostgresClient) {
+        self.init(client: client, cache: APIKeyCache())
+    }
+
+    init(client: PostgresClient, cache: APIKeyCache) {
+        self.client = client
+        self.cache = cache
+    }
 
     /// Creates a key for `appID` (or an admin key when `nil`) and returns its record and plaintext.
     public func create(appID: String?, scopes: [APIKeyScope], label: String?) async throws -> (record: APIKeyRecord, key: APIKey) {
@@ -20,6 +29,7 @@ public struct APIKeyStore: Sendable {
             """,
             [id, key.prefix, key.hash, appID, scopeNames, label]
         ).first!
+        cache.invalidate()
         let record = APIKeyRecord(
             id: id, prefix: key.prefix, appID: appID, scopes: scopeNames, label: label,
             createdAt: try row.decode(Date.self, at: 0), revokedAt: nil
@@ -46,11 +56,67 @@ public struct APIKeyStore: Sendable {
             "UPDATE api_keys SET revoked_at = now() WHERE (id = $1 OR prefix = $2) AND revoked_at IS NULL",
             [id, idOrPrefix.lowercased()]
         )
+        cache.invalidate()
         return result.affectedRows > 0
     }
 
-    /// The live key matching `presented`, or `nil`.
+    /// The live key matching `presented`, or `nil`. Answered from ``APIKeyCache`` (see there for
+    /// when it reads the database); only with more live keys than the cache holds does a prefix
+    /// outside it cost a query.
     public func verify(_ presented: APIKey) async throws -> APIKeyRecord? {
+        let arrival = ContinuousClock.now
+        var snapshot = try await cache.snapshot(notBefore: arrival - cache.freshness, rateLimited: false, loader: loader)
+        if snapshot.keys[presented.prefix] == nil && snapshot.complete {
+            // Unknown here: make sure it was not created since the copy was checked.
+            snapshot = try await cache.snapshot(notBefore: arrival, rateLimited: true, loader: loader)
+        }
+        if let entry = snapshot.keys[presented.prefix] {
+            guard constantTimeEqual(entry.hash, Array(SHA256.hash(data: Data(presented.plaintext.utf8)))) else { return nil }
+            return entry.record
+        }
+        return snapshot.complete ? nil : try await verifyInDatabase(presented)
+    }
+
+    /// Reads the generation and the newest `limit` live keys for ``APIKeyCache``.
+    private var loader: APIKeyCache.Loader {
+        let client = client
+        return APIKeyCache.Loader(
+            generation: {
+                try await client.query("SELECT generation FROM api_key_generation", prepare: true).first?.decode(Int64.self, at: 0) ?? 0
+            },
+            keys: { limit in
+                // One statement, so the keys and the generation are of one snapshot of the database.
+                let result = try await client.query(
+                    """
+                    SELECT g.generation, k.id, k.prefix, k.app_id, k.scopes, k.label, k.created_at, k.revoked_at, k.secret_hash
+                    FROM api_key_generation g LEFT JOIN LATERAL (
+                        SELECT * FROM api_keys WHERE revoked_at IS NULL ORDER BY created_at DESC LIMIT $1
+                    ) k ON true
+                    """,
+                    [limit + 1]
+                )
+                var keys: [String: APIKeyCache.Entry] = [:]
+                var generation: Int64 = 0
+                var rows = 0
+                for row in result.rows {
+                    generation = try row.decode(Int64.self, at: 0)
+                    guard let id = try row.decode(UUID?.self, at: 1) else { continue }
+                    rows += 1
+                    guard rows <= limit else { break }
+                    let record = APIKeyRecord(
+                        id: id, prefix: try row.decode(String.self, at: 2), appID: try row.decode(String?.self, at: 3),
+                        scopes: try row.decode([String].self, at: 4), label: try row.decode(String?.self, at: 5),
+                        createdAt: try row.decode(Date.self, at: 6), revokedAt: try row.decode(Date?.self, at: 7)
+                    )
+                    keys[record.prefix] = APIKeyCache.Entry(hash: Array(try row.decode(Data.self, at: 8)), record: record)
+                }
+                return APIKeyCache.Snapshot(generation: generation, keys: keys, complete: rows <= limit)
+            }
+        )
+    }
+
+    /// The live key matching `presented`, read from the database.
+    private func verifyInDatabase(_ presented: APIKey) async throws -> APIKeyRecord? {
         let result = try await client.query(
             "SELECT id, prefix, app_id, scopes, label, created_at, revoked_at, secret_hash FROM api_keys WHERE prefix = $1",
             [presented.prefix]

@@ -104,10 +104,13 @@ public struct Authenticator: Sendable {
         }
     }
 
-    /// The console session cookie's value, if the request has one.
+    /// The console session cookie's value, if the request has one: the `__Host-` one (set over
+    /// TLS) first, else the plain one (set over plain HTTP).
     static func sessionCookie(_ request: Request) -> String? {
         let header = request.headers[values: .cookie].joined(separator: "; ")
-        return header.isEmpty ? nil : ConsoleSessionStore.cookie(ConsoleSessionStore.cookieName, in: header)
+        guard !header.isEmpty else { return nil }
+        return ConsoleSessionStore.cookie(ConsoleSessionStore.secureCookieName, in: header)
+            ?? ConsoleSessionStore.cookie(ConsoleSessionStore.cookieName, in: header)
     }
 
     /// The principal of a console session: 401 when the session is over, 403 when an unsafe

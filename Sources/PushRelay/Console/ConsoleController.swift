@@ -15,8 +15,9 @@ public struct ConsoleSettings: Sendable {
     public var idleTimeout: Duration
     /// A session ends this long after sign-in (default 12 hours).
     public var sessionLifetime: Duration
-    /// `auto` (default): the session cookie is `Secure` when the request came over TLS (its scheme,
-    /// or `X-Forwarded-Proto: https` from a proxy in front); `always` or `never` override.
+    /// `auto` (default): the session cookie is `Secure` (and `__Host-` prefixed) when the request
+    /// came over TLS (its scheme, or `X-Forwarded-Proto: https` from one of `http.trusted_proxies`);
+    /// `always` or `never` override.
     public var secureCookies: String
 
     public init(config: ConfigReader) {
@@ -38,14 +39,17 @@ final class ConsoleController: Sendable {
     let keys: APIKeyStore
     let sessions: ConsoleSessionStore
     let settings: ConsoleSettings
+    /// Whose `X-Forwarded-Proto` counts (`http.trusted_proxies`).
+    let trustedProxies: TrustedProxies
     let pages: ConsolePages
     /// The router's responder, for the API requests the console makes (set once routes are added).
     private let responder = Mutex<RouterResponder<AppRequestContext>?>(nil)
 
-    init(keys: APIKeyStore, sessions: ConsoleSessionStore, settings: ConsoleSettings) throws {
+    init(keys: APIKeyStore, sessions: ConsoleSessionStore, settings: ConsoleSettings, trustedProxies: TrustedProxies = .none) throws {
         self.keys = keys
         self.sessions = sessions
         self.settings = settings
+        self.trustedProxies = trustedProxies
         self.pages = try ConsolePages()
     }
 
@@ -79,12 +83,12 @@ final class ConsoleController: Sendable {
         if let token = Authenticator.sessionCookie(request), try await sessions.session(token: token) != nil {
             return Self.redirect("/console")
         }
-        return loginPage(request, error: nil, status: .ok)
+        return loginPage(request, context: context, error: nil, status: .ok)
     }
 
     /// The form carries a random value that must equal the `pushrelay_login` cookie set with it
     /// (a login CSRF check: another site cannot sign a browser into its own key).
-    private func loginPage(_ request: Request, error: String?, status: HTTPResponse.Status) -> Response {
+    private func loginPage(_ request: Request, context: AppRequestContext, error: String?, status: HTTPResponse.Status) -> Response {
         let check = ConsoleSessionStore.randomToken()
         var view: [String: Any] = ["title": "Sign in", "page": "login", "loginCheck": check]
         if let error { view["error"] = error }
@@ -92,26 +96,31 @@ final class ConsoleController: Sendable {
             view["flash"] = ["kind": "info", "text": "Your session has ended. Sign in again."]
         }
         var response = pages.html(template: "login", view: view, status: status)
-        response.headers.append(HTTPField(name: .setCookie, value: cookie(Self.loginCookie, check, request: request, maxAge: 900)))
+        response.headers.append(HTTPField(name: .setCookie, value: cookie(Self.loginCookie, check, request: request, context: context, maxAge: 900)))
         return response
     }
 
     @Sendable func login(_ request: Request, context: AppRequestContext) async throws -> Response {
         let form = try await Self.form(request)
-        let expected = ConsoleSessionStore.cookie(Self.loginCookie, in: request.headers[values: .cookie].joined(separator: "; ")) ?? ""
+        let cookies = request.headers[values: .cookie].joined(separator: "; ")
+        let expected = ConsoleSessionStore.cookie("__Host-" + Self.loginCookie, in: cookies)
+            ?? ConsoleSessionStore.cookie(Self.loginCookie, in: cookies) ?? ""
         guard let check = form["login_check"], !expected.isEmpty, constantTimeEqual(Array(check.utf8), Array(expected.utf8)) else {
-            return loginPage(request, error: "The sign-in form expired or came from another page. Try again.", status: .forbidden)
+            return loginPage(request, context: context, error: "The sign-in form expired or came from another page. Try again.", status: .forbidden)
         }
         let presented = (form["key"] ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
         guard let key = APIKey(presented: presented), let record = try await keys.verify(key) else {
             context.logger.notice("console sign-in refused: unknown or revoked API key")
-            return loginPage(request, error: "Unknown or revoked API key.", status: .unauthorized)
+            return loginPage(request, context: context, error: "Unknown or revoked API key.", status: .unauthorized)
         }
         let (token, _) = try await sessions.open(key: record)
         context.logger.notice("console sign-in", metadata: ["push.key": "\(record.prefix)", "push.app": "\(record.appID ?? "(admin)")"])
         var response = Self.redirect("/console")
-        response.headers.append(HTTPField(name: .setCookie, value: cookie(ConsoleSessionStore.cookieName, token, request: request, maxAge: Int(settings.sessionLifetime.components.seconds))))
-        response.headers.append(HTTPField(name: .setCookie, value: cookie(Self.loginCookie, "", request: request, maxAge: 0)))
+        let lifetime = Int(settings.sessionLifetime.components.seconds)
+        response.headers.append(
+            HTTPField(name: .setCookie, value: cookie(ConsoleSessionStore.cookieName, token, request: request, context: context, maxAge: lifetime))
+        )
+        response.headers.append(HTTPField(name: .setCookie, value: cookie(Self.loginCookie, "", request: request, context: context, maxAge: 0)))
         return response
     }
 
@@ -119,23 +128,38 @@ final class ConsoleController: Sendable {
         try await withSession(request, context: context, form: true) { visit in
             try await self.sessions.close(token: visit.token)
             var response = Self.redirect("/console/login")
-            response.headers.append(HTTPField(name: .setCookie, value: self.cookie(ConsoleSessionStore.cookieName, "", request: request, maxAge: 0)))
+            response.headers.append(
+                HTTPField(name: .setCookie, value: self.cookie(ConsoleSessionStore.cookieName, "", request: request, context: context, maxAge: 0))
+            )
             return response
         }
     }
 
     /// A cookie for the console: `HttpOnly`, `SameSite=Strict`, `Path=/` (the API under `/v1` reads
-    /// it too), and `Secure` when the request came over TLS (``ConsoleSettings/secureCookies``).
-    func cookie(_ name: String, _ value: String, request: Request, maxAge: Int) -> String {
-        var text = "\(name)=\(value); Path=/; HttpOnly; SameSite=Strict; Max-Age=\(maxAge)"
-        let secure: Bool
+    /// it too), no `Domain`; when the request came over TLS (``isSecure(_:context:)``) also
+    /// `Secure`, and named with the `__Host-` prefix, which browsers accept only with exactly these
+    /// attributes, so no other host of the domain can set or overwrite it.
+    func cookie(_ name: String, _ value: String, request: Request, context: AppRequestContext, maxAge: Int) -> String {
+        let secure = isSecure(request, context: context)
+        return "\(secure ? "__Host-" : "")\(name)=\(value); Path=/; HttpOnly; SameSite=Strict; Max-Age=\(maxAge)\(secure ? "; Secure" : "")"
+    }
+
+    static let forwardedProto = HTTPField.Name("X-Forwarded-Proto")!
+
+    /// Whether the visitor's request came over TLS, as ``ConsoleSettings/secureCookies`` decides:
+    /// its own scheme, or `X-Forwarded-Proto: https` on a connection from one of
+    /// `http.trusted_proxies` (anyone else can send that header).
+    func isSecure(_ request: Request, context: AppRequestContext) -> Bool {
         switch settings.secureCookies {
-        case "always": secure = true
-        case "never": secure = false
-        default: secure = request.head.scheme?.lowercased() == "https" || request.headers[HTTPField.Name("X-Forwarded-Proto")!]?.lowercased() == "https"
+        case "always": return true
+        case "never": return false
+        default:
+            if request.head.scheme?.lowercased() == "https" { return true }
+            guard let forwarded = request.headers[Self.forwardedProto], trustedProxies.contains(context.channel.remoteAddress) else { return false }
+            // A proxy chain may append: the last value is the one the trusted proxy set.
+            let last = forwarded.split(separator: ",").last.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            return last == "https"
         }
-        if secure { text += "; Secure" }
-        return text
     }
 
     // MARK: Pages

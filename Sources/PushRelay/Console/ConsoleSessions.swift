@@ -16,8 +16,11 @@ public struct ConsoleSessionStore: Sendable {
     /// A session is over this long after sign-in, however busy.
     let maxLifetime: Duration
 
-    /// The cookie holding the session token.
+    /// The cookie holding the session token over plain HTTP.
     static let cookieName = "pushrelay_session"
+    /// The cookie holding the session token over TLS: the `__Host-` prefix makes browsers accept it
+    /// only with `Secure`, `Path=/` and no `Domain`, so a sibling host cannot set or shadow it.
+    static let secureCookieName = "__Host-" + cookieName
 
     public init(client: PostgresClient, idleTimeout: Duration = .seconds(30 * 60), maxLifetime: Duration = .seconds(12 * 3600)) {
         self.client = client

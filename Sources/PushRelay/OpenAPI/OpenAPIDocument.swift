@@ -776,12 +776,15 @@ enum OpenAPIDocument {
               - {name: propagate_to_zendesk, in: query, required: false, schema: {type: boolean}, description: For text uploads.}
             post:
               operationId: bulkUnregister
-              summary: "Starts a background job removing tokens from the registry (admin key). JSON {tokens, propagate_to_zendesk}, or text/plain / text/csv with one token per line, streamed (millions of lines)."
+              summary: "Starts a background job removing tokens from the registry (admin key). JSON {tokens, propagate_to_zendesk}, or text/plain / text/csv with one token per line (millions of lines)."
               description: >-
                 Text uploads: one token per line (LF or CRLF), blanks (space, tab) around it ignored,
                 blank lines skipped; in CSV only the first field counts, with double quotes around it
                 ignored, and a `token` header on line 1 is skipped. At least one token; a line that is
-                not a token is a 400 naming it, and nothing is stored. JSON uploads are at most 64 MiB.
+                not a token is a 400 naming it, and nothing is stored. JSON uploads are at most 64 MiB,
+                text and CSV uploads at most `jobs.max_upload_bytes` (256 MiB by default): a larger one
+                is a 413 `payload_too_large`, and nothing is stored. The upload is read to its end
+                before the job is stored, so the 202 comes once all of it has arrived.
               security: [{bearer: []}]
               requestBody:
                 required: true

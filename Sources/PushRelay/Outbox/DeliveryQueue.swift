@@ -476,11 +476,19 @@ struct DeliveryQueue: Sendable {
     /// The statement (for a CTE) that queues tokens for Zendesk's bulk unregister, once per app and
     /// token: each argument is an SQL expression over the rows of `from`. Dead tokens (``store(_:owner:)``)
     /// and bulk-unregister jobs (``JobStore``) queue through it.
+    ///
+    /// A token still waiting is left as it is; a token already forwarded is queued again (its row
+    /// reset): it was registered again since and has died again, and Zendesk holds it again. The
+    /// rows of `from` are made distinct per app and token first, because an upsert may not touch
+    /// one row twice in a statement (two dead deliveries of one device in one outcome batch).
     static func queueForZendesk(app: String, token: String, platform: String, reason: String, job: String, from source: String) -> String {
         """
         INSERT INTO zendesk_unregister_queue (app_id, token, platform, reason, job_id)
-        SELECT \(app), \(token), \(platform), \(reason), \(job) FROM \(source)
-        ON CONFLICT (app_id, token) DO NOTHING
+        SELECT DISTINCT ON (\(app), \(token)) \(app), \(token), \(platform), \(reason), \(job) FROM \(source)
+        ON CONFLICT (app_id, token) DO UPDATE
+            SET platform = EXCLUDED.platform, reason = EXCLUDED.reason, job_id = EXCLUDED.job_id, attempts = 0,
+                next_attempt_at = now(), last_error = NULL, queued_at = now(), forwarded_at = NULL
+            WHERE zendesk_unregister_queue.forwarded_at IS NOT NULL
         """
     }
 
@@ -509,7 +517,26 @@ struct DeliveryQueue: Sendable {
         )
     }
 
-    /// Zendesk accepted the tokens: they are never sent again.
+    /// Deletes up to `limit` of the oldest rows forwarded more than `days` ago (retention; a token
+    /// that dies again later is queued anew either way). Returns how many.
+    func pruneForwardedZendesk(limit: Int, days: Int) async throws -> Int {
+        try await client.query(
+            """
+            WITH doomed AS (
+                DELETE FROM zendesk_unregister_queue WHERE (app_id, token) IN (
+                    SELECT app_id, token FROM zendesk_unregister_queue
+                    WHERE forwarded_at < now() - make_interval(days => $2) ORDER BY forwarded_at LIMIT $1
+                )
+                RETURNING 1
+            )
+            SELECT count(*)::int FROM doomed
+            """,
+            [limit, days], prepare: true
+        ).first?.decode(Int.self) ?? 0
+    }
+
+    /// Zendesk accepted the tokens: they are not sent again unless the token dies again after a
+    /// new registration (``queueForZendesk(app:token:platform:reason:job:from:)``).
     func zendeskBatchForwarded(app: String, tokens: [String]) async throws {
         _ = try await client.query(
             "UPDATE zendesk_unregister_queue SET forwarded_at = now(), last_error = NULL WHERE app_id = $1 AND token = ANY($2)",

@@ -13,6 +13,10 @@ import Synchronization
 ///   days after their last change.
 /// - `failed_days` (int, default 90): deliveries `failed`, `expired` or `dead_token`, and feedback
 ///   events still unsent, after this many days.
+/// - `jobs_days` (int, default 30): finished bulk-unregister jobs (succeeded, failed, cancelled)
+///   are deleted this many days after they finished, with anything left of their uploads.
+/// - `zendesk_forwarded_days` (int, default 30): tokens Zendesk accepted are deleted from
+///   `zendesk_unregister_queue` this many days after they were forwarded.
 /// - `interval_seconds` (int, default 3600): time between runs.
 /// - `batch_size` (int, default 2000): rows looked at per statement; each statement is its own
 ///   short transaction.
@@ -22,6 +26,8 @@ public struct RetentionSettings: Sendable {
     public var enabled: Bool
     public var deliveredDays: Int
     public var failedDays: Int
+    public var jobsDays: Int
+    public var zendeskForwardedDays: Int
     public var interval: Duration
     public var batchSize: Int
     public var batchPause: Duration
@@ -30,6 +36,8 @@ public struct RetentionSettings: Sendable {
         enabled = config.bool(forKey: "enabled", default: true)
         deliveredDays = max(1, config.int(forKey: "delivered_days", default: 30))
         failedDays = max(1, config.int(forKey: "failed_days", default: 90))
+        jobsDays = max(1, config.int(forKey: "jobs_days", default: 30))
+        zendeskForwardedDays = max(1, config.int(forKey: "zendesk_forwarded_days", default: 30))
         interval = .seconds(max(1, config.int(forKey: "interval_seconds", default: 3600)))
         batchSize = min(100_000, max(1, config.int(forKey: "batch_size", default: 2000)))
         batchPause = .milliseconds(max(0, config.int(forKey: "batch_pause_ms", default: 50)))
@@ -41,6 +49,11 @@ struct RetentionReport: Sendable, Equatable {
     var deliveries = 0
     var notifications = 0
     var events = 0
+    var jobs = 0
+    /// Uploaded tokens of finished jobs (left over by a job cancelled before 0011 was applied, or by
+    /// an instance that died while finishing one).
+    var jobTokens = 0
+    var zendeskForwarded = 0
     var seconds = 0.0
     /// False when another instance took the lease over before the run was through.
     var complete = false
@@ -78,6 +91,54 @@ struct RetentionStore: Sendable {
         return (last, deleted, done || last == nil)
     }
 
+    /// Deletes up to `limit` uploaded tokens (and batch records) of jobs that have finished: a job
+    /// deletes its own when it ends, so these are left-overs. Returns how many tokens.
+    func pruneFinishedJobTokens(limit: Int) async throws -> Int {
+        try await client.query(
+            """
+            WITH finished AS MATERIALIZED (
+                SELECT id FROM jobs WHERE status IN ('succeeded', 'failed', 'cancelled')
+            ),
+            tokens AS (
+                DELETE FROM job_tokens WHERE ctid IN (
+                    SELECT t.ctid FROM finished f JOIN job_tokens t ON t.job_id = f.id LIMIT $1
+                )
+                RETURNING 1
+            ),
+            batches AS (
+                DELETE FROM job_batches b USING finished f WHERE b.job_id = f.id
+            )
+            SELECT count(*)::int FROM tokens
+            """,
+            [limit], prepare: true
+        ).first?.decode(Int.self) ?? 0
+    }
+
+    /// Deletes up to `limit` of the jobs that finished more than `days` ago, with their uploaded
+    /// tokens and batch records. Returns how many jobs.
+    func pruneJobs(limit: Int, days: Int) async throws -> Int {
+        try await client.query(
+            """
+            WITH doomed AS (
+                DELETE FROM jobs WHERE id IN (
+                    SELECT id FROM jobs
+                    WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at < now() - make_interval(days => $2)
+                    ORDER BY finished_at LIMIT $1
+                )
+                RETURNING id
+            ),
+            tokens AS (
+                DELETE FROM job_tokens t USING doomed d WHERE t.job_id = d.id
+            ),
+            batches AS (
+                DELETE FROM job_batches b USING doomed d WHERE b.job_id = d.id
+            )
+            SELECT count(*)::int FROM doomed
+            """,
+            [limit, days], prepare: true
+        ).first?.decode(Int.self) ?? 0
+    }
+
     /// Deletes up to `limit` of the oldest feedback events older than `days` (a receiver that has
     /// been failing that long). Returns how many.
     func pruneEvents(limit: Int, days: Int) async throws -> Int {
@@ -97,9 +158,11 @@ struct RetentionStore: Sendable {
 }
 
 /// Deletes old history in the background: deliveries past `retention.delivered_days` or
-/// `retention.failed_days` (by status), notifications with no delivery left, and feedback events
-/// nobody accepted for `failed_days`. Any instance may run it; a lease (`retention`) makes it one
-/// at a time, and once a run is complete its instance keeps the lease for `interval`, so a cluster
+/// `retention.failed_days` (by status), notifications with no delivery left, feedback events
+/// nobody accepted for `failed_days`, finished jobs after `jobs_days` (and at once, any uploaded
+/// tokens a finished job left behind), and tokens forwarded to Zendesk after
+/// `zendesk_forwarded_days`. Any instance may run it; a lease (`retention`) makes it one at a
+/// time, and once a run is complete its instance keeps the lease for `interval`, so a cluster
 /// prunes once per interval rather than once per instance. Each run logs one line and counts rows
 /// in `push_relay_retention_pruned_rows_total`.
 final class RetentionService: Service, Sendable {
@@ -135,7 +198,9 @@ final class RetentionService: Service, Sendable {
                             report.complete ? "retention run finished" : "retention run stopped: another instance took the lease over",
                             metadata: [
                                 "push.deliveries_pruned": "\(report.deliveries)", "push.notifications_pruned": "\(report.notifications)",
-                                "push.events_pruned": "\(report.events)", "push.seconds": "\(report.seconds)",
+                                "push.events_pruned": "\(report.events)", "push.jobs_pruned": "\(report.jobs)",
+                                "push.job_tokens_pruned": "\(report.jobTokens)", "push.zendesk_forwarded_pruned": "\(report.zendeskForwarded)",
+                                "push.seconds": "\(report.seconds)",
                             ]
                         )
                     }
@@ -195,6 +260,33 @@ final class RetentionService: Service, Sendable {
             let deleted = try await store.pruneEvents(limit: settings.batchSize, days: settings.failedDays)
             report.events += deleted
             metrics.pruned(table: "delivery_events", rows: deleted)
+            if deleted < settings.batchSize { break }
+            try await pause()
+        }
+        while true {
+            try Task.checkCancellation()
+            guard try await lease.hold(with: leases) else { return stopped() }
+            let deleted = try await store.pruneFinishedJobTokens(limit: settings.batchSize)
+            report.jobTokens += deleted
+            metrics.pruned(table: "job_tokens", rows: deleted)
+            if deleted < settings.batchSize { break }
+            try await pause()
+        }
+        while true {
+            try Task.checkCancellation()
+            guard try await lease.hold(with: leases) else { return stopped() }
+            let deleted = try await store.pruneJobs(limit: settings.batchSize, days: settings.jobsDays)
+            report.jobs += deleted
+            metrics.pruned(table: "jobs", rows: deleted)
+            if deleted < settings.batchSize { break }
+            try await pause()
+        }
+        while true {
+            try Task.checkCancellation()
+            guard try await lease.hold(with: leases) else { return stopped() }
+            let deleted = try await queue.pruneForwardedZendesk(limit: settings.batchSize, days: settings.zendeskForwardedDays)
+            report.zendeskForwarded += deleted
+            metrics.pruned(table: "zendesk_unregister_queue", rows: deleted)
             if deleted < settings.batchSize { break }
             try await pause()
         }

@@ -1,0 +1,128 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Postgres
+@testable import PushRelay
+import TestSupport
+import Testing
+
+/// API keys verified from memory: what a request with a key costs the database, and how soon a
+/// revocation made elsewhere takes effect.
+@Suite("API keys: in-memory verification, revocation across instances", .serialized)
+struct APIKeyCacheTests {
+    /// Transactions committed in the test's database so far. Each backend reports its counts
+    /// within a second of going idle, so the count is read after a pause.
+    static func transactions(_ test: TestApp) async throws -> Int {
+        try await Task.sleep(for: .milliseconds(2500))
+        return try await test.count("SELECT xact_commit::bigint FROM pg_stat_database WHERE datname = current_database()")
+    }
+
+    /// A request authenticated by `key` that then needs nothing from the database: the key lacks
+    /// `devices:read`, so the route answers 403 right after authentication.
+    static func probe(_ client: some TestClientProtocol, _ key: String) async throws -> HTTPResponse.Status {
+        try await client.execute(uri: "/v1/apps/support/devices/probe-token", method: .get, headers: bearer(key)).status
+    }
+
+    static func bogusKey() -> String {
+        let prefix = (0..<6).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+        return "prk_\(prefix)_\(UUID().uuidString)"
+    }
+
+    @Test("600 requests with one app key cost a handful of transactions, not one each")
+    func oneKeyManyRequests() async throws {
+        let test = try await TestApp.make()
+        try await test.application().test(.router) { client in
+            let key = try await test.key(app: "support", scopes: [.unreadRead])
+            #expect(try await Self.probe(client, key) == .forbidden)
+            let before = try await Self.transactions(test)
+            for _ in 0..<600 {
+                #expect(try await Self.probe(client, key) == .forbidden)
+            }
+            let spent = try await Self.transactions(test) - before
+            // One generation read per second at most (a few seconds here), the two reads of the
+            // count itself and the relay's background work; a query per request is 600 or more.
+            #expect(spent < 100, "600 requests with one key committed \(spent) transactions")
+        }
+    }
+
+    @Test("a flood of made-up keys: no query each, nothing remembered, refused with 401")
+    func bogusFlood() async throws {
+        let test = try await TestApp.make()
+        try await test.application().test(.router) { client in
+            let key = try await test.key(app: "support", scopes: [.unreadRead])
+            #expect(try await Self.probe(client, key) == .forbidden)
+            let before = try await Self.transactions(test)
+            let statuses = try await withThrowingTaskGroup(of: [HTTPResponse.Status].self) { group in
+                for _ in 0..<32 {
+                    group.addTask {
+                        var statuses: [HTTPResponse.Status] = []
+                        for _ in 0..<25 { statuses.append(try await Self.probe(client, Self.bogusKey())) }
+                        return statuses
+                    }
+                }
+                return try await group.reduce(into: []) { $0 += $1 }
+            }
+            #expect(statuses.count == 800)
+            #expect(statuses.allSatisfy { $0 == .unauthorized })
+            let spent = try await Self.transactions(test) - before
+            #expect(spent < 150, "800 made-up keys committed \(spent) transactions")
+        }
+        // The store remembers live keys only, however many unknown ones it was shown.
+        let store = APIKeyStore(client: test.client)
+        for _ in 0..<30 { #expect(try await store.verify(try #require(APIKey(presented: Self.bogusKey()))) == nil) }
+        #expect(store.cache.count == 1)
+    }
+
+    @Test("a key revoked through the CLI's path stops working on two other instances within a second")
+    func revocationAcrossInstances() async throws {
+        let test = try await TestApp.make()
+        try await test.application().test(.router) { first in
+            try await test.application().test(.router) { second in
+                let key = try await test.key(app: "support", scopes: [.unreadRead])
+                #expect(try await Self.probe(first, key) == .forbidden)
+                #expect(try await Self.probe(second, key) == .forbidden)
+                // Both instances now hold the key; `keys revoke` runs this on its own connection.
+                let prefix = try #require(APIKey(presented: key)).prefix
+                #expect(try await APIKeyStore(client: test.client).revoke(prefix))
+                let revoked = ContinuousClock.now
+                var stopped: [Duration] = []
+                for client in [first, second] as [any TestClientProtocol] {
+                    while try await Self.probe(client, key) != .unauthorized {
+                        try #require(ContinuousClock.now - revoked < .seconds(3), "the revoked key still works after 3 s")
+                        try await Task.sleep(for: .milliseconds(20))
+                    }
+                    stopped.append(ContinuousClock.now - revoked)
+                }
+                #expect(stopped.allSatisfy { $0 < .milliseconds(1300) }, "revocation took \(stopped)")
+                // A key created meanwhile works at once: an unknown prefix makes the instance check again.
+                let fresh = try await test.key(app: "support", scopes: [.unreadRead])
+                #expect(try await Self.probe(first, fresh) == .forbidden)
+                #expect(try await Self.probe(second, fresh) == .forbidden)
+            }
+        }
+    }
+
+    @Test("with more live keys than the copy holds, keys outside it are found in the database")
+    func overCapacity() async throws {
+        let test = try await TestApp.make()
+        _ = try await test.application()
+        let keys = try await (0..<3).asyncMap { _ in try await test.key(app: "support", scopes: [.unreadRead]) }
+        let store = APIKeyStore(client: test.client, cache: APIKeyCache(capacity: 2))
+        for key in keys {
+            #expect(try await store.verify(try #require(APIKey(presented: key)))?.appID == "support")
+        }
+        #expect(store.cache.count == 2)
+        #expect(try await store.verify(try #require(APIKey(presented: Self.bogusKey()))) == nil)
+        let wrongSecret = try #require(APIKey(presented: String(keys[0].dropLast(3)) + "AAA"))
+        #expect(try await store.verify(wrongSecret) == nil)
+    }
+}
+
+extension Sequence {
+    fileprivate func asyncMap<T>(_ transform: (Element) async throws -> T) async rethrows -> [T] {
+        var result: [T] = []
+        for element in self { result.append(try await transform(element)) }
+        return result
+    }
+}
