@@ -69,7 +69,8 @@ struct JobStore: Sendable {
             )
             let prefix = Array(id.uuidString.lowercased().utf8) + [UInt8(ascii: "\t")]
             var line = 0
-            try await session.copyIn("COPY job_tokens (job_id, line, token) FROM STDIN") { writer in
+            // A full upload (millions of lines) may take longer than the pool's statement timeout.
+            _ = try await session.withStatementTimeout(.seconds(600)) { try await session.copyIn("COPY job_tokens (job_id, line, token) FROM STDIN") { writer in
                 while let chunk = try upload.nextLines() {
                     writer.appendFormatted { buffer in
                         var start = chunk.startIndex
@@ -86,7 +87,7 @@ struct JobStore: Sendable {
                     }
                     try await writer.flushIfFull()
                 }
-            }
+            } }
             guard line == total else { throw PostgresError(code: .decoding, message: "the upload's spool held \(line) tokens, not \(total)") }
             _ = try await session.query("SELECT pg_notify('\(Self.channel)', $1)", [id.uuidString.lowercased()])
             return (id, total)
