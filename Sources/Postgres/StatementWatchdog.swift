@@ -15,18 +15,22 @@ import Glibc
 /// second, shuts down the socket of any call still waiting after it. The blocked call then
 /// returns an error at once, and the connection, now broken, is discarded by its owner.
 ///
-/// A connection registers its socket for its whole life and unregisters it before closing it, both
-/// under the watchdog's lock, which the watchdog also holds while shutting a socket down: it can
-/// never act on a descriptor number that another file has since taken.
+/// A cell holds a duplicate of the connection's descriptor, made when it is created and closed when
+/// it is unregistered: libpq closes its own descriptor when it finds the connection broken, and
+/// the number may then go to another connection at once, but the duplicate keeps the socket and
+/// its number this cell's until the cell is done, so the watchdog can never shut down another
+/// connection's socket.
 final class StatementWatchdog: Sendable {
     /// The deadline of one connection's calls: 0 while no call is guarded, ``fired`` once the
     /// watchdog has shut the socket down.
     final class Cell: Sendable {
+        /// This cell's own duplicate of the connection's descriptor (-1 if it could not be made:
+        /// then the cell never shuts anything down).
         let socket: Int32
         let deadline = Atomic<UInt64>(0)
         static let fired = UInt64.max
 
-        init(socket: Int32) { self.socket = socket }
+        init(socket: Int32) { self.socket = socket >= 0 ? dup(socket) : -1 }
 
         /// Runs `body` with a deadline `timeout` from now (none when `nil`). Once fired, the cell
         /// stays fired: the connection is broken for good.
@@ -70,9 +74,12 @@ final class StatementWatchdog: Sendable {
         }
     }
 
-    /// Forgets a cell; call before its socket is closed.
+    /// Forgets a cell and closes its duplicate descriptor.
     func unregister(_ cell: Cell) {
-        _ = state.withLock { $0.cells.removeValue(forKey: ObjectIdentifier(cell)) }
+        state.withLock { state in
+            state.cells.removeValue(forKey: ObjectIdentifier(cell))
+            if cell.socket >= 0 { close(cell.socket) }
+        }
     }
 
     private func loop() {
@@ -82,7 +89,7 @@ final class StatementWatchdog: Sendable {
             state.withLock { state in
                 for cell in state.cells.values {
                     let deadline = cell.deadline.load(ordering: .acquiring)
-                    guard deadline != 0, deadline != Cell.fired, deadline <= now else { continue }
+                    guard cell.socket >= 0, deadline != 0, deadline != Cell.fired, deadline <= now else { continue }
                     // Only if the call is still the one that set this deadline.
                     guard cell.deadline.compareExchange(expected: deadline, desired: Cell.fired, ordering: .acquiringAndReleasing).exchanged
                     else { continue }

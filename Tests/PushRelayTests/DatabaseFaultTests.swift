@@ -119,7 +119,7 @@ struct DatabaseFaultTests {
                     )
                 }
                 let firstRefusal = all.filter { $0.status == 503 }.map(\.answered).min()
-                #expect(firstRefusal.map { $0 - frozeAt < .seconds(6) } == true, "no 503 within 6 s of the freeze")
+                #expect(firstRefusal.map { $0 - frozeAt < .seconds(7) } == true, "no 503 within 7 s of the freeze")
                 let firstAcceptAgain = all.filter { $0.status == 202 && $0.sent >= thawedAt }.map(\.answered).min()
                 #expect(firstAcceptAgain.map { $0 - thawedAt < .seconds(5) } == true, "no 202 within 5 s of the thaw")
                 #expect(all.filter { $0.status == 202 && $0.sent >= frozeAt + .seconds(4) && $0.answered < thawedAt }.isEmpty)

@@ -18,6 +18,8 @@ struct RelayMetricsTests {
         metrics.eventsQueued(app: "a", count: 6)
         metrics.pruned(table: "deliveries", rows: 7)
         metrics.unreadPoll(app: "a", answer: "read")
+        metrics.unreadStreamRefused(app: "a")
+        metrics.connectionRefused()
         // A second app and a second call of the same metric: the same family, no second HELP.
         metrics.webhooksAccepted(app: "b", deliveries: 1)
         metrics.unreadPoll(app: "a", answer: "cached_routed")
