@@ -97,4 +97,24 @@ struct FCMTests {
         await manager.rejected("token-2")
         #expect(try await manager.token() == "token-3")
     }
+
+    @Test("a service account whose token_uri is not https stops start-up with a message naming the app and the key", arguments: [
+        ("http://oauth2.googleapis.com/token", false), ("ftp://oauth2.googleapis.com/token", false), ("https:///token", false),
+        ("oauth2.googleapis.com/token", false), ("", false), ("https://oauth2.googleapis.com/token", true),
+    ])
+    func tokenURIMustBeHTTPS(uri: String, accepted: Bool) throws {
+        let path = NSTemporaryDirectory() + "/push-relay-sa-\(UUID().uuidString.prefix(8)).json"
+        let json: [String: String] = ["project_id": "p", "client_email": "relay@p.iam.gserviceaccount.com", "private_key": "k", "token_uri": uri]
+        try JSONSerialization.data(withJSONObject: json).write(to: URL(fileURLWithPath: path))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let settings = FCMSettings(serviceAccountFile: path)
+        if accepted {
+            try settings.validate(app: "support")
+        } else {
+            let error = #expect(throws: ConfigurationError.self) { try settings.validate(app: "support") }
+            #expect(error?.message.contains("app 'support'") == true)
+            #expect(error?.message.contains("token_uri") == true)
+            #expect(error?.message.contains("https") == true)
+        }
+    }
 }
