@@ -1,3 +1,4 @@
+import Configuration
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -245,6 +246,35 @@ struct DeliveryTests {
             if requests.count == 2 {
                 // Without Retry-After the first retry would come after 50-100 ms (retry_base_ms 100).
                 #expect(requests[1].receivedAt.timeIntervalSince(requests[0].receivedAt) >= 1.9)
+            }
+        }
+    }
+
+    @Test("Retry-After: 10000000000000000 from APNs and FCM: the relay keeps running and retries at delivery.max_retry_after_seconds")
+    func hugeRetryAfterIsCapped() async throws {
+        try await DeliveryHarness.with { harness in
+            let ios = apnsToken()
+            let huge = 10_000_000_000_000_000
+            harness.state.setBehaviour(SandboxBehaviour(status: 429, reason: "TooManyRequests", retryAfter: huge, times: 1), for: ios)
+            harness.state.setBehaviour(SandboxBehaviour(status: 503, reason: "UNAVAILABLE", retryAfter: huge, times: 1), for: "android-huge")
+            let extra: [AbsoluteConfigKey: ConfigValue] = ["delivery.max_retry_after_seconds": .init(.int(3), isSecret: false)]
+            try await harness.application(extra: extra).test(.router) { client in
+                let response = try await client.execute(
+                    uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios"), ("android-huge", "android")]))
+                )
+                #expect(response.status == .accepted)
+                #expect(try await eventually { try await harness.test.count("SELECT count(*) FROM deliveries WHERE status = 'delivered'") == 2 })
+                #expect(try await client.execute(uri: "/health", method: .get).status == .ok)
+            }
+            for token in [ios, "android-huge"] {
+                let requests = harness.requests(token: token)
+                #expect(requests.map(\.status) == [requests.first?.status ?? 0, 200])
+                #expect(try await harness.deliveries(token: token).map(\.attempts) == [2])
+                if requests.count == 2 {
+                    // At the cap: not the 50-100 ms of the backoff alone, nor the 317 million years asked for.
+                    let gap = requests[1].receivedAt.timeIntervalSince(requests[0].receivedAt)
+                    #expect(gap >= 2.9 && gap < 8, "\(gap)")
+                }
             }
         }
     }

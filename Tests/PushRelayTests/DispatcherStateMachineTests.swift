@@ -232,6 +232,7 @@ struct DispatcherStateMachineTests {
         #expect(delay(attempt: 3, jitter: 1) == 4)
         #expect(delay(attempt: 10, jitter: 1) == 60, "capped at retry_max_seconds")
         #expect(delay(attempt: 1, retryAfter: 30, jitter: 0) == 30, "Retry-After is a floor")
+        #expect(delay(attempt: 1, retryAfter: 10_000_000_000_000_000, jitter: 0) == 3600, "Retry-After counts up to delivery.max_retry_after_seconds")
     }
 
     @Test("retry gives up: at max_attempts, or when the next try would come after max_age, the delivery expires")

@@ -61,12 +61,8 @@ struct APNsProvider: PushProvider {
             } catch {
                 return .transportFailure(error)
             }
-            // Error answers carry `{"reason":…}`, a 410 also `"timestamp"` in milliseconds; a 200 has no body.
-            let error = response.body.isEmpty ? nil : (try? StrictJSON.parse(response.body))?.objectValue
-            let milliseconds = error?["timestamp"].flatMap { $0.double ?? $0.stringValue.flatMap(Double.init) }
             let outcome = PushOutcome.apns(
-                status: response.status, reason: error?["reason"]?.stringValue, retryAfter: response.header("retry-after"),
-                apnsID: response.header("apns-id"), timestamp: milliseconds.map { Date(timeIntervalSince1970: $0 / 1000) }
+                status: response.status, body: response.body, retryAfter: response.header("retry-after"), apnsID: response.header("apns-id")
             )
             if case .credential(_, refreshToken: true) = outcome, !refreshed, let tokens, let bearer {
                 // ExpiredProviderToken: sign a new token and try once more.
