@@ -279,6 +279,38 @@ struct DeliveryTests {
         }
     }
 
+    @Test("a send ends within its lease: a slow 401 leaves no time for the retry with a new token, so no claim sends while another is in flight")
+    func sendBoundedByLease() async throws {
+        try await DeliveryHarness.with { harness in
+            let token = "android-slow-401"
+            // Each of the first two requests takes 2.5 s and is refused as UNAUTHENTICATED; a 4 s lease
+            // cannot hold a request, a token fetch and a second request of up to 3 s.
+            harness.state.setBehaviour(
+                SandboxBehaviour(status: 401, reason: "UNAUTHENTICATED", delayMilliseconds: 2500, times: 2), for: token
+            )
+            let extra: [AbsoluteConfigKey: ConfigValue] = [
+                "delivery.lease_seconds": .init(.int(4), isSecret: false),
+                "delivery.request_timeout_seconds": .init(.int(3), isSecret: false),
+                "delivery.credential_retry_seconds": .init(.int(1), isSecret: false),
+            ]
+            try await harness.application(extra: extra).test(.router) { client in
+                let response = try await client.execute(
+                    uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(token, "android")]))
+                )
+                #expect(response.status == .accepted)
+                #expect(try await eventually(timeout: .seconds(30)) { try await harness.deliveries(token: token).first?.status == "delivered" })
+            }
+            let requests = harness.requests(token: token).sorted { $0.receivedAt < $1.receivedAt }
+            #expect(requests.map(\.status) == [401, 401, 200])
+            // Each request was in flight from its start (2.5 s before a 401's answer) to its answer; two
+            // requests in flight at once mean a second claim sent the push while the first send went on.
+            for (earlier, later) in zip(requests, requests.dropFirst()) {
+                let start = later.receivedAt.addingTimeInterval(later.status == 401 ? -2.5 : 0)
+                #expect(start >= earlier.receivedAt.addingTimeInterval(-0.05), "a request started while another was in flight")
+            }
+        }
+    }
+
     @Test("a retry for a device unregistered meanwhile is skipped, not sent")
     func retryAfterUnregisterIsSkipped() async throws {
         try await DeliveryHarness.with { harness in

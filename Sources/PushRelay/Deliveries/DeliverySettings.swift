@@ -75,6 +75,11 @@ public struct DeliverySettings: Sendable {
     /// timeout), half the lease: such a lease cannot cover a slow send anyway.
     var sendWindow: Duration { max(lease - requestTimeout - lease / 10, lease / 2) }
 
+    /// When a send of a delivery claimed at `claimedAt` must be over (its lease less a tenth).
+    func sendDeadline(claimedAt: ContinuousClock.Instant) -> SendDeadline {
+        SendDeadline(claimedAt: claimedAt, lease: lease, requestTimeout: requestTimeout)
+    }
+
     /// The delay before retry number `attempt` (1-based): exponential with "equal jitter" (half
     /// fixed, half random), never below what the provider asked for in Retry-After, up to `maxRetryAfter`.
     func retryDelay(attempt: Int, retryAfter: Int?, jitter: Double = .random(in: 0...1)) -> Duration {
