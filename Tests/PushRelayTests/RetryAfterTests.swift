@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 import Testing
 
 @testable import PushRelay
@@ -149,6 +150,19 @@ struct RetryAfterTests {
         let real = Array(#"{"reason":"Unregistered","timestamp":1793999999000}"#.utf8)
         #expect(PushOutcome.apns(status: 410, body: real, retryAfter: nil, apnsID: nil, now: Self.now)
             == .deadToken(reason: "Unregistered", since: Date(timeIntervalSince1970: 1_793_999_999)))
+    }
+
+    @Test("a webhook signature timestamp at the extremes, and a NaN or huge tolerance setting, give 401 invalid_signature, never a trap")
+    func signatureTimestamps() {
+        let body = ByteBuffer(string: "{}")
+        for tolerance in [300, Double.nan, .infinity, 1e300, -5] {
+            let signature = WebhookSignature(secret: "signing-secret-0123456789", tolerance: tolerance)
+            for timestamp in ["9223372036854775807", "-9223372036854775808", "99999999999999999999", "1e400", "NaN", "", "+0", "-0"] {
+                #expect(throws: APIError.self, "\(timestamp) with tolerance \(tolerance)") {
+                    try signature.verify(signature: "AAAA", timestamp: timestamp, body: body, now: Self.now)
+                }
+            }
+        }
     }
 
     /// A body: random bytes, a giant one, or JSON shaped like a provider's error with extreme values.
