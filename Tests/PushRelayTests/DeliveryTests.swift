@@ -279,6 +279,37 @@ struct DeliveryTests {
         }
     }
 
+    @Test("Retry-After as an HTTP-date (IMF-fixdate) from APNs and FCM: the retry waits until that time")
+    func retryAfterHTTPDate() async throws {
+        try await DeliveryHarness.with { harness in
+            let ios = apnsToken()
+            // Three seconds ahead, to the second: the wait is between two and three seconds.
+            let formatter = DateFormatter()
+            formatter.locale = Locale(identifier: "en_US_POSIX")
+            formatter.timeZone = TimeZone(identifier: "GMT")
+            formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+            let date = formatter.string(from: Date().addingTimeInterval(3))
+            harness.state.setBehaviour(SandboxBehaviour(status: 429, reason: "TooManyRequests", times: 1, retryAfterText: date), for: ios)
+            harness.state.setBehaviour(SandboxBehaviour(status: 503, reason: "UNAVAILABLE", times: 1, retryAfterText: date), for: "android-date")
+            try await harness.application().test(.router) { client in
+                let response = try await client.execute(
+                    uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios"), ("android-date", "android")]))
+                )
+                #expect(response.status == .accepted)
+                #expect(try await eventually { try await harness.test.count("SELECT count(*) FROM deliveries WHERE status = 'delivered'") == 2 })
+            }
+            for token in [ios, "android-date"] {
+                let requests = harness.requests(token: token)
+                #expect(requests.count == 2)
+                if requests.count == 2 {
+                    // Without the date understood the retry would come after 50-100 ms (retry_base_ms 100).
+                    let gap = requests[1].receivedAt.timeIntervalSince(requests[0].receivedAt)
+                    #expect(gap >= 1.5 && gap < 8, "\(gap)")
+                }
+            }
+        }
+    }
+
     @Test("a send ends within its lease: a slow 401 leaves no time for the retry with a new token, so no claim sends while another is in flight")
     func sendBoundedByLease() async throws {
         try await DeliveryHarness.with { harness in
