@@ -275,8 +275,11 @@ public final class HTTP2Client: Sendable {
     /// (and 0 once the client is shut down and its connections freed).
     package var readAheadConnections: Int { lanes.reduce(0) { $0 + $1.readAheadConnections.load(ordering: .relaxed) } }
 
-    /// Sends a request and returns its response; throws ``CurlError`` below HTTP.
+    /// Sends a request and returns its response; throws ``CurlError`` below HTTP, and
+    /// `CancellationError` when the calling task is cancelled: a task cancelled before the request
+    /// is queued sends nothing, and one cancelled later ends its transfer at once.
     public func send(_ request: HTTP2Request) async throws -> HTTP2Response {
+        try Task.checkCancellation()
         // The header list and the body copy are made here, on the caller's thread: the event
         // thread is the client's bottleneck, so it only sets the handle's options and runs curl.
         let transfer = try Transfer(request: request)
@@ -286,19 +289,29 @@ public final class HTTP2Client: Sendable {
                 transfer.continuation = continuation
                 // Wake the event thread only for the first request of a batch: it takes the whole
                 // queue at once, and each wake-up costs it a pass over every transfer.
-                let accepted: Bool?  // nil: rejected; true: wake needed
-                accepted = shared.state.withLock { state in
-                    guard !state.stopping else { return nil }
+                // The cancellation handler may have run before the transfer had its id (it runs at
+                // once for a task cancelled before this point), naming no transfer; so cancellation
+                // is checked again under the lock it takes, where it can no longer be missed.
+                enum Queued { case wake, queued, stopping, cancelled }
+                let queued: Queued = shared.state.withLock { state in
+                    guard !state.stopping else { return .stopping }
+                    guard !Task.isCancelled else { return .cancelled }
                     state.nextID += 1
                     transfer.id = state.nextID
                     state.pending.append(transfer)
-                    return state.pending.count == 1
+                    return state.pending.count == 1 ? .wake : .queued
                 }
-                if let wake = accepted {
-                    if wake { shared.wake() }
-                } else {
+                switch queued {
+                case .wake:
+                    shared.wake()
+                case .queued:
+                    break
+                case .stopping:
                     transfer.continuation = nil
                     continuation.resume(throwing: CurlError.clientShutDown)
+                case .cancelled:
+                    transfer.continuation = nil
+                    continuation.resume(throwing: CancellationError())
                 }
             }
         } onCancel: {
@@ -498,8 +511,13 @@ final class EasyHandle {
         pushrelay_curl_easy_setopt_ptr(easy, CURLOPT_HEADERDATA, context)
     }
 
-    private static func milliseconds(_ duration: Duration) -> Int {
-        Int(duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000)
+    /// A timeout for curl, from 1 ms to about 24 days (`Int32.max` ms): curl reads 0 as "no
+    /// timeout", so a duration that is zero or negative (a deadline already passed) must still end
+    /// the transfer, and a huge one must not overflow.
+    static func milliseconds(_ duration: Duration) -> Int {
+        let (seconds, attoseconds) = duration.components
+        guard seconds < 2_000_000 else { return Int(Int32.max) }
+        return max(1, Int(seconds * 1000 + attoseconds / 1_000_000_000_000_000))
     }
 
     /// Forgets the transfer's memory (header list, body, callback data) before it is freed.

@@ -74,7 +74,7 @@ struct APNsEndpoint: Sendable {
                 } else if behaviour.status != 0 && behaviour.status != 200 {
                     status = behaviour.status
                     reason = behaviour.reason
-                    if let retryAfter = behaviour.retryAfter { headers.append(("retry-after", String(retryAfter))) }
+                    if let retryAfter = behaviour.retryAfterHeader { headers.append(("retry-after", retryAfter)) }
                     if let since = behaviour.invalidSinceMilliseconds { invalidSince = since }
                 }
             }

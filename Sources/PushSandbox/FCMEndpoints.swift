@@ -44,7 +44,7 @@ final class FCMEndpoints: Sendable {
     func send(project: String, request: SandboxHTTPRequest) async -> SandboxHTTPResponse {
         var status = 200
         var code: String?
-        var retryAfter: Int?
+        var retryAfter: String?
         let object = (try? JSONSerialization.jsonObject(with: request.body)) as? [String: Any]
         let message = object?["message"] as? [String: Any]
         let token = message?["token"] as? String ?? ""
@@ -64,13 +64,13 @@ final class FCMEndpoints: Sendable {
             if let delay = behaviour.delayMilliseconds { try? await Task.sleep(for: .milliseconds(delay)) }
             if behaviour.status < 0 { return SandboxHTTPResponse(status: 0, dropConnection: true) }
             if behaviour.status != 0 && behaviour.status != 200 {
-                (status, code, retryAfter) = (behaviour.status, behaviour.reason, behaviour.retryAfter)
+                (status, code, retryAfter) = (behaviour.status, behaviour.reason, behaviour.retryAfterHeader)
             }
         }
         return record(project: project, request: request, status: status, code: code, retryAfter: retryAfter)
     }
 
-    private func record(project: String, request: SandboxHTTPRequest, status: Int, code: String?, retryAfter: Int?) -> SandboxHTTPResponse {
+    private func record(project: String, request: SandboxHTTPRequest, status: Int, code: String?, retryAfter: String?) -> SandboxHTTPResponse {
         state.record(
             SandboxRequest(
                 service: "fcm", path: request.path, headers: request.headers.filter { $0.key != "authorization" },
@@ -81,7 +81,7 @@ final class FCMEndpoints: Sendable {
             let number = messages.wrappingAdd(1, ordering: .relaxed).newValue
             return SandboxRouter.json(["name": "projects/\(project)/messages/\(number)"])
         }
-        let headers = retryAfter.map { [("retry-after", String($0))] } ?? []
+        let headers = retryAfter.map { [("retry-after", $0)] } ?? []
         let error: [String: Any] = [
             "error": [
                 "code": status, "message": code ?? "error", "status": Self.googleStatus(status),

@@ -29,6 +29,8 @@ public struct SandboxBehaviour: Sendable, Codable, Hashable {
     public var reason: String?
     /// Seconds for a `Retry-After` header.
     public var retryAfter: Int?
+    /// A `Retry-After` header sent as written (an HTTP-date, junk), instead of `retryAfter`.
+    public var retryAfterText: String?
     /// Milliseconds to wait before answering.
     public var delayMilliseconds: Int?
     /// How many requests get this answer; `nil` for all of them.
@@ -43,11 +45,12 @@ public struct SandboxBehaviour: Sendable, Codable, Hashable {
 
     public init(
         status: Int, reason: String? = nil, retryAfter: Int? = nil, delayMilliseconds: Int? = nil, times: Int? = nil,
-        invalidSinceMilliseconds: Int64? = nil, environment: String? = nil
+        invalidSinceMilliseconds: Int64? = nil, environment: String? = nil, retryAfterText: String? = nil
     ) {
         self.status = status
         self.reason = reason
         self.retryAfter = retryAfter
+        self.retryAfterText = retryAfterText
         self.delayMilliseconds = delayMilliseconds
         self.times = times
         self.invalidSinceMilliseconds = invalidSinceMilliseconds
@@ -60,12 +63,16 @@ public struct SandboxBehaviour: Sendable, Codable, Hashable {
     func failure(defaultReason: String) async -> (status: Int, reason: String, headers: [(String, String)])? {
         if let delayMilliseconds { try? await Task.sleep(for: .milliseconds(delayMilliseconds)) }
         guard status != 0 && status != 200 else { return nil }
-        return (status, reason ?? defaultReason, retryAfter.map { [("retry-after", String($0))] } ?? [])
+        return (status, reason ?? defaultReason, retryAfterHeader.map { [("retry-after", $0)] } ?? [])
     }
+
+    /// The `Retry-After` header to answer with, if any.
+    var retryAfterHeader: String? { retryAfterText ?? retryAfter.map { String($0) } }
 
     enum CodingKeys: String, CodingKey {
         case status, reason, times, environment
         case retryAfter = "retry_after"
+        case retryAfterText = "retry_after_text"
         case delayMilliseconds = "delay_ms"
         case invalidSinceMilliseconds = "invalid_since_ms"
     }

@@ -64,7 +64,7 @@ struct SandboxRouter: Sendable {
             return SandboxHTTPResponse(status: 204)
         case ("PUT", "sandbox") where segments.count == 3 && segments[1] == "behaviours":
             guard let behaviour = try? JSONDecoder().decode(SandboxBehaviour.self, from: request.body) else {
-                return Self.json(["error": "expected {\"status\":…,\"reason\"?,\"retry_after\"?,\"delay_ms\"?,\"times\"?}"], status: 400)
+                return Self.json(["error": "expected {\"status\":…,\"reason\"?,\"retry_after\"?,\"retry_after_text\"?,\"delay_ms\"?,\"times\"?}"], status: 400)
             }
             state.setBehaviour(behaviour, for: segments[2])
             return SandboxHTTPResponse(status: 204)

@@ -200,6 +200,31 @@ struct HTTP2ClientTests {
         await client.shutdown()
     }
 
+    @Test("a request whose task is already cancelled is not sent: CancellationError, and the server sees nothing")
+    func cancelledBeforeSending() async throws {
+        try await SandboxHarness.with { sandbox in
+            let client = try HTTP2Client(configuration: .init(caFile: sandbox.caFile))
+            // The client works: this one arrives.
+            let answered = try await client.send(
+                HTTP2Request(url: "\(sandbox.base)/3/device/\(Self.token)", headers: Self.apnsHeaders(), body: Self.payload)
+            )
+            #expect(answered.status == 200)
+            for _ in 0..<20 {
+                let task = Task { () async throws -> HTTP2Response in
+                    withUnsafeCurrentTask { $0?.cancel() }
+                    return try await client.send(
+                        HTTP2Request(url: "\(sandbox.base)/3/device/\(Self.token)", headers: Self.apnsHeaders(), body: Self.payload)
+                    )
+                }
+                await #expect(throws: CancellationError.self) { try await task.value }
+            }
+            // Anything queued would have been answered by now.
+            try await Task.sleep(for: .milliseconds(500))
+            #expect(sandbox.state.requests(service: "apns").count == 1)
+            await client.shutdown()
+        }
+    }
+
     @Test("cancelling the task ends a slow transfer at once")
     func cancellation() async throws {
         try await SandboxHarness.with { sandbox in

@@ -1,3 +1,4 @@
+import Configuration
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -245,6 +246,98 @@ struct DeliveryTests {
             if requests.count == 2 {
                 // Without Retry-After the first retry would come after 50-100 ms (retry_base_ms 100).
                 #expect(requests[1].receivedAt.timeIntervalSince(requests[0].receivedAt) >= 1.9)
+            }
+        }
+    }
+
+    @Test("Retry-After: 10000000000000000 from APNs and FCM: the relay keeps running and retries at delivery.max_retry_after_seconds")
+    func hugeRetryAfterIsCapped() async throws {
+        try await DeliveryHarness.with { harness in
+            let ios = apnsToken()
+            let huge = 10_000_000_000_000_000
+            harness.state.setBehaviour(SandboxBehaviour(status: 429, reason: "TooManyRequests", retryAfter: huge, times: 1), for: ios)
+            harness.state.setBehaviour(SandboxBehaviour(status: 503, reason: "UNAVAILABLE", retryAfter: huge, times: 1), for: "android-huge")
+            let extra: [AbsoluteConfigKey: ConfigValue] = ["delivery.max_retry_after_seconds": .init(.int(3), isSecret: false)]
+            try await harness.application(extra: extra).test(.router) { client in
+                let response = try await client.execute(
+                    uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios"), ("android-huge", "android")]))
+                )
+                #expect(response.status == .accepted)
+                #expect(try await eventually { try await harness.test.count("SELECT count(*) FROM deliveries WHERE status = 'delivered'") == 2 })
+                #expect(try await client.execute(uri: "/health", method: .get).status == .ok)
+            }
+            for token in [ios, "android-huge"] {
+                let requests = harness.requests(token: token)
+                #expect(requests.map(\.status) == [requests.first?.status ?? 0, 200])
+                #expect(try await harness.deliveries(token: token).map(\.attempts) == [2])
+                if requests.count == 2 {
+                    // At the cap: not the 50-100 ms of the backoff alone, nor the 317 million years asked for.
+                    let gap = requests[1].receivedAt.timeIntervalSince(requests[0].receivedAt)
+                    #expect(gap >= 2.9 && gap < 8, "\(gap)")
+                }
+            }
+        }
+    }
+
+    @Test("Retry-After as an HTTP-date (IMF-fixdate) from APNs and FCM: the retry waits until that time")
+    func retryAfterHTTPDate() async throws {
+        try await DeliveryHarness.with { harness in
+            let ios = apnsToken()
+            // Three seconds ahead, to the second: the wait is between two and three seconds.
+            let formatter = DateFormatter()
+            formatter.locale = Locale(identifier: "en_US_POSIX")
+            formatter.timeZone = TimeZone(identifier: "GMT")
+            formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+            let date = formatter.string(from: Date().addingTimeInterval(3))
+            harness.state.setBehaviour(SandboxBehaviour(status: 429, reason: "TooManyRequests", times: 1, retryAfterText: date), for: ios)
+            harness.state.setBehaviour(SandboxBehaviour(status: 503, reason: "UNAVAILABLE", times: 1, retryAfterText: date), for: "android-date")
+            try await harness.application().test(.router) { client in
+                let response = try await client.execute(
+                    uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios"), ("android-date", "android")]))
+                )
+                #expect(response.status == .accepted)
+                #expect(try await eventually { try await harness.test.count("SELECT count(*) FROM deliveries WHERE status = 'delivered'") == 2 })
+            }
+            for token in [ios, "android-date"] {
+                let requests = harness.requests(token: token)
+                #expect(requests.count == 2)
+                if requests.count == 2 {
+                    // Without the date understood the retry would come after 50-100 ms (retry_base_ms 100).
+                    let gap = requests[1].receivedAt.timeIntervalSince(requests[0].receivedAt)
+                    #expect(gap >= 1.5 && gap < 8, "\(gap)")
+                }
+            }
+        }
+    }
+
+    @Test("a send ends within its lease: a slow 401 leaves no time for the retry with a new token, so no claim sends while another is in flight")
+    func sendBoundedByLease() async throws {
+        try await DeliveryHarness.with { harness in
+            let token = "android-slow-401"
+            // Each of the first two requests takes 2.5 s and is refused as UNAUTHENTICATED; a 4 s lease
+            // cannot hold a request, a token fetch and a second request of up to 3 s.
+            harness.state.setBehaviour(
+                SandboxBehaviour(status: 401, reason: "UNAUTHENTICATED", delayMilliseconds: 2500, times: 2), for: token
+            )
+            let extra: [AbsoluteConfigKey: ConfigValue] = [
+                "delivery.lease_seconds": .init(.int(4), isSecret: false),
+                "delivery.request_timeout_seconds": .init(.int(3), isSecret: false),
+                "delivery.credential_retry_seconds": .init(.int(1), isSecret: false),
+            ]
+            try await harness.application(extra: extra).test(.router) { client in
+                let response = try await client.execute(
+                    uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(token, "android")]))
+                )
+                #expect(response.status == .accepted)
+                #expect(try await eventually(timeout: .seconds(30)) { try await harness.deliveries(token: token).first?.status == "delivered" })
+            }
+            let requests = harness.requests(token: token).sorted { $0.receivedAt < $1.receivedAt }
+            #expect(requests.map(\.status) == [401, 401, 200])
+            // Each request was in flight from its start (2.5 s before a 401's answer) to its answer; two
+            // requests in flight at once mean a second claim sent the push while the first send went on.
+            for (earlier, later) in zip(requests, requests.dropFirst()) {
+                let start = later.receivedAt.addingTimeInterval(later.status == 401 ? -2.5 : 0)
+                #expect(start >= earlier.receivedAt.addingTimeInterval(-0.05), "a request started while another was in flight")
             }
         }
     }

@@ -232,6 +232,30 @@ struct DispatcherStateMachineTests {
         #expect(delay(attempt: 3, jitter: 1) == 4)
         #expect(delay(attempt: 10, jitter: 1) == 60, "capped at retry_max_seconds")
         #expect(delay(attempt: 1, retryAfter: 30, jitter: 0) == 30, "Retry-After is a floor")
+        #expect(delay(attempt: 1, retryAfter: 10_000_000_000_000_000, jitter: 0) == 3600, "Retry-After counts up to delivery.max_retry_after_seconds")
+    }
+
+    @Test("a send's deadline is its lease less a tenth; a retry inside the send needs what a late first request gets, a request gets the time left")
+    func sendDeadline() {
+        let settings = Self.settings(["lease_seconds": 60, "request_timeout_seconds": 30])
+        let now = ContinuousClock.now
+        let fresh = settings.sendDeadline(claimedAt: now)
+        #expect(fresh.instant == now + .seconds(54))
+        #expect(fresh.allowsRequest && fresh.allowsAnotherRequest)
+        #expect(fresh.timeout() == .seconds(30))
+        #expect(fresh.retryBudget == .seconds(24), "a send started at the end of its 30 s window has 24 s")
+        let late = settings.sendDeadline(claimedAt: now - .seconds(35))
+        #expect(late.allowsRequest)
+        #expect(!late.allowsAnotherRequest, "19 s left, under the 24 s a late first request gets")
+        #expect(late.timeout() <= .seconds(19) && late.timeout() > .seconds(18))
+        #expect(late.timeout(.seconds(5)) == .seconds(5))
+        let over = settings.sendDeadline(claimedAt: now - .seconds(60))
+        #expect(!over.allowsRequest && !over.allowsAnotherRequest)
+        #expect(over.timeout() < .zero, "the client turns a timeout under 1 ms into 1 ms, never into curl's 0 (no timeout)")
+        // A lease shorter than two request timeouts (the delivery tests' 5 s and 10 s): retries need 2 s, not 10.
+        let short = Self.settings(["lease_seconds": 5, "request_timeout_seconds": 10]).sendDeadline(claimedAt: now)
+        #expect(short.retryBudget == .seconds(2))
+        #expect(short.allowsAnotherRequest)
     }
 
     @Test("retry gives up: at max_attempts, or when the next try would come after max_age, the delivery expires")

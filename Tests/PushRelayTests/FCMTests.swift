@@ -97,4 +97,57 @@ struct FCMTests {
         await manager.rejected("token-2")
         #expect(try await manager.token() == "token-3")
     }
+
+    @Test("expires_in from the token endpoint is bounded: Int.min does not trap, Int.max does not keep a token for ever")
+    func boundedTokenLifetime() async throws {
+        let key = try _RSA.Signing.PrivateKey(keySize: .bits2048)
+        let account = ServiceAccount(
+            projectID: "demo-project", clientEmail: "relay@demo-project.iam.gserviceaccount.com",
+            privateKey: key.pemRepresentation, tokenURI: "https://oauth.example/token"
+        )
+        let lifetimes = Mutex<[String]>(["9223372036854775807", "-9223372036854775808", "1e300", "\"3599\"", "3599"])
+        let count = Mutex(0)
+        let clock = Mutex(Date(timeIntervalSince1970: 1_800_000_000))
+        let manager = try await FCMAccessTokenManager(
+            account: account,
+            exchange: { _, _ in
+                let lifetime = lifetimes.withLock { $0.isEmpty ? "3599" : $0.removeFirst() }
+                let number = count.withLock { $0 += 1; return $0 }
+                return (200, Array(#"{"access_token":"token-\#(number)","expires_in":\#(lifetime)}"#.utf8))
+            },
+            now: { clock.withLock { $0 } }
+        )
+        #expect(try await manager.token() == "token-1")
+        clock.withLock { $0 += 86400 + 1 }  // Int.max counts as a day at most
+        #expect(try await manager.token() == "token-2")
+        // Int.min counts as 0: the token is used at once and fetched again on the next call.
+        #expect(try await manager.token() == "token-3")
+        #expect(FCMAccessTokenManager.lifetime(NSNumber(value: Int.min)) == 0)
+        #expect(FCMAccessTokenManager.lifetime(NSNumber(value: Int.max)) == 86400)
+        #expect(FCMAccessTokenManager.lifetime(NSNumber(value: Double.nan)) == 3599)
+        #expect(FCMAccessTokenManager.lifetime(NSNumber(value: -Double.infinity)) == 3599)
+        #expect(FCMAccessTokenManager.lifetime("3599") == 3599)
+        #expect(FCMAccessTokenManager.lifetime(nil) == 3599)
+        #expect(FCMAccessTokenManager.lifetime(NSNumber(value: 3599)) == 3599)
+    }
+
+    @Test("a service account whose token_uri is not https stops start-up with a message naming the app and the key", arguments: [
+        ("http://oauth2.googleapis.com/token", false), ("ftp://oauth2.googleapis.com/token", false), ("https:///token", false),
+        ("oauth2.googleapis.com/token", false), ("", false), ("https://oauth2.googleapis.com/token", true),
+    ])
+    func tokenURIMustBeHTTPS(uri: String, accepted: Bool) throws {
+        let path = NSTemporaryDirectory() + "/push-relay-sa-\(UUID().uuidString.prefix(8)).json"
+        let json: [String: String] = ["project_id": "p", "client_email": "relay@p.iam.gserviceaccount.com", "private_key": "k", "token_uri": uri]
+        try JSONSerialization.data(withJSONObject: json).write(to: URL(fileURLWithPath: path))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let settings = FCMSettings(serviceAccountFile: path)
+        if accepted {
+            try settings.validate(app: "support")
+        } else {
+            let error = #expect(throws: ConfigurationError.self) { try settings.validate(app: "support") }
+            #expect(error?.message.contains("app 'support'") == true)
+            #expect(error?.message.contains("token_uri") == true)
+            #expect(error?.message.contains("https") == true)
+        }
+    }
 }

@@ -326,6 +326,41 @@ struct UnreadTests {
         }
     }
 
+    @Test("a webhook whose owners' ids are multibyte (a NOTIFY list over 8000 bytes in fewer characters) is stored, and polls see the change")
+    func multibyteOwnersNotify() async throws {
+        let test = try await TestApp.make()
+        try await test.application().test(.router) { client in
+            let key = try await test.key(app: "support")
+            // 40 users of 250-odd bytes but 65 characters each: about 3,000 characters, 10,400 bytes of owners.
+            let users = (0..<40).map { "\($0 + 10)-" + String(repeating: "😀", count: 62) }
+            let tokens = users.indices.map { "android-multibyte-\($0)" }
+            for (token, user) in zip(tokens, users) {
+                try await Self.register(client, key: key, token: token, platform: "android", user: user)
+            }
+            let user = try await TestApp.userToken(users[0])
+            let encoded = try #require(users[0].addingPercentEncoding(withAllowedCharacters: CharacterSet(charactersIn: "0123456789-")))
+            let path = "/v1/apps/support/users/\(encoded)/unread"
+            let first = try await client.execute(uri: path, method: .get, headers: bearer(user))
+            #expect(first.status == .ok)
+            var conditional = bearer(user)
+            conditional[.ifNoneMatch] = try #require(first.headers[.eTag])
+            #expect(try await client.execute(uri: path, method: .get, headers: conditional).status == .notModified)
+
+            let response = try await client.execute(
+                uri: Self.webhookURL, method: .post, headers: Self.json, body: jsonBody(webhook(devices: tokens.map { ($0, "android") }))
+            )
+            #expect(response.status == .accepted, "\(String(buffer: response.body))")
+            #expect(try await test.count("SELECT count(*) FROM deliveries") == 40)
+            // The list did not fit one NOTIFY, so every listener was told to re-read ("*"): the poll sees the reply.
+            var changed = try await client.execute(uri: path, method: .get, headers: conditional)
+            #expect(try await eventually(timeout: .seconds(10)) {
+                changed = try await client.execute(uri: path, method: .get, headers: conditional)
+                return changed.status == .ok
+            })
+            #expect(changed.json?["total"] as? Int == 1)
+        }
+    }
+
     @Test("an unchanged poll is a 304 without a query (it is answered while the counters table is locked); a read on this instance is seen at once")
     func pollWithoutQuery() async throws {
         let test = try await TestApp.make()

@@ -14,8 +14,9 @@ struct APNsProvider: PushProvider {
     /// (a development build's token sent to production, say), so for such a device that answer is
     /// checked once against the other environment's host before the token counts as dead; the
     /// environment that accepted it is reported with the delivery. With `url` (one host for
-    /// everything) there is no other host to ask.
-    func send(_ delivery: ClaimedDelivery) async -> PushOutcome {
+    /// everything) there is no other host to ask. Everything happens within `deadline`: the other
+    /// host is asked only while the time left covers a request timeout, else a later claim retries.
+    func send(_ delivery: ClaimedDelivery, deadline: SendDeadline) async -> PushOutcome {
         let isSync = delivery.kind == .badgeSync
         let body =
             isSync
@@ -23,10 +24,12 @@ struct APNsProvider: PushProvider {
             : APNsPayload.alert(title: delivery.title, body: delivery.body, badge: delivery.badge, ticketID: delivery.ticketID)
         let known = delivery.environment.flatMap(APNsSettings.Environment.init(rawValue:))
         let first = known ?? settings.environment
-        let outcome = await send(delivery, body: body, isSync: isSync, to: first)
+        let outcome = await send(delivery, body: body, isSync: isSync, to: first, deadline: deadline)
         guard known == nil, settings.url == nil, case .deadToken("BadDeviceToken", _) = outcome else { return outcome }
         let other: APNsSettings.Environment = first == .production ? .sandbox : .production
-        switch await send(delivery, body: body, isSync: isSync, to: other) {
+        // Not dead yet (it may belong to the other environment), and no time to ask there.
+        guard deadline.allowsAnotherRequest else { return .outOfTime("the \(other.rawValue) environment", after: "BadDeviceToken") }
+        switch await send(delivery, body: body, isSync: isSync, to: other, deadline: deadline) {
         case .delivered(let providerID, _):
             return .delivered(providerID: providerID, environment: other.rawValue)
         case .deadToken:
@@ -36,8 +39,11 @@ struct APNsProvider: PushProvider {
         }
     }
 
-    /// One push of `body` to `environment`'s host, with one provider-token refresh on ExpiredProviderToken.
-    private func send(_ delivery: ClaimedDelivery, body: [UInt8], isSync: Bool, to environment: APNsSettings.Environment) async -> PushOutcome {
+    /// One push of `body` to `environment`'s host, with one provider-token refresh on
+    /// ExpiredProviderToken when the deadline leaves time for it.
+    private func send(
+        _ delivery: ClaimedDelivery, body: [UInt8], isSync: Bool, to environment: APNsSettings.Environment, deadline: SendDeadline
+    ) async -> PushOutcome {
         let base = settings.baseURL(for: environment)
         var refreshed = false
         while true {
@@ -49,6 +55,7 @@ struct APNsProvider: PushProvider {
                     return .credential(reason: "cannot sign the APNs provider token", refreshToken: false)
                 }
             }
+            guard deadline.allowsRequest else { return .outOfTime("the APNs request", after: nil) }
             let headers = APNsHeaders.make(
                 type: isSync ? .background : .alert, topic: settings.topic, bearer: bearer, ticketID: isSync ? nil : delivery.ticketID,
                 expiration: Date().addingTimeInterval(pushTTL.timeInterval), apnsID: UUID.unique()
@@ -56,21 +63,20 @@ struct APNsProvider: PushProvider {
             let response: HTTP2Response
             do {
                 response = try await client.send(
-                    HTTP2Request(url: base + APNsHeaders.devicePath(token: delivery.token), headers: headers, body: body, timeout: timeout)
+                    HTTP2Request(
+                        url: base + APNsHeaders.devicePath(token: delivery.token), headers: headers, body: body, timeout: deadline.timeout(timeout)
+                    )
                 )
             } catch {
                 return .transportFailure(error)
             }
-            // Error answers carry `{"reason":…}`, a 410 also `"timestamp"` in milliseconds; a 200 has no body.
-            let error = response.body.isEmpty ? nil : (try? StrictJSON.parse(response.body))?.objectValue
-            let milliseconds = error?["timestamp"].flatMap { $0.double ?? $0.stringValue.flatMap(Double.init) }
             let outcome = PushOutcome.apns(
-                status: response.status, reason: error?["reason"]?.stringValue, retryAfter: response.header("retry-after"),
-                apnsID: response.header("apns-id"), timestamp: milliseconds.map { Date(timeIntervalSince1970: $0 / 1000) }
+                status: response.status, body: response.body, retryAfter: response.header("retry-after"), apnsID: response.header("apns-id")
             )
-            if case .credential(_, refreshToken: true) = outcome, !refreshed, let tokens, let bearer {
-                // ExpiredProviderToken: sign a new token and try once more.
+            if case .credential(let reason, refreshToken: true) = outcome, !refreshed, let tokens, let bearer {
+                // ExpiredProviderToken: sign a new token and try once more, if the lease leaves time for it.
                 await tokens.expired(bearer)
+                guard deadline.allowsAnotherRequest else { return .outOfTime("a request with a new provider token", after: reason) }
                 refreshed = true
                 continue
             }

@@ -18,6 +18,9 @@ public struct DeliverySettings: Sendable {
     /// First retry delay; doubled per attempt, with jitter, up to `retryMax`.
     public var retryBase: Duration
     public var retryMax: Duration
+    /// The longest `Retry-After` honoured (`max_retry_after_seconds`, default 3600, 0 to ignore the
+    /// header): APNs or FCM may ask for any wait, and a delivery waits at most this long for it.
+    public var maxRetryAfter: Duration
     /// Attempts before a delivery is `expired`.
     public var maxAttempts: Int
     /// Age (since the webhook) after which a delivery is `expired` instead of sent or retried.
@@ -53,6 +56,7 @@ public struct DeliverySettings: Sendable {
         lease = .seconds(max(1, config.int(forKey: "lease_seconds", default: 60)))
         retryBase = .milliseconds(max(1, config.int(forKey: "retry_base_ms", default: 1000)))
         retryMax = .seconds(max(1, config.int(forKey: "retry_max_seconds", default: 3600)))
+        maxRetryAfter = .seconds(min(max(0, config.int(forKey: "max_retry_after_seconds", default: 3600)), RetryAfter.ceiling))
         maxAttempts = max(1, config.int(forKey: "max_attempts", default: 12))
         maxAge = .seconds(max(1, config.int(forKey: "max_age_seconds", default: 86400)))
         credentialRetry = .seconds(max(1, config.int(forKey: "credential_retry_seconds", default: 60)))
@@ -71,9 +75,14 @@ public struct DeliverySettings: Sendable {
     /// timeout), half the lease: such a lease cannot cover a slow send anyway.
     var sendWindow: Duration { max(lease - requestTimeout - lease / 10, lease / 2) }
 
+    /// When a send of a delivery claimed at `claimedAt` must be over (its lease less a tenth).
+    func sendDeadline(claimedAt: ContinuousClock.Instant) -> SendDeadline {
+        SendDeadline(claimedAt: claimedAt, lease: lease, requestTimeout: requestTimeout)
+    }
+
     /// The delay before retry number `attempt` (1-based): exponential with "equal jitter" (half
-    /// fixed, half random), never below what the provider asked for in Retry-After.
+    /// fixed, half random), never below what the provider asked for in Retry-After, up to `maxRetryAfter`.
     func retryDelay(attempt: Int, retryAfter: Int?, jitter: Double = .random(in: 0...1)) -> Duration {
-        backoffDelay(base: retryBase, cap: retryMax, attempt: attempt, retryAfter: retryAfter, jitter: jitter)
+        backoffDelay(base: retryBase, cap: retryMax, attempt: attempt, retryAfter: retryAfter, maxRetryAfter: maxRetryAfter, jitter: jitter)
     }
 }

@@ -204,7 +204,7 @@ final class Dispatcher: Service, Sendable {
             finish(result)
             return
         }
-        let answer = await provider!.send(delivery)
+        let answer = await provider!.send(delivery, deadline: settings.sendDeadline(claimedAt: delivery.claimedAt))
         let result = rules.decide(delivery, answer, now: Date(), jitter: .random(in: 0...1))
         log(result)
         finish(result)

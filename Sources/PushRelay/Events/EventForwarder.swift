@@ -211,7 +211,8 @@ final class EventForwarder: Service, Sendable {
             case .failed(let retryAfter):
                 failures += 1
                 let delay = backoffDelay(
-                    base: settings.retryBase, cap: settings.retryMax, attempt: failures, retryAfter: retryAfter.map { min($0, 3600) }
+                    base: settings.retryBase, cap: settings.retryMax, attempt: failures, retryAfter: retryAfter,
+                    maxRetryAfter: settings.maxRetryAfter
                 )
                 // Wait, renewing the lease (and the queue gauge) meanwhile.
                 let until = ContinuousClock.now + delay
@@ -252,7 +253,7 @@ final class EventForwarder: Service, Sendable {
             )
             if !(200..<300).contains(response.status) {
                 problem = "HTTP \(response.status)"
-                retryAfter = response.header("retry-after").flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }
+                retryAfter = RetryAfter.seconds(response.header("retry-after"))
             }
         } catch {
             problem = "transport: \(error)"

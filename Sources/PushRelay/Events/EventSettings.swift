@@ -93,7 +93,8 @@ public struct EventSettings: Sendable, Decodable, Hashable {
 /// - `batch_size` (int, default 100, at most 1000): most events in one request.
 /// - `poll_interval_ms` (int, default 500, at least 10): how often an idle app's queue is looked at.
 /// - `retry_base_ms` (int, default 1000): first delay after a failed request, doubled per failure
-///   (with jitter) up to `retry_max_seconds` (int, default 300); a longer `Retry-After` wins.
+///   (with jitter) up to `retry_max_seconds` (int, default 300); a longer `Retry-After` wins, up to
+///   `max_retry_after_seconds` (int, default 3600, 0 to ignore the header).
 /// - `request_timeout_seconds` (int, default 15).
 /// - `lease_seconds` (int, default 60, at least three request timeouts): how long an instance holds
 ///   an app's sending; it renews it while it sends or waits to retry, and another instance takes
@@ -103,6 +104,8 @@ public struct EventForwarderSettings: Sendable {
     public var pollInterval: Duration
     public var retryBase: Duration
     public var retryMax: Duration
+    /// The longest `Retry-After` from a receiver that is honoured.
+    public var maxRetryAfter: Duration
     public var requestTimeout: Duration
     public var lease: Duration
 
@@ -111,6 +114,7 @@ public struct EventForwarderSettings: Sendable {
         pollInterval = .milliseconds(max(10, config.int(forKey: "poll_interval_ms", default: 500)))
         retryBase = .milliseconds(max(1, config.int(forKey: "retry_base_ms", default: 1000)))
         retryMax = .seconds(max(1, config.int(forKey: "retry_max_seconds", default: 300)))
+        maxRetryAfter = .seconds(min(max(0, config.int(forKey: "max_retry_after_seconds", default: 3600)), RetryAfter.ceiling))
         requestTimeout = .seconds(max(1, config.int(forKey: "request_timeout_seconds", default: 15)))
         lease = .seconds(max(5, config.int(forKey: "lease_seconds", default: 60)))
     }

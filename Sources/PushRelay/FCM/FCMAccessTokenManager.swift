@@ -97,8 +97,18 @@ actor FCMAccessTokenManager {
             // The body may echo the assertion; only the status goes into the error.
             throw TokenError(description: "the OAuth token endpoint answered HTTP \(status)")
         }
-        let lifetime = (object["expires_in"] as? Int) ?? 3599
+        let lifetime = Self.lifetime(object["expires_in"])
         return .init(token: token, issuedAt: issued, expiresAt: issued.addingTimeInterval(TimeInterval(max(lifetime - 60, 0))))
+    }
+
+    /// The token's lifetime in seconds from the answer's `expires_in`, bounded: Google grants an hour
+    /// (3599), and the expiry is stored for the cluster, so a token endpoint's number that is
+    /// missing, not an integer, negative or huge counts as at most a day and never traps.
+    static func lifetime(_ value: Any?) -> Int {
+        guard let number = value as? NSNumber else { return 3599 }
+        let seconds = number.doubleValue
+        guard seconds.isFinite else { return 3599 }
+        return Int(min(max(seconds, 0), 86400))
     }
 
     /// FCM answered UNAUTHENTICATED with `token`: the next call fetches a new one (or, with a

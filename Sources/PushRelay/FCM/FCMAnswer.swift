@@ -17,8 +17,9 @@ enum FCMErrorCode: String, Sendable, Hashable, CaseIterable {
 
 extension PushOutcome {
     /// Classifies an FCM answer: the status, the body (`error.status`, `error.message`,
-    /// `error.details[].errorCode`) and the `retry-after` header.
-    static func fcm(status: Int, body: [UInt8], retryAfter: String?) -> PushOutcome {
+    /// `error.details[].errorCode`) and the `retry-after` header (``RetryAfter``: seconds or an
+    /// HTTP-date, bounded). Any body and any header give an outcome; none can trap.
+    static func fcm(status: Int, body: [UInt8], retryAfter: String?, now: Date = Date()) -> PushOutcome {
         // The project's own parser, not Foundation's: no bridged objects per push.
         let object = (try? StrictJSON.parse(body))?.objectValue
         if status == 200 { return .delivered(providerID: object?["name"]?.stringValue) }
@@ -26,7 +27,7 @@ extension PushOutcome {
         let details = error?["details"]?.arrayValue ?? []
         let name = details.compactMap { $0.objectValue?["errorCode"]?.stringValue }.first ?? error?["status"]?.stringValue ?? "HTTP \(status)"
         let message = error?["message"]?.stringValue ?? ""
-        let after = retryAfter.flatMap { Int($0) }
+        let after = RetryAfter.seconds(retryAfter, now: now)
         switch ProviderReason<FCMErrorCode>(name) {
         case .known(.unregistered), .known(.senderIDMismatch):
             return .deadToken(reason: name)

@@ -10,7 +10,10 @@ struct FCMProvider: PushProvider {
     let pushTTL: Duration
     let timeout: Duration
 
-    func send(_ delivery: ClaimedDelivery) async -> PushOutcome {
+    /// Sends with an access token, and once more with a new one when FCM answers UNAUTHENTICATED,
+    /// all within `deadline`: the second request (and its token fetch) only while the time left
+    /// covers a request timeout, and every request's timeout no longer than the time left.
+    func send(_ delivery: ClaimedDelivery, deadline: SendDeadline) async -> PushOutcome {
         let body =
             delivery.kind == .badgeSync
             ? FCMMessage.badgeSync(token: delivery.token, unreadCount: delivery.badge ?? 0)
@@ -23,26 +26,29 @@ struct FCMProvider: PushProvider {
         while true {
             let bearer: String
             do {
-                bearer = try await tokens.token()
+                // The token fetch's own request is bounded by the deadline too (see ``exchange(client:timeout:)``).
+                bearer = try await SendDeadline.$current.withValue(deadline) { try await tokens.token() }
             } catch let error as CurlError {
                 return .transportFailure(error)
             } catch {
                 return .credential(reason: "cannot get an FCM access token: \(error)", refreshToken: false)
             }
+            guard deadline.allowsRequest else { return .outOfTime("the FCM request", after: nil) }
             let response: HTTP2Response
             do {
                 response = try await client.send(
                     HTTP2Request(
                         url: url, headers: [("authorization", "Bearer \(bearer)"), ("content-type", "application/json")], body: body,
-                        timeout: timeout
+                        timeout: deadline.timeout(timeout)
                     )
                 )
             } catch {
                 return .transportFailure(error)
             }
             let outcome = PushOutcome.fcm(status: response.status, body: response.body, retryAfter: response.header("retry-after"))
-            if case .credential(_, refreshToken: true) = outcome, !refreshed {
+            if case .credential(let reason, refreshToken: true) = outcome, !refreshed {
                 await tokens.rejected(bearer)
+                guard deadline.allowsAnotherRequest else { return .outOfTime("a request with a new access token", after: reason) }
                 refreshed = true
                 continue
             }
@@ -50,12 +56,14 @@ struct FCMProvider: PushProvider {
         }
     }
 
-    /// The OAuth exchange over the same HTTP/2 client.
+    /// The OAuth exchange over the same HTTP/2 client. Made for a send, its timeout is no longer
+    /// than the time the send has left (``SendDeadline/current``).
     static func exchange(client: HTTP2Client, timeout: Duration) -> FCMAccessTokenManager.Exchange {
         { url, form in
             let response = try await client.send(
                 HTTP2Request(
-                    url: url, headers: [("content-type", "application/x-www-form-urlencoded")], body: Array(form.utf8), timeout: timeout
+                    url: url, headers: [("content-type", "application/x-www-form-urlencoded")], body: Array(form.utf8),
+                    timeout: SendDeadline.current?.timeout(timeout) ?? timeout
                 )
             )
             return (response.status, response.body)

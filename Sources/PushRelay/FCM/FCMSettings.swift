@@ -33,6 +33,16 @@ public struct FCMSettings: Sendable, Decodable, Hashable {
                 "app '\(app)': fcm.service_account_file must be a service account JSON with project_id, client_email, private_key and token_uri"
             )
         }
+        // The token endpoint receives the signed assertion and answers with the access token: both
+        // are credentials, so they never travel in clear text, whatever the JSON file says.
+        do {
+            try validateHTTPSURL(account.tokenURI, app: app, key: "the token_uri of fcm.service_account_file")
+        } catch {
+            throw ConfigurationError(
+                "app '\(app)': the token_uri of fcm.service_account_file \(serviceAccountFile) must be an https URL with a host "
+                    + "(the signed assertion and the access token travel over it)"
+            )
+        }
         return account
     }
 

@@ -124,7 +124,7 @@ struct DeliveryQueue: Sendable {
                 RETURNING id, notification_id, app_id, device_token, platform, kind, attempts, created_at, status
             ),
             notified AS (
-                SELECT pg_notify('\(UnreadChannel.name)', CASE WHEN length(owners) > 7900 THEN '*' ELSE owners END)
+                SELECT pg_notify('\(UnreadChannel.name)', CASE WHEN octet_length(owners) > 7900 THEN '*' ELSE owners END)
                 FROM (SELECT string_agg(DISTINCT app_id || ' ' || owner, E'\\n') AS owners FROM increments) changed
                 WHERE owners IS NOT NULL
             ),

@@ -13,7 +13,8 @@ struct WebhookSignature: Sendable {
 
     init(secret: String, tolerance: Double) {
         self.secret = SymmetricKey(data: Data(secret.utf8))
-        self.tolerance = tolerance
+        // Bounded, so the refusal's message (which prints it as an integer) cannot trap on a NaN or huge setting.
+        self.tolerance = tolerance.isFinite ? min(max(tolerance, 0), 1e9) : 300
     }
 
     /// Throws 401 with the reason when the signature is missing, stale or wrong.
@@ -35,6 +36,8 @@ struct WebhookSignature: Sendable {
         }
     }
 
+    /// The header's time: Unix seconds (any 64-bit integer; a far one is simply outside the window)
+    /// or ISO 8601. Nothing the sender writes here can trap.
     static func parse(_ timestamp: String) -> Date? {
         if let seconds = Int64(timestamp) { return Date(timeIntervalSince1970: Double(seconds)) }
         return try? Date(timestamp, strategy: .iso8601)

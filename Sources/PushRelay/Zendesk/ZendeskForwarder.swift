@@ -26,6 +26,7 @@ final class ZendeskForwarder: Service, Sendable {
     private let batchSize: Int
     private let pollInterval: Duration
     private let retryBase: Duration
+    private let maxRetryAfter: Duration
     private let logger: Logger
     private let metrics: RelayMetrics
     private let pausedUntil = Mutex<[String: ContinuousClock.Instant]>([:])
@@ -47,6 +48,7 @@ final class ZendeskForwarder: Service, Sendable {
         batchSize = settings.batchSize
         pollInterval = settings.pollInterval
         retryBase = settings.retryBase
+        maxRetryAfter = settings.maxRetryAfter
         self.logger = logger
     }
 
@@ -92,7 +94,7 @@ final class ZendeskForwarder: Service, Sendable {
             switch response.status {
             case 200..<300: break
             case 429, 500...599:
-                retryAfter = response.header("retry-after").flatMap { Int($0) }
+                retryAfter = RetryAfter.seconds(response.header("retry-after"))
                 problem = "HTTP \(response.status)"
             default:
                 // 401/403/404 are configuration problems; keep the tokens and retry slowly.
@@ -105,11 +107,13 @@ final class ZendeskForwarder: Service, Sendable {
         do {
             if let problem {
                 // The batch's most tried token sets the pace (doubling stops after 12 attempts).
-                let delay = backoffDelay(
-                    base: retryBase, cap: retryBase * 4096, attempt: claimed.map(\.attempts).max() ?? 1, retryAfter: retryAfter
-                ).timeInterval
+                let backoff = backoffDelay(
+                    base: retryBase, cap: retryBase * 4096, attempt: claimed.map(\.attempts).max() ?? 1, retryAfter: retryAfter,
+                    maxRetryAfter: maxRetryAfter
+                )
+                let delay = backoff.timeInterval
                 try await queue.zendeskBatchFailed(app: target.app, tokens: batch, retryIn: delay, reason: problem)
-                pausedUntil.withLock { $0[target.app] = .now + .milliseconds(Int64(delay * 1000)) }
+                pausedUntil.withLock { $0[target.app] = .now + backoff }
                 metrics.zendeskFailure(app: target.app, reason: problem.hasPrefix("transport") ? "transport" : problem)
                 logger.warning(
                     "Zendesk bulk unregister failed; will retry",
