@@ -5,7 +5,7 @@ import Hummingbird
 import HummingbirdTesting
 import NIOCore
 import Postgres
-import PushRelay
+@testable import PushRelay
 import TestSupport
 import Testing
 
@@ -345,5 +345,20 @@ struct TrustedProxiesTests {
         for bad in ["localhost", "10.0.0.0/33", "10.0.0.0/", "::1/129", "10.0.0.1/x", ""] {
             #expect(throws: (any Error).self, "\(bad)") { try TrustedProxies([bad]) }
         }
+    }
+}
+
+@Suite("Console: numbers read from the API's answers")
+struct ConsoleNumberTests {
+    @Test("numbers beyond any integer (1e300, infinity, NaN) are shown or skipped, never a trap; whole numbers print without a fraction")
+    func extremeNumbers() {
+        #expect(ConsoleController.text(42.0) == "42")
+        #expect(ConsoleController.text(1.5) == "1.5")
+        #expect(ConsoleController.text(1e300) == String(1e300))
+        #expect(ConsoleController.text(Double.infinity) == "inf")
+        #expect(ConsoleController.number(7.9) == 7)
+        #expect(ConsoleController.number(1e300) == nil)
+        #expect(ConsoleController.number(Double.infinity) == nil)
+        #expect(ConsoleController.number(Double.nan) == nil)
     }
 }

@@ -573,7 +573,8 @@ final class ConsoleController: Sendable {
         case let string as String: return string
         case let number as Int: return String(number)
         case let number as Int64: return String(number)
-        case let number as Double: return number == number.rounded() ? String(Int64(number)) : String(number)
+        // A whole number in range prints without a fraction; anything else (1e300, inf) as it is, never a trap.
+        case let number as Double: return Int64(exactly: number).map(String.init) ?? String(number)
         case let number as NSNumber: return number.stringValue
         default: return nil
         }
@@ -583,7 +584,7 @@ final class ConsoleController: Sendable {
         switch value {
         case let number as Int: return number
         case let number as Int64: return Int(number)
-        case let number as Double: return Int(number)
+        case let number as Double: return number.isFinite ? Int(exactly: number.rounded(.towardZero)) : nil
         case let number as NSNumber: return number.intValue
         default: return nil
         }
