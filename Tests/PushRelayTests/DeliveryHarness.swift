@@ -49,12 +49,14 @@ struct DeliveryHarness: Sendable {
         return logger
     }()
 
-    /// Delivery settings fast enough for tests: quick polls and retries, short leases.
+    /// Delivery settings fast enough for tests: quick polls and retries. The lease leaves a send
+    /// (which must end within it) room for a slow first TLS set-up and OAuth exchange on a machine
+    /// busy with other suites; tests of leases set their own.
     static let fastDelivery: [AbsoluteConfigKey: ConfigValue] = [
         "delivery.enabled": .init(.bool(true), isSecret: false),
         "delivery.poll_interval_ms": .init(.int(50), isSecret: false),
         "delivery.retry_base_ms": .init(.int(100), isSecret: false),
-        "delivery.lease_seconds": .init(.int(5), isSecret: false),
+        "delivery.lease_seconds": .init(.int(20), isSecret: false),
         "delivery.request_timeout_seconds": .init(.int(10), isSecret: false),
     ]
 
