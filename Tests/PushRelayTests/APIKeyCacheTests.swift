@@ -40,9 +40,11 @@ struct APIKeyCacheTests {
                 #expect(try await Self.probe(client, key) == .forbidden)
             }
             let spent = try await Self.transactions(test) - before
-            // One generation read per second at most (a few seconds here), the two reads of the
-            // count itself and the relay's background work; a query per request is 600 or more.
-            #expect(spent < 100, "600 requests with one key committed \(spent) transactions")
+            // One generation read per second at most, the two reads of the count itself and the
+            // relay's background work (its services poll the database): on a run busy with other
+            // suites the 600 requests take half a minute, and those add up to about a hundred. A
+            // query per request is 600 or more.
+            #expect(spent < 300, "600 requests with one key committed \(spent) transactions")
         }
     }
 
