@@ -510,6 +510,7 @@ final class SSEReader: Sendable {
         var heartbeats = 0
         var ended = false
         var status: Int?
+        var closed = false
     }
 
     private let state = Mutex(State())
@@ -535,8 +536,12 @@ final class SSEReader: Sendable {
                 if count <= 0 { break }
                 self.consume(String(decoding: buffer[..<count], as: UTF8.self))
             }
-            self.state.withLock { $0.ended = true }
-            close(socketFD)
+            // Closed under the lock hangUp() takes, so it never shuts down a number reused since.
+            self.state.withLock { state in
+                state.ended = true
+                state.closed = true
+                close(socketFD)
+            }
         }.start()
     }
 
@@ -567,7 +572,11 @@ final class SSEReader: Sendable {
     var status: Int? { state.withLock { $0.status } }
 
     /// Ends the connection from the client's side.
-    func hangUp() { shutdown(fd, Int32(SHUT_RDWR)) }
+    func hangUp() {
+        state.withLock { state in
+            if !state.closed { shutdown(fd, Int32(SHUT_RDWR)) }
+        }
+    }
 
     /// The next `unread` event's data, waiting up to 10 s.
     func nextEvent() async throws -> [String: Any]? {
