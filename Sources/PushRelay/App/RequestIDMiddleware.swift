@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
+import NIOHTTP1
 
 /// Gives every request an id: the caller's `X-Request-Id` when it is short and plain, a new UUID
 /// otherwise. The id goes into the logger's metadata (`request.id`) and back in the response header,
@@ -24,6 +25,12 @@ struct RequestIDMiddleware<Context: RequestContext>: RouterMiddleware {
     /// request. Ids need to be unique, not unpredictable: they are the caller's to see anyway.
     static func newID() -> String {
         UUID.unique().lowercasedString
+    }
+
+    /// The id of a request answered below the framework (the fast paths, a refused connection):
+    /// the caller's when acceptable, as the middleware takes it, else a new one.
+    static func id(for head: HTTPRequestHead) -> String {
+        head.headers.first(name: headerName.rawName).flatMap(acceptable) ?? newID()
     }
 
     /// Letters, digits, `-`, `_` and `.`, at most 128 characters: safe to log and echo.

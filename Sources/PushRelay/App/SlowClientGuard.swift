@@ -139,7 +139,7 @@ final class IntakeShareHandler: ChannelDuplexHandler, RemovableChannelHandler {
             string: #"{"error":{"code":"over_capacity","message":"the relay's connections for this kind of request are all in use; retry later"}}"#
         )
         typealias IDs = RequestIDMiddleware<AppRequestContext>
-        let id = head.headers.first(name: IDs.headerName.rawName).flatMap(IDs.acceptable) ?? IDs.newID()
+        let id = IDs.id(for: head)
         let response = HTTPResponseHead(
             version: .http1_1, status: .serviceUnavailable,
             headers: [

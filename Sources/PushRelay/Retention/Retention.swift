@@ -254,42 +254,28 @@ final class RetentionService: Service, Sendable {
             cursor = last
             try await pause()
         }
-        while true {
-            try Task.checkCancellation()
-            guard try await lease.hold(with: leases) else { return stopped() }
-            let deleted = try await store.pruneEvents(limit: settings.batchSize, days: settings.failedDays)
-            report.events += deleted
-            metrics.pruned(table: "delivery_events", rows: deleted)
-            if deleted < settings.batchSize { break }
-            try await pause()
+        /// Deletes batch after batch until one is short, holding the lease before each; false
+        /// when the lease was lost (another instance goes on).
+        func drain(_ table: String, into total: inout Int, _ batch: () async throws -> Int) async throws -> Bool {
+            while true {
+                try Task.checkCancellation()
+                guard try await lease.hold(with: leases) else { return false }
+                let deleted = try await batch()
+                total += deleted
+                metrics.pruned(table: table, rows: deleted)
+                if deleted < settings.batchSize { return true }
+                try await pause()
+            }
         }
-        while true {
-            try Task.checkCancellation()
-            guard try await lease.hold(with: leases) else { return stopped() }
-            let deleted = try await store.pruneFinishedJobTokens(limit: settings.batchSize)
-            report.jobTokens += deleted
-            metrics.pruned(table: "job_tokens", rows: deleted)
-            if deleted < settings.batchSize { break }
-            try await pause()
-        }
-        while true {
-            try Task.checkCancellation()
-            guard try await lease.hold(with: leases) else { return stopped() }
-            let deleted = try await store.pruneJobs(limit: settings.batchSize, days: settings.jobsDays)
-            report.jobs += deleted
-            metrics.pruned(table: "jobs", rows: deleted)
-            if deleted < settings.batchSize { break }
-            try await pause()
-        }
-        while true {
-            try Task.checkCancellation()
-            guard try await lease.hold(with: leases) else { return stopped() }
-            let deleted = try await queue.pruneForwardedZendesk(limit: settings.batchSize, days: settings.zendeskForwardedDays)
-            report.zendeskForwarded += deleted
-            metrics.pruned(table: "zendesk_unregister_queue", rows: deleted)
-            if deleted < settings.batchSize { break }
-            try await pause()
-        }
+        let limit = settings.batchSize
+        guard try await drain("delivery_events", into: &report.events, { try await store.pruneEvents(limit: limit, days: settings.failedDays) }),
+            try await drain("job_tokens", into: &report.jobTokens, { try await store.pruneFinishedJobTokens(limit: limit) }),
+            try await drain("jobs", into: &report.jobs, { try await store.pruneJobs(limit: limit, days: settings.jobsDays) }),
+            try await drain(
+                "zendesk_unregister_queue", into: &report.zendeskForwarded,
+                { try await queue.pruneForwardedZendesk(limit: limit, days: settings.zendeskForwardedDays) }
+            )
+        else { return stopped() }
         // Complete: the lease now marks when the cluster's next run is due.
         _ = try? await leases.acquire(Self.leaseName, for: settings.interval)
         report.complete = true

@@ -112,8 +112,7 @@ struct UnreadPollShortcut: Sendable {
     /// The request id (the caller's when acceptable) and the request log line, as the middleware
     /// writes them.
     func requestID(_ head: HTTPRequestHead, answer: Answer, elapsed: Duration) -> String {
-        let id = head.headers.first(name: RequestIDMiddleware<AppRequestContext>.headerName.rawName).flatMap(RequestIDMiddleware<AppRequestContext>.acceptable)
-            ?? RequestIDMiddleware<AppRequestContext>.newID()
+        let id = RequestIDMiddleware<AppRequestContext>.id(for: head)
         if logger.logLevel <= .info {
             var logger = logger
             logger[metadataKey: "request.id"] = .string(id)
