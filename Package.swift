@@ -94,13 +94,16 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // A strict RFC 8259 JSON parser over bytes; independent of the application.
+        .target(name: "StrictJSON", swiftSettings: swiftSettings),
+
         // The application.
         .target(
             name: "PushRelay",
             dependencies: [
                 "Postgres",
                 "CurlHTTP2",
-                "CLibPQ",
+                "StrictJSON",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "Configuration", package: "swift-configuration"),
@@ -160,6 +163,7 @@ let package = Package(
             dependencies: ["Postgres", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
+        .testTarget(name: "StrictJSONTests", dependencies: ["StrictJSON", "TestSupport"]),
         .testTarget(
             name: "PostgresTests",
             dependencies: ["Postgres", "TestSupport"]
@@ -176,6 +180,7 @@ let package = Package(
             name: "PushRelayTests",
             dependencies: [
                 "PushRelay",
+                "StrictJSON",
                 "CurlHTTP2",
                 "PushSandbox",
                 "Postgres",

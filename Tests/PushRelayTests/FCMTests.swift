@@ -1,3 +1,4 @@
+import StrictJSON
 import _CryptoExtras
 import Foundation
 import JWTKit

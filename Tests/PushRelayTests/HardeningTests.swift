@@ -64,11 +64,11 @@ struct StorableInputTests {
         _ = try await test.application()  // applies the migrations
         let writer = IntakeWriter(queue: DeliveryQueue(client: test.client), logger: TestDatabase.logger, maxBatch: 500, maxConcurrentWrites: 1)
         let valid = (0..<40).map { index in
-            ZendeskWebhook(title: "ok", body: "fine", ticketID: "g\(index)", devices: [.init(token: apnsToken(), platform: .ios)])
+            PushNotification(title: "ok", body: "fine", ticketID: "g\(index)", devices: [.init(token: apnsToken(), platform: .ios)])
         }
         // NUL cannot be stored in a text array: skipped checks let it reach the statement.
         let bad = (0..<2).map { index in
-            ZendeskWebhook(title: "bad\u{0}title", body: "x", ticketID: "b\(index)", devices: [.init(token: apnsToken(), platform: .ios)])
+            PushNotification(title: "bad\u{0}title", body: "x", ticketID: "b\(index)", devices: [.init(token: apnsToken(), platform: .ios)])
         }
         try await withThrowingTaskGroup(of: Void.self) { service in
             service.addTask { try await writer.run() }
@@ -76,7 +76,7 @@ struct StorableInputTests {
                 for webhook in valid + bad {
                     group.addTask {
                         do {
-                            return (webhook.title == "ok", .success(try await writer.submit(IntakeItem(appID: "support", webhook: webhook, requestID: nil))))
+                            return (webhook.title == "ok", .success(try await writer.submit(IntakeItem(appID: "support", notification: webhook, requestID: nil))))
                         } catch {
                             return (webhook.title == "ok", .failure(error))
                         }

@@ -110,8 +110,8 @@ struct IntakeWriterTests {
 
         /// Queues webhook `n` (ticket `w<n>`, one new iOS device) before it returns.
         func submit(_ n: Int, to writer: IntakeWriter) {
-            let webhook = ZendeskWebhook(title: "t", body: "b", ticketID: "w\(n)", devices: [.init(token: apnsToken(), platform: .ios)])
-            writer.submit(IntakeItem(appID: "support", webhook: webhook, requestID: nil)) { [continuation] in continuation.yield($0) }
+            let webhook = PushNotification(title: "t", body: "b", ticketID: "w\(n)", devices: [.init(token: apnsToken(), platform: .ios)])
+            writer.submit(IntakeItem(appID: "support", notification: webhook, requestID: nil)) { [continuation] in continuation.yield($0) }
         }
 
         /// The first `count` answers; throws the first failure.

@@ -38,11 +38,11 @@ struct OutboxStatementTests {
         let test = try await TestApp.make()
         _ = try await test.application()
         let queue = DeliveryQueue(client: test.client)
-        let webhook = ZendeskWebhook(
+        let webhook = PushNotification(
             title: "t", body: "b", ticketID: "lease-1", devices: [.init(token: apnsToken(), platform: .ios), .init(token: apnsToken(), platform: .ios)]
         )
         let reservation = DeliveryReservation(owner: "me", lease: .seconds(60), granted: ["support": 2])
-        let (_, claimed) = try await queue.enqueue([IntakeItem(appID: "support", webhook: webhook, requestID: nil)], reservation: reservation)
+        let (_, claimed) = try await queue.enqueue([IntakeItem(appID: "support", notification: webhook, requestID: nil)], reservation: reservation)
         try #require(claimed.count == 2)
         let (mine, takenOver) = (claimed[0], claimed[1])
         // Another instance claimed the second after this one's lease ran out.

@@ -1,3 +1,4 @@
+import StrictJSON
 import Crypto
 import Foundation
 import HTTPTypes

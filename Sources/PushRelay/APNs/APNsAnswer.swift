@@ -1,3 +1,4 @@
+import StrictJSON
 import Foundation
 
 /// The `reason` of an APNs error answer, as Apple's "Handling notification responses from APNs"

@@ -49,6 +49,8 @@ struct JobStore: Sendable {
     static let kind = "bulk_unregister"
 
     let client: PostgresClient
+    /// Where removed devices' tokens are queued for Zendesk.
+    var outbox: DeliveryQueue { DeliveryQueue(client: client) }
 
     /// Creates a job from an upload spooled in `upload` (see ``JobTokenSink``): the job's row and
     /// its tokens (COPY into `job_tokens`) in one short transaction, taken only once the whole
@@ -291,39 +293,52 @@ extension JobStore {
     func runBatch(
         job: UUID, app: String, propagate: Bool, first: Int, size: Int, owner: String, lease: Double
     ) async throws -> (lines: Int, removed: Int)? {
-        try await client.query(
-            """
-            WITH allowed AS MATERIALIZED (
-                SELECT 1 FROM jobs WHERE id = $1 AND status = 'running' AND lease_owner = $6
-            ),
-            batch AS MATERIALIZED (
-                SELECT line, token FROM job_tokens
-                WHERE job_id = $1 AND line >= $3 AND line < $3 + $4 AND EXISTS (SELECT 1 FROM allowed)
-            ),
-            deleted AS (
-                DELETE FROM devices d USING batch b
-                WHERE d.app_id = $2 AND d.token = b.token
-                RETURNING d.token, d.platform
-            ),
-            queued AS (\(DeliveryQueue.queueForZendesk(
-                app: "$2", token: "token", platform: "platform", reason: "'bulk_unregister'", job: "$1", from: "deleted WHERE $5"
-            ))),
-            counts AS (
-                SELECT (SELECT count(*) FROM batch) AS lines, (SELECT count(*) FROM deleted) AS removed
-            ),
-            recorded AS (
-                INSERT INTO job_batches (job_id, first_line, last_line, removed, not_found)
-                SELECT $1, $3, $3 + $4 - 1, removed, lines - removed FROM counts WHERE EXISTS (SELECT 1 FROM allowed)
-                RETURNING 1
-            )
-            UPDATE jobs j SET processed = j.processed + counts.lines, removed = j.removed + counts.removed,
-                not_found = j.not_found + counts.lines - counts.removed, lease_expires_at = now() + make_interval(secs => $7)
-            FROM counts
-            WHERE j.id = $1 AND EXISTS (SELECT 1 FROM recorded)
-            RETURNING counts.lines, counts.removed
-            """,
-            [job, app, first, size, propagate, owner, lease]
-        ).first.map { try $0.decode((Int, Int).self) }
+        try await client.withTransaction { session in
+            guard
+                let row = try await session.query(
+                    """
+                    WITH allowed AS MATERIALIZED (
+                        SELECT 1 FROM jobs WHERE id = $1 AND status = 'running' AND lease_owner = $6
+                    ),
+                    batch AS MATERIALIZED (
+                        SELECT line, token FROM job_tokens
+                        WHERE job_id = $1 AND line >= $3 AND line < $3 + $4 AND EXISTS (SELECT 1 FROM allowed)
+                    ),
+                    deleted AS (
+                        DELETE FROM devices d USING batch b
+                        WHERE d.app_id = $2 AND d.token = b.token
+                        RETURNING d.token, d.platform
+                    ),
+                    counts AS (
+                        SELECT (SELECT count(*) FROM batch) AS lines, (SELECT count(*) FROM deleted) AS removed
+                    ),
+                    recorded AS (
+                        INSERT INTO job_batches (job_id, first_line, last_line, removed, not_found)
+                        SELECT $1, $3, $3 + $4 - 1, removed, lines - removed FROM counts WHERE EXISTS (SELECT 1 FROM allowed)
+                        RETURNING 1
+                    ),
+                    updated AS (
+                        UPDATE jobs j SET processed = j.processed + counts.lines, removed = j.removed + counts.removed,
+                            not_found = j.not_found + counts.lines - counts.removed, lease_expires_at = now() + make_interval(secs => $7)
+                        FROM counts
+                        WHERE j.id = $1 AND EXISTS (SELECT 1 FROM recorded)
+                        RETURNING counts.lines, counts.removed
+                    )
+                    SELECT u.lines, u.removed,
+                        CASE WHEN $5 THEN (SELECT array_agg(token) FROM deleted) END,
+                        CASE WHEN $5 THEN (SELECT array_agg(platform) FROM deleted) END
+                    FROM updated u
+                    """,
+                    [job, app, first, size, propagate, owner, lease]
+                ).first
+            else { return nil }
+            let (lines, removed, tokens, platforms) = try row.decode((Int, Int, [String]?, [String]?).self)
+            // Removed devices' tokens go to the outbox's Zendesk queue in the same transaction.
+            if let tokens, let platforms {
+                try await outbox.queueForZendesk(app: app, tokens: tokens, platforms: platforms, reason: "bulk_unregister", job: job, in: session)
+            }
+            return (lines, removed)
+        }
     }
 
     /// Marks the job done and drops its uploaded tokens.

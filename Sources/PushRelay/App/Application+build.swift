@@ -41,6 +41,7 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
     let listener: PostgresListener
     let forwarder: ZendeskForwarder
     let eventForwarder: EventForwarder
+    let eventTargets = configuredApps.compactMap { app in app.events.map { (id: app.id, events: $0) } }
     do {
         providers = try await ProviderSet(apps: configuredApps, settings: delivery, tokens: ProviderTokenStore(client: database.client))
         // One connection in LISTEN for the dispatcher, the unread hub and the job runner.
@@ -49,11 +50,12 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
             settings: database.client.configuration.connection, probeInterval: database.listenerProbeInterval, logger: logger
         )
         forwarder = try ZendeskForwarder(
-            client: database.client, apps: configuredApps, settings: ZendeskForwarderSettings(config: reader.scoped(to: "zendesk")),
+            client: database.client, apps: configuredApps.compactMap { app in app.zendesk.map { (id: app.id, zendesk: $0) } },
+            settings: ZendeskForwarderSettings(config: reader.scoped(to: "zendesk")),
             caFile: delivery.caFile, metrics: metrics, logger: logger
         )
         eventForwarder = try EventForwarder(
-            client: database.client, apps: configuredApps, settings: EventForwarderSettings(config: reader.scoped(to: "events")),
+            client: database.client, apps: eventTargets, settings: EventForwarderSettings(config: reader.scoped(to: "events")),
             caFile: delivery.caFile, metrics: metrics, logger: logger
         )
     } catch {
@@ -63,7 +65,7 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
     let outbox = DeliveryQueue(client: database.client)
     let dispatcher = Dispatcher(
         queue: outbox, providers: providers, settings: delivery, apps: delivery.enabled ? configuredApps.map(\.id) : [],
-        wakeUps: listener.events(on: [DeliveryQueue.channel]), events: EventForwarder.wanted(by: configuredApps), metrics: metrics, logger: logger
+        wakeUps: listener.events(on: [DeliveryQueue.channel]), events: EventForwarder.wanted(by: eventTargets), metrics: metrics, logger: logger
     )
     let retention = RetentionService(
         client: database.client, settings: RetentionSettings(config: reader.scoped(to: "retention")), metrics: metrics, logger: logger
@@ -143,7 +145,7 @@ func buildRouter(
         RequestLogMiddleware()
         ErrorMiddleware(routes: routes.recorded)
     }
-    routes.addRoutes(HealthController(database: database).endpoints)
+    routes.addRoutes(HealthController(client: database.client, migrator: database.migrator).endpoints)
     routes.addRoutes(OpenAPIController().endpoints)
     routes.addRoutes(MetricsController(metrics: metrics).endpoints)
     routes.addRoutes(WebhookController(apps: apps, writer: writer, settings: settings, metrics: metrics).endpoints)

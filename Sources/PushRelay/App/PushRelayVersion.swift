@@ -1,5 +1,5 @@
-import CLibPQ
 import CurlHTTP2
+import Postgres
 
 /// Version facts printed by `push-relay version` and logged at start-up.
 public enum PushRelayVersion {
@@ -7,10 +7,7 @@ public enum PushRelayVersion {
     public static let current = "0.1.0"
 
     /// libpq's version as a dotted string (for example `15.18`).
-    public static var libpq: String {
-        let number = Int(PQlibVersion())
-        return number >= 100_000 ? "\(number / 10_000).\(number % 10_000)" : "\(number / 10_000).\(number / 100 % 100).\(number % 100)"
-    }
+    public static var libpq: String { PostgresLibrary.version }
 
     /// Lines describing this build and the C libraries it runs on.
     public static var report: [String] {

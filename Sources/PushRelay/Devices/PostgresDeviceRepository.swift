@@ -4,8 +4,13 @@ import Postgres
 /// ``DeviceRepository`` on the `devices` table.
 public struct PostgresDeviceRepository: DeviceRepository {
     let client: PostgresClient
+    /// Where a device that moves to another owner gets its badge sync.
+    let outbox: DeliveryQueue
 
-    public init(client: PostgresClient) { self.client = client }
+    public init(client: PostgresClient) {
+        self.client = client
+        self.outbox = DeliveryQueue(client: client)
+    }
 
     static let columns = "app_id, token, platform, user_id, environment, locale, status, invalid_reason, created_at, updated_at"
 
@@ -15,38 +20,37 @@ public struct PostgresDeviceRepository: DeviceRepository {
     /// is sent (0 when they have no unread replies), so the device stops showing the previous
     /// owner's badge; the dispatchers are woken for it.
     public func upsert(_ registration: DeviceRegistration, onlyForUser: String?) async throws -> DeviceUpsert {
-        let result = try await client.query(
-            """
-            WITH previous AS MATERIALIZED (
-                SELECT user_id FROM devices WHERE app_id = $1 AND token = $2
-            ),
-            upserted AS (
-                INSERT INTO devices AS d (app_id, token, platform, user_id, environment, locale)
-                VALUES ($1, $2, $3, $4, $5, $6)
-                ON CONFLICT (app_id, token) DO UPDATE SET
-                    platform = EXCLUDED.platform, user_id = EXCLUDED.user_id, environment = EXCLUDED.environment,
-                    locale = EXCLUDED.locale, status = 'active', invalid_reason = NULL, invalidated_at = NULL, updated_at = now()
-                WHERE $7::text IS NULL OR d.user_id IS NULL OR d.user_id = $7
-                RETURNING (xmax = 0) AS inserted, \(Self.columns)
-            ),
-            moved AS MATERIALIZED (
-                SELECT u.app_id, u.token, u.platform FROM upserted u CROSS JOIN previous p
-                WHERE NOT u.inserted AND coalesce(p.user_id, u.token) IS DISTINCT FROM coalesce(u.user_id, u.token)
-            ),
-            synced AS (\(DeliveryQueue.queueBadgeSyncs(from: "moved"))),
-            woken AS (
-                SELECT pg_notify('\(DeliveryQueue.channel)', '') FROM moved
-            )
-            SELECT u.*, (SELECT count(*) FROM synced) + (SELECT count(*) FROM woken) FROM upserted u
-            """,
-            [
-                registration.appID, registration.token, registration.platform.rawValue, registration.userID,
-                registration.environment, registration.locale, onlyForUser,
-            ]
-        )
-        guard let row = result.first else { return .ownedByAnotherUser }
-        let device = try Self.device(row, offset: 1)
-        return try row.decode(Bool.self, at: 0) ? .created(device) : .updated(device)
+        try await client.withTransaction { session in
+            guard
+                let row = try await session.query(
+                    """
+                    WITH previous AS MATERIALIZED (
+                        SELECT user_id FROM devices WHERE app_id = $1 AND token = $2
+                    ),
+                    upserted AS (
+                        INSERT INTO devices AS d (app_id, token, platform, user_id, environment, locale)
+                        VALUES ($1, $2, $3, $4, $5, $6)
+                        ON CONFLICT (app_id, token) DO UPDATE SET
+                            platform = EXCLUDED.platform, user_id = EXCLUDED.user_id, environment = EXCLUDED.environment,
+                            locale = EXCLUDED.locale, status = 'active', invalid_reason = NULL, invalidated_at = NULL, updated_at = now()
+                        WHERE $7::text IS NULL OR d.user_id IS NULL OR d.user_id = $7
+                        RETURNING (xmax = 0) AS inserted, \(Self.columns)
+                    )
+                    SELECT u.*, NOT u.inserted AND coalesce(p.user_id, u.token) IS DISTINCT FROM coalesce(u.user_id, u.token)
+                    FROM upserted u LEFT JOIN previous p ON true
+                    """,
+                    [
+                        registration.appID, registration.token, registration.platform.rawValue, registration.userID,
+                        registration.environment, registration.locale, onlyForUser,
+                    ]
+                ).first
+            else { return .ownedByAnotherUser }
+            let device = try Self.device(row, offset: 1)
+            if try row.decode(Bool.self, at: 11) {
+                try await outbox.queueBadgeSyncs(app: device.appID, devices: [(device.token, device.platform)], in: session)
+            }
+            return try row.decode(Bool.self, at: 0) ? .created(device) : .updated(device)
+        }
     }
 
     public func get(app: String, token: String) async throws -> Device? {

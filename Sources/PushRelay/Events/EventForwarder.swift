@@ -139,13 +139,10 @@ final class EventForwarder: Service, Sendable {
     /// Leases this instance may hold, given back at shutdown.
     private let held = Mutex<Set<String>>([])
 
-    init(client: PostgresClient, apps: [AppConfiguration], settings: EventForwarderSettings, caFile: String?, metrics: RelayMetrics, logger: Logger) throws {
+    init(client: PostgresClient, apps: [(id: String, events: EventSettings)], settings: EventForwarderSettings, caFile: String?, metrics: RelayMetrics, logger: Logger) throws {
         queue = EventQueue(client: client)
         leases = Leases(client: client, owner: leaseOwnerName(role: "events"))
-        targets = try apps.compactMap { app in
-            guard let events = app.events else { return nil }
-            return Target(app: app.id, url: events.url, secret: try events.secret(app: app.id))
-        }
+        targets = try apps.map { app in Target(app: app.id, url: app.events.url, secret: try app.events.secret(app: app.id)) }
         http = targets.isEmpty ? nil : try HTTP2Client(configuration: .init(maxConnectionsPerHost: 1, maxConcurrentStreams: 10, caFile: caFile))
         self.settings = settings
         self.metrics = metrics
@@ -153,8 +150,8 @@ final class EventForwarder: Service, Sendable {
     }
 
     /// The event types each configured app wants (for the dispatcher, which writes them).
-    static func wanted(by apps: [AppConfiguration]) -> [String: Set<DeliveryEventType>] {
-        Dictionary(uniqueKeysWithValues: apps.compactMap { app in app.events.map { (app.id, $0.eventTypes) } })
+    static func wanted(by apps: [(id: String, events: EventSettings)]) -> [String: Set<DeliveryEventType>] {
+        Dictionary(uniqueKeysWithValues: apps.map { app in (app.id, app.events.eventTypes) })
     }
 
     func run() async throws {

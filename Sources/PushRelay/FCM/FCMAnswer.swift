@@ -1,3 +1,4 @@
+import StrictJSON
 import Foundation
 
 /// The error code of an FCM HTTP v1 answer: `error.details[].errorCode`, else `error.status`

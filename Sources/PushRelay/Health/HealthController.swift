@@ -8,7 +8,8 @@ import Postgres
 /// database answers and its schema is at the version this build expects, so a load balancer stops
 /// sending webhooks that could not be stored.
 struct HealthController<Context: RequestContext>: Sendable {
-    let database: Database
+    let client: PostgresClient
+    let migrator: Migrator
 
     struct Health: ResponseEncodable {
         var status: String
@@ -40,9 +41,9 @@ struct HealthController<Context: RequestContext>: Sendable {
         let applied: Int
         let writable: Bool
         do {
-            applied = try await database.migrator.appliedVersion(database.client)
+            applied = try await migrator.appliedVersion(client)
             // A standby, or a primary demoted during failover, answers reads and refuses writes.
-            writable = try await database.client.query(
+            writable = try await client.query(
                 "SELECT NOT pg_is_in_recovery() AND current_setting('transaction_read_only') = 'off'"
             ).rows.first?.decode(Bool.self, at: 0) ?? false
         } catch let error as PostgresError {
@@ -51,8 +52,8 @@ struct HealthController<Context: RequestContext>: Sendable {
         }
         guard writable else { throw APIError.databaseUnavailable(because: "the database is read-only") }
         // Refusals a read cannot see (a full disk, no memory) show in the writes that failed.
-        if let refusal = database.client.recentWriteRefusal() { throw APIError.databaseUnavailable(because: refusal) }
-        let expected = database.migrator.latestVersion
+        if let refusal = client.recentWriteRefusal() { throw APIError.databaseUnavailable(because: refusal) }
+        let expected = migrator.latestVersion
         guard applied >= expected else {
             throw APIError(
                 .serviceUnavailable,

@@ -56,11 +56,11 @@ struct DeliveryQueue: Sendable {
         var ordinals: [Int] = [], deviceApps: [String] = [], tokens: [String] = [], platforms: [String] = []
         for (index, item) in items.enumerated() {
             apps.append(item.appID)
-            tickets.append(item.webhook.ticketID)
-            titles.append(item.webhook.title)
-            bodies.append(item.webhook.body)
+            tickets.append(item.notification.ticketID)
+            titles.append(item.notification.title)
+            bodies.append(item.notification.body)
             requestIDs.append(item.requestID)
-            for device in item.webhook.devices {
+            for device in item.notification.devices {
                 ordinals.append(index + 1)
                 deviceApps.append(item.appID)
                 tokens.append(device.token)
@@ -161,7 +161,7 @@ struct DeliveryQueue: Sendable {
             throw PostgresError(code: .decoding, message: "intake returned no row for some of \(items.count) webhooks")
         }
         let receipts = items.indices.map { index in
-            IntakeReceipt(notificationID: ids[index], deliveries: queued[index], skipped: items[index].webhook.devices.count - queued[index])
+            IntakeReceipt(notificationID: ids[index], deliveries: queued[index], skipped: items[index].notification.devices.count - queued[index])
         }
         return (receipts, claimed)
     }
@@ -226,13 +226,30 @@ struct DeliveryQueue: Sendable {
     /// with `app_id`, `token` and `platform` (and any `WHERE` / `ORDER BY` after it); it returns
     /// the new deliveries' ids. A badge sync carries no text: its badge is the device owner's total
     /// when it is claimed, so it is current when sent. Reads (``markRead(app:owner:ticket:upTo:readOn:)``)
-    /// and a device moving to another owner (``PostgresDeviceRepository``) queue through it.
-    static func queueBadgeSyncs(from source: String) -> String {
+    /// and a device moving to another owner (``queueBadgeSyncs(app:devices:in:)``) queue through it.
+    private static func queueBadgeSyncs(from source: String) -> String {
         """
         INSERT INTO deliveries (app_id, device_token, platform, kind)
         SELECT app_id, token, platform, '\(DeliveryKind.badgeSync.rawValue)' FROM \(source)
         RETURNING id
         """
+    }
+
+    /// Queues one badge sync for each of the app's `devices` inside the caller's transaction
+    /// (`session`), and wakes the dispatchers when it commits. The device registry calls it when a
+    /// device moves to another owner, so the device stops showing the previous owner's badge.
+    func queueBadgeSyncs(app: String, devices: [(token: String, platform: Platform)], in session: PostgresSession) async throws {
+        guard !devices.isEmpty else { return }
+        try await session.query(
+            """
+            WITH moved AS (
+                SELECT $1::text AS app_id, token, platform FROM unnest($2::text[], $3::text[]) AS m(token, platform)
+            ),
+            synced AS (\(Self.queueBadgeSyncs(from: "moved")))
+            SELECT (SELECT count(*) FROM synced), pg_notify('\(Self.channel)', '')
+            """,
+            [app, devices.map(\.token), devices.map(\.platform.rawValue)]
+        )
     }
 
     // MARK: - Delivering
@@ -481,7 +498,7 @@ struct DeliveryQueue: Sendable {
     /// reset): it was registered again since and has died again, and Zendesk holds it again. The
     /// rows of `from` are made distinct per app and token first, because an upsert may not touch
     /// one row twice in a statement (two dead deliveries of one device in one outcome batch).
-    static func queueForZendesk(app: String, token: String, platform: String, reason: String, job: String, from source: String) -> String {
+    private static func queueForZendesk(app: String, token: String, platform: String, reason: String, job: String, from source: String) -> String {
         """
         INSERT INTO zendesk_unregister_queue (app_id, token, platform, reason, job_id)
         SELECT DISTINCT ON (\(app), \(token)) \(app), \(token), \(platform), \(reason), \(job) FROM \(source)
@@ -490,6 +507,22 @@ struct DeliveryQueue: Sendable {
                 next_attempt_at = now(), last_error = NULL, queued_at = now(), forwarded_at = NULL
             WHERE zendesk_unregister_queue.forwarded_at IS NOT NULL
         """
+    }
+
+    /// Queues the app's `tokens` (with their `platforms`, in the same order) for Zendesk's bulk
+    /// unregister inside the caller's transaction (`session`), recording `reason` and the bulk
+    /// unregister `job` that removed them. Bulk-unregister jobs (``JobStore``) queue through it.
+    func queueForZendesk(
+        app: String, tokens: [String], platforms: [String], reason: String, job: UUID, in session: PostgresSession
+    ) async throws {
+        guard !tokens.isEmpty else { return }
+        try await session.query(
+            """
+            WITH removed AS (SELECT token, platform FROM unnest($2::text[], $3::text[]) AS r(token, platform))
+            \(Self.queueForZendesk(app: "$1::text", token: "token", platform: "platform", reason: "$4::text", job: "$5::uuid", from: "removed"))
+            """,
+            [app, tokens, platforms, reason, job]
+        )
     }
 
     /// Takes up to `limit` of the app's due tokens for one forwarding attempt: their attempt is

@@ -5,6 +5,7 @@ import Hummingbird
 import Logging
 import NIOCore
 import ServiceLifecycle
+import StrictJSON
 
 /// Unread counts for the mobile SDK's badge: polling with ETags, read (one ticket or all) with
 /// read sync across the user's devices, and a live Server-Sent Events stream.

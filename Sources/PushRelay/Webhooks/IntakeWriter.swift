@@ -4,20 +4,6 @@ import Postgres
 import ServiceLifecycle
 import Synchronization
 
-/// One webhook ready to be stored.
-struct IntakeItem: Sendable {
-    var appID: String
-    var webhook: ZendeskWebhook
-    var requestID: String?
-}
-
-/// What the caller learns once its webhook is committed.
-struct IntakeReceipt: Sendable, Hashable {
-    var notificationID: Int64
-    var deliveries: Int
-    var skipped: Int
-}
-
 /// Why a webhook was not stored; nothing of it was.
 enum IntakeError: Error, Sendable {
     /// The relay is shutting down and takes no more webhooks.
@@ -228,7 +214,7 @@ final class IntakeWriter: Service, Sendable {
         // Room in this instance's dispatcher: those deliveries are stored claimed and started at once.
         let reservation = dispatcher.map { dispatcher in
             var wanted: [String: Int] = [:]
-            for item in items { wanted[item.appID, default: 0] += item.webhook.devices.count }
+            for item in items { wanted[item.appID, default: 0] += item.notification.devices.count }
             return dispatcher.reserve(wanted)
         }
         let stored: (receipts: [IntakeReceipt], claimed: [ClaimedDelivery])

@@ -49,10 +49,10 @@ struct WebhookController<Context: RequestContext>: Sendable {
                 body: bytes
             )
         }
-        let webhook = try ZendeskWebhook(json: try JSONBody(buffer: bytes), maxDevices: settings.maxDevices)
+        let webhook = try PushNotification(zendeskWebhook: try JSONBody(buffer: bytes), maxDevices: settings.maxDevices)
         let requestID = context.logger[metadataKey: "request.id"].map { "\($0)" }
         // An `IntakeError` becomes its answer in `APIError.from`, as on the event loop's path.
-        let receipt = try await writer.submit(IntakeItem(appID: app, webhook: webhook, requestID: requestID))
+        let receipt = try await writer.submit(IntakeItem(appID: app, notification: webhook, requestID: requestID))
         return Self.accepted(receipt, app: app, metrics: metrics, logger: context.logger).response
     }
 }

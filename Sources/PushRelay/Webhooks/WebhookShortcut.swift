@@ -104,10 +104,10 @@ struct WebhookShortcut: Sendable {
                 )) != nil
             else { return nil }
         }
-        guard let json = try? JSONBody(buffer: body), let webhook = try? ZendeskWebhook(json: json, maxDevices: settings.maxDevices) else {
+        guard let json = try? JSONBody(buffer: body), let webhook = try? PushNotification(zendeskWebhook: json, maxDevices: settings.maxDevices) else {
             return nil
         }
-        return IntakeItem(appID: taken.app, webhook: webhook, requestID: taken.requestID)
+        return IntakeItem(appID: taken.app, notification: webhook, requestID: taken.requestID)
     }
 
     /// The answer to a stored (or failed) webhook, counted and logged as the normal path does.

@@ -1,33 +1,16 @@
 import HTTPTypes
-/// A validated Zendesk Support SDK push webhook:
-/// `{"devices":[{"identifier","type"}],"notification":{"title","body","ticket_id"}}`.
-struct ZendeskWebhook: Sendable, Hashable {
-    struct Target: Sendable, Hashable {
-        var token: String
-        var platform: Platform
-    }
+import StrictJSON
 
-    var title: String
-    var body: String
-    var ticketID: String
-    /// Distinct devices, in the order first seen.
-    var devices: [Target]
-
-    /// A webhook as given, unchecked: for tests of what storage does with values the checks below
-    /// would refuse.
-    init(title: String, body: String, ticketID: String, devices: [Target]) {
-        self.title = title
-        self.body = body
-        self.ticketID = ticketID
-        self.devices = devices
-    }
-
+/// The Zendesk Support SDK push webhook's format:
+/// `{"devices":[{"identifier","type"}],"notification":{"title","body","ticket_id"}}`, read into the
+/// outbox's ``PushNotification``.
+extension PushNotification {
     /// Validates the parsed body; every rejection names the field.
-    init(json: JSONBody, maxDevices: Int) throws {
+    init(zendeskWebhook json: JSONBody, maxDevices: Int) throws {
         let notification = try json.object("notification")
-        title = try InputRules.text(try notification.string("title"), field: "notification.title")
-        body = try InputRules.text(try notification.string("body"), field: "notification.body")
-        ticketID = try InputRules.identifier(
+        let title = try InputRules.text(try notification.string("title"), field: "notification.title")
+        let body = try InputRules.text(try notification.string("body"), field: "notification.body")
+        let ticketID = try InputRules.identifier(
             try notification.string("ticket_id"), field: "notification.ticket_id", maxBytes: InputRules.maxTicketBytes
         )
         let list = try json.array("devices")
@@ -55,6 +38,6 @@ struct ZendeskWebhook: Sendable, Hashable {
             }
             if seen.insert(token).inserted { devices.append(Target(token: token, platform: platform)) }
         }
-        self.devices = devices
+        self.init(title: title, body: body, ticketID: ticketID, devices: devices)
     }
 }

@@ -32,16 +32,15 @@ final class ZendeskForwarder: Service, Sendable {
     private let pausedUntil = Mutex<[String: ContinuousClock.Instant]>([:])
 
     init(
-        client: PostgresClient, apps: [AppConfiguration], settings: ZendeskForwarderSettings, caFile: String?, metrics: RelayMetrics = RelayMetrics(),
+        client: PostgresClient, apps: [(id: String, zendesk: ZendeskSettings)], settings: ZendeskForwarderSettings, caFile: String?, metrics: RelayMetrics = RelayMetrics(),
         logger: Logger
     ) throws {
         queue = DeliveryQueue(client: client)
         self.metrics = metrics
-        targets = try apps.compactMap { app in
-            guard let zendesk = app.zendesk else { return nil }
-            return Target(
-                app: app.id, url: zendesk.baseURL + "/api/v2/push_notification_devices/destroy_many",
-                authorization: try zendesk.authorization(app: app.id)
+        targets = try apps.map { app in
+            Target(
+                app: app.id, url: app.zendesk.baseURL + "/api/v2/push_notification_devices/destroy_many",
+                authorization: try app.zendesk.authorization(app: app.id)
             )
         }
         http = targets.isEmpty ? nil : try HTTP2Client(configuration: .init(maxConnectionsPerHost: 1, maxConcurrentStreams: 10, caFile: caFile))

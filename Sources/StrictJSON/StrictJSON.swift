@@ -7,7 +7,7 @@
 // reads bytes in place with index arithmetic.
 
 /// A JSON value parsed strictly to RFC 8259.
-enum JSONValue: Sendable, Equatable {
+public enum JSONValue: Sendable, Equatable {
     case null
     case bool(Bool)
     /// The number's text exactly as written (already checked against the RFC grammar).
@@ -22,17 +22,17 @@ enum JSONValue: Sendable, Equatable {
 }
 
 extension JSONValue {
-    var objectValue: JSONObject? {
+    public var objectValue: JSONObject? {
         guard case .object(let object) = self else { return nil }
         return object
     }
 
-    var arrayValue: [JSONValue]? {
+    public var arrayValue: [JSONValue]? {
         guard case .array(let array) = self else { return nil }
         return array
     }
 
-    var stringValue: String? {
+    public var stringValue: String? {
         guard case .string(let string) = self else { return nil }
         return string
     }
@@ -41,7 +41,7 @@ extension JSONValue {
     ///
     /// `1.0` and `1e2` give nil on purpose: a field that wants an integer should not quietly accept a
     /// float spelling, and an integer too large for `Int64` must be rejected rather than rounded.
-    var int: Int64? {
+    public var int: Int64? {
         guard case .number(let text) = self else { return nil }
         // The grammar is already checked, so only these bytes can mark a non-integer.
         for byte in text.utf8 where byte == UInt8(ascii: ".") || byte == UInt8(ascii: "e") || byte == UInt8(ascii: "E") {
@@ -52,7 +52,7 @@ extension JSONValue {
 
     /// The number as the nearest `Double`, or nil when it is not a number or its magnitude is beyond
     /// `Double`'s range (`1e999999`), so that no caller ever sees an infinity that the document did not contain.
-    var double: Double? {
+    public var double: Double? {
         guard case .number(let text) = self, let value = Double(text), value.isFinite else { return nil }
         return value
     }
@@ -63,17 +63,17 @@ extension JSONValue {
 /// Kept as an ordered list rather than a dictionary because request bodies hold a handful of members,
 /// where a linear scan beats hashing, and because document order helps when echoing or logging.
 /// Code that builds one by hand must keep the names unique: ``subscript(_:)`` returns the first match.
-struct JSONObject: Sendable, Equatable {
-    var members: [(name: String, value: JSONValue)]
+public struct JSONObject: Sendable, Equatable {
+    public var members: [(name: String, value: JSONValue)]
 
-    init(members: [(name: String, value: JSONValue)] = []) {
+    public init(members: [(name: String, value: JSONValue)] = []) {
         self.members = members
     }
 
     /// The value of the member called `name`, or nil when there is none.
     ///
     /// A linear scan: request objects are small, and the parser has already made names unique.
-    subscript(name: String) -> JSONValue? {
+    public subscript(name: String) -> JSONValue? {
         for member in members where member.name == name {
             return member.value
         }
@@ -82,7 +82,7 @@ struct JSONObject: Sendable, Equatable {
 
     /// Objects are equal when they have the same names with equal values, in any order: RFC 8259 objects
     /// are unordered, so `{"a":1,"b":2}` and `{"b":2,"a":1}` mean the same thing.
-    static func == (lhs: JSONObject, rhs: JSONObject) -> Bool {
+    public static func == (lhs: JSONObject, rhs: JSONObject) -> Bool {
         let count = lhs.members.count
         guard count == rhs.members.count else { return false }
         // Fast path: the same order, which is the usual case (a document against its own re-encoding).
@@ -115,32 +115,37 @@ struct JSONObject: Sendable, Equatable {
 
 /// Why a document is not JSON; `message` is written for an API caller and never quotes string contents
 /// (they may hold secrets or notification text) — it names the problem and the byte offset only.
-struct JSONParseError: Error, Sendable, Equatable {
+public struct JSONParseError: Error, Sendable, Equatable {
     /// The problem and where it is, e.g. `a trailing comma is not allowed at byte 57`.
-    var message: String
+    public var message: String
     /// The zero-based byte offset into the input where the problem was found.
-    var offset: Int
+    public var offset: Int
+
+    public init(message: String, offset: Int) {
+        self.message = message
+        self.offset = offset
+    }
 }
 
 /// The strict RFC 8259 parser.
-enum StrictJSON {
+public enum StrictJSON {
     /// The deepest nesting of arrays and objects accepted: real request bodies nest two or three levels,
     /// and a bound keeps a hostile `[[[[…` from exhausting the stack (the parser recurses once per level).
-    static let maxDepth = 64
+    public static let maxDepth = 64
 
     /// Parses exactly one JSON value (leading/trailing whitespace = space, tab, LF, CR only) from UTF-8 bytes.
     ///
     /// Everything RFC 8259 does not allow is an error, including a byte order mark, invalid UTF-8 anywhere,
     /// lone surrogate escapes and duplicate member names, so that this parser never reads a document
     /// differently from another conforming one.
-    static func parse(_ bytes: UnsafeRawBufferPointer) throws(JSONParseError) -> JSONValue {
+    public static func parse(_ bytes: UnsafeRawBufferPointer) throws(JSONParseError) -> JSONValue {
         guard let base = bytes.baseAddress, bytes.count > 0 else { throw Problem.emptyInput.at(0) }
         var parser = Parser(base: base, end: bytes.count)
         return try parser.parseDocument()
     }
 
     /// Parses exactly one JSON value from UTF-8 bytes; see ``parse(_:)-(UnsafeRawBufferPointer)``.
-    static func parse(_ bytes: [UInt8]) throws(JSONParseError) -> JSONValue {
+    public static func parse(_ bytes: [UInt8]) throws(JSONParseError) -> JSONValue {
         let result: Result<JSONValue, JSONParseError> = bytes.withUnsafeBytes { buffer in
             do throws(JSONParseError) {
                 return .success(try parse(buffer))

@@ -1,4 +1,5 @@
-@testable import PushRelay
+import StrictJSON
+import TestSupport
 import Testing
 
 @Suite("Strict RFC 8259 JSON parsing")
