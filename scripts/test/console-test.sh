@@ -10,7 +10,7 @@
 #
 # Usage: scripts/test/console-test.sh [extra unittest arguments]
 set -euo pipefail
-relay_binary=".build/debug/push-relay"
+relay_binary="${RELAY_BINARY:-.build/debug/push-relay}"  # RELAY_BINARY: another build to test
 . "$(dirname "$0")/../lib.sh"
 
 selenium_version="4.38.0"

@@ -14,7 +14,7 @@
 #                               of an edited OpenAPIDocument.swift before the relay is rebuilt
 # Exit status: non-zero when schemathesis reports any failure or error (its report is printed).
 set -euo pipefail
-relay_binary=".build/debug/push-relay"
+relay_binary="${RELAY_BINARY:-.build/debug/push-relay}"  # RELAY_BINARY: another build to test
 . "$(dirname "$0")/../lib.sh"
 
 # Pinned: checks, generation and the configuration format change between releases, and a new
