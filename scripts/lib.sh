@@ -56,6 +56,21 @@ machine_line() {
         "$(date -u '+%Y-%m-%d %H:%M UTC'); relay $(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet HEAD -- Sources 2>/dev/null || echo '+changes')"
 }
 
+# The items as given in odd rounds, reversed in even ones, so a drift of the machine's speed within
+# a round favours none of them: `for side in $(alternate "$round" A B)`.
+alternate() {
+    local round="$1"
+    shift
+    if ((round % 2)); then echo "$@"; else printf '%s\n' "$@" | tac | tr '\n' ' '; fi
+}
+
+# An A/B script's first two arguments, the binaries, as ${binary[A]} and ${binary[B]}.
+ab_binaries() {
+    [ $# -ge 2 ] || usage
+    # shellcheck disable=SC2034  # read by the A/B scripts
+    declare -gA binary=([A]="$(realpath "$1")" [B]="$(realpath "$2")")
+}
+
 random_hex() { od -An -N"$1" -tx1 /dev/urandom | tr -d ' \n'; }
 
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }

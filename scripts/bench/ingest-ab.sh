@@ -10,8 +10,7 @@
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 
-[ $# -ge 2 ] || usage
-declare -A binary=([A]="$(realpath "$1")" [B]="$(realpath "$2")")
+ab_binaries "$@"
 requests="${3:-40000}"
 rounds="${4:-5}"
 port="${BENCH_PORT:-18490}"

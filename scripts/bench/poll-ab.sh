@@ -9,8 +9,7 @@
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 
-[ $# -ge 2 ] || usage
-declare -A binary=([A]="$(realpath "$1")" [B]="$(realpath "$2")")
+ab_binaries "$@"
 rounds="${3:-3}"
 owners="${4:-10000}"
 connections="${5:-64}"
@@ -22,9 +21,7 @@ build_products push-relay-bench
 machine_line
 echo "each run: $owners owners polling on $connections connections (closed loop) for $seconds s, webhooks at $rate/s"
 for round in $(seq 1 "$rounds"); do
-    order="A B"
-    if [ $((round % 2)) -eq 0 ]; then order="B A"; fi
-    for side in $order; do
+    for side in $(alternate "$round" A B); do
         port=$((18500 + round))
         relay_binary="${binary[$side]}"
         bench_relay

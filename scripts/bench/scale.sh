@@ -19,9 +19,7 @@ build_products push-relay push-relay-bench
 machine_line
 echo "each run: $requests webhooks on $connections connections (closed loop), then 5 s at 500/s"
 for round in $(seq 1 "$rounds"); do
-    order="1 2 3"
-    if [ $((round % 2)) -eq 0 ]; then order="3 2 1"; fi
-    for n in $order; do
+    for n in $(alternate "$round" 1 2 3); do
         work_dir scale
         out="$work/bench.out"
         if ! "$bin/push-relay-bench" e2e --relay "$bin/push-relay" --instances "$n" --requests "$requests" \
