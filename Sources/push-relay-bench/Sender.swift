@@ -21,7 +21,7 @@ struct Sender: AsyncParsableCommand {
     @Option(name: [.customShort("c"), .customLong("concurrency")], help: "Requests in flight (streams on the one connection).")
     var concurrency = 200
 
-    @Option(help: "An external TLS HTTP/2 sink that answers POSTs with 200 (e.g. nghttpd, see Deploy/bench-sender.sh); omit for the in-process sandbox sink.")
+    @Option(help: "An external TLS HTTP/2 sink that answers POSTs with 200 (e.g. nghttpd, see scripts/bench/sender.sh); omit for the in-process sandbox sink.")
     var url: String?
 
     @Option(help: "CA file (PEM) that signed the external sink's certificate.")

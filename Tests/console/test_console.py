@@ -1,6 +1,6 @@
 """The operator console in a real browser: headless Chromium driven through chromedriver (Selenium).
 
-Run by Deploy/console-test.sh, which starts a relay in demo mode (the demo app delivering to the
+Run by scripts/test/console-test.sh, which starts a relay in demo mode (the demo app delivering to the
 built-in sandbox, on a fresh embedded PostgreSQL) and passes its address and keys in the
 environment. The steps run in order against one browser, as an operator would: a wrong key is
 refused; sign in; a webhook's pushes appear on Overview and in Find as delivered; a device is

@@ -7,9 +7,9 @@
 # sender (sender first in odd rounds, h2load first in even ones), and the sender/h2load ratio of
 # each round. With a list of thread counts (fourth argument, e.g. "1 2"), each round runs the sender
 # once per count (HTTP2Client's event threads, one connection each) and prints each one's ratio.
-# Usage: Deploy/bench-sender.sh [requests] [concurrency] [rounds (1)] [threads ("1")]
+# Usage: scripts/bench/sender.sh [requests (200000)] [concurrency (200)] [rounds (1)] [threads ("1")]
 set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/../lib.sh"
 
 requests="${1:-200000}"
 concurrency="${2:-200}"
@@ -17,18 +17,13 @@ rounds="${3:-1}"
 threads_list="${4:-1}"
 port="${BENCH_PORT:-18490}"
 
-Deploy/bootstrap.sh
-if ! command -v nghttpd >/dev/null 2>&1; then
-    sudo=""
-    if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
-    echo "bench-sender: installing nghttp2-server (nghttpd)" >&2
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends nghttp2-server >/dev/null
-fi
-swift build -c release --product push-relay-bench >&2
+scripts/bootstrap.sh
+apt_install_missing nghttp2-server nghttp2-client  # nghttpd, h2load
+build_products push-relay-bench
 
-work=$(mktemp -d)
+work_dir sender
 sink=""
-trap '[ -n "$sink" ] && kill "$sink" 2>/dev/null; rm -rf "$work"' EXIT
+trap '[ -n "$sink" ] && kill "$sink" 2>/dev/null; cleanup' EXIT
 mkdir "$work/htdocs"
 : >"$work/htdocs/sink"
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 -subj /CN=localhost \
@@ -40,11 +35,12 @@ for _ in $(seq 50); do
     sleep 0.1
 done
 
-echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); $(date -u '+%Y-%m-%d %H:%M UTC'); sink: $(nghttpd --version); $(h2load --version | head -n 1)"
+machine_line
+echo "sink: $(nghttpd --version); $(h2load --version | head -n 1)"
 payload='{"aps":{"alert":{"title":"Agent replied","body":"Reply on your ticket"},"badge":1,"sound":"default"},"zendesk_sdk_request_id":"5"}'
 printf '%s' "$payload" > "$work/payload.json"
 tick=$(getconf CLK_TCK)
-sink_ticks() { awk '{ print $14 + $15 }' "/proc/$sink/stat"; }
+sink_ticks() { cpu_ticks "$sink"; }
 # nghttpd's CPU seconds since it had $1 ticks.
 sink_seconds_since() { awk -v a="$1" -v b="$(sink_ticks)" -v t="$tick" 'BEGIN { printf "%.3f", (b - a) / t }'; }
 # CPU per request in microseconds: $1 seconds of CPU over $requests requests.
@@ -58,7 +54,7 @@ cpu_of() { # command-string output-file
 sender() { # threads
     local before cpu
     before=$(sink_ticks)
-    cpu=$(cpu_of ".build/release/push-relay-bench sender --url https://localhost:$port/sink --ca-file $work/cert.pem \
+    cpu=$(cpu_of "$bin/push-relay-bench sender --url https://localhost:$port/sink --ca-file $work/cert.pem \
         --requests $requests --concurrency $concurrency --threads $1" "$work/sender.out")
     cat "$work/sender.out" >&2
     local sink_cpu; sink_cpu=$(sink_seconds_since "$before")
@@ -80,10 +76,6 @@ h2() {
     local sink_cpu; sink_cpu=$(sink_seconds_since "$before")
     echo "$(sed -n 's/^finished in [^,]*, \([0-9.]*\) req\/s.*/\1/p' "$work/h2load.out")/$(per_request "$cpu")/$(per_request "$sink_cpu")"
 }
-if ! command -v h2load >/dev/null 2>&1; then
-    echo "bench-sender: installing nghttp2-client (h2load)" >&2
-    DEBIAN_FRONTEND=noninteractive ${sudo:-} apt-get install -y -qq --no-install-recommends nghttp2-client >/dev/null
-fi
 for round in $(seq 1 "$rounds"); do
     if [ $((round % 2)) -eq 1 ]; then s=$(senders); h=$(h2); else h=$(h2); s=$(senders); fi
     IFS=/ read -r hv hcpu hsink <<<"$h"

@@ -13,9 +13,9 @@
 # It prints each window's latency percentiles, the rows pruned during window B, and how long the
 # whole prune took (from the relay's metrics).
 #
-# Usage: Deploy/bench-retention.sh [rows] [rate] [seconds] [batch_size] [batch_pause_ms]
+# Usage: scripts/bench/retention.sh [rows] [rate] [seconds] [batch_size] [batch_pause_ms]
 set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/../lib.sh"
 
 rows="${1:-10000000}"
 rate="${2:-500}"
@@ -24,60 +24,24 @@ batch_size="${4:-2000}"
 batch_pause_ms="${5:-50}"
 port="${BENCH_PORT:-18490}"
 
-Deploy/bootstrap.sh
-swift build -c release --product push-relay >&2
-swift build -c release --product push-relay-bench >&2
-relay_bin=.build/release/push-relay
-bench=.build/release/push-relay-bench
+scripts/bootstrap.sh
+build_products push-relay push-relay-bench
+bench="$bin/push-relay-bench"
 
-work="$(mktemp -d /tmp/push-relay-retention.XXXXXX)"
-chmod 755 "$work"
-secret="bench-secret-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
-relay=""
-stop_relay() {
-    if [ -n "$relay" ]; then
-        kill -TERM "$relay" 2>/dev/null || true
-        wait "$relay" 2>/dev/null || true
-        relay=""
-    fi
-}
-trap 'stop_relay; rm -rf "$work"' EXIT
-
-start_relay() { # retention enabled: true|false
-    cat > "$work/config.yaml" <<YAML
-http:
-  port: $port
-log:
-  level: notice
-delivery:
-  enabled: false
-retention:
+work_dir retention
+bench_log_level=notice  # the prune's "retention run finished" line
+start_relay() { # retention enabled: true|false (the same data directory each time)
+    relay_stop
+    bench_yaml="retention:
   enabled: $1
   batch_size: $batch_size
-  batch_pause_ms: $batch_pause_ms
-apps:
-  - id: bench
-    webhook_secrets: ["$secret"]
-YAML
-    "$relay_bin" serve --config "$work/config.yaml" --data-dir "$work/data" >> "$work/relay.log" 2>&1 &
-    relay=$!
-    for _ in $(seq 1 240); do
-        curl -sf "http://127.0.0.1:$port/ready" >/dev/null && return 0
-        sleep 0.5
-    done
-    echo "relay did not become ready:" >&2
-    cat "$work/relay.log" >&2
-    exit 1
+  batch_pause_ms: $batch_pause_ms"
+    bench_relay_config
+    relay_start --config "$work/config.yaml" --data-dir "$work/data"
 }
 
 start_relay false
-settings="$(find "$work/data" -name push-relay.conf | head -n 1)"
-pg_port="$(sed -n 's/^port = //p' "$settings")"
-password_file="$(dirname "$(dirname "$settings")")/password"
-export PGPASSWORD="$(cat "$password_file")"
-sql() { psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$pg_port" -U pushrelay -d pushrelay "$@"; }
-
-echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB; $(date -u '+%Y-%m-%d %H:%M UTC'); relay $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- Sources || echo '+changes')"
+machine_line
 echo "seeding $rows deliveries finished 120 days ago and $((rows / 2)) notifications ..."
 start=$SECONDS
 sql <<SQL
@@ -129,21 +93,19 @@ pruned() { # table
 
 window "A (retention off)"
 
-stop_relay
 start_relay true
 prune_start=$(date +%s.%N)
 window "B (retention on, pruning)"
 echo "  pruned during window B: $(pruned deliveries) deliveries, $(pruned notifications) notifications"
 while ! grep -q "retention run finished" "$work/relay.log"; do
     sleep 1
-    if [ $(( ${SECONDS} )) -gt 7200 ]; then echo "pruning did not finish" >&2; exit 1; fi
+    if [ "$SECONDS" -gt 7200 ]; then echo "pruning did not finish" >&2; exit 1; fi
 done
 prune_end=$(date +%s.%N)
 echo "  whole prune: $(pruned deliveries) deliveries and $(pruned notifications) notifications; the run's log line:"
 grep "retention run finished" "$work/relay.log" | tail -n 1 | sed 's/^/    /'
 echo "  (from the relay's start to the log line seen: $(echo "$prune_end - $prune_start" | bc) s)"
 
-stop_relay
 start_relay false
 window "A (retention off, after pruning)"
 echo

@@ -6,9 +6,9 @@
 # relay's CPU time per poll.
 # With a fifth argument, polls come at that rate (open loop: latency counts from each poll's
 # scheduled instant) instead of back to back on each connection.
-# Usage: Deploy/bench-poll.sh [owners (10000)] [connections (64)] [seconds (20)] [webhooks/s (500)] [polls/s (closed loop)]
+# Usage: scripts/bench/poll.sh [owners (10000)] [connections (64)] [seconds (20)] [webhooks/s (500)] [polls/s (closed loop)]
 set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/../lib.sh"
 
 owners="${1:-10000}"
 connections="${2:-64}"
@@ -17,13 +17,11 @@ rate="${4:-500}"
 polls="${5:-}"
 port="${BENCH_PORT:-18470}"
 
-Deploy/bootstrap.sh
-swift build -c release --product push-relay >&2
-swift build -c release --product push-relay-bench >&2
+scripts/bootstrap.sh
+build_products push-relay push-relay-bench
+bench_relay
 
-. Deploy/bench-relay.sh
-
-echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(date -u '+%Y-%m-%d %H:%M UTC')"
-.build/release/push-relay-bench poll --url "http://127.0.0.1:$port" --app bench --secret "$secret" \
+machine_line
+"$bin/push-relay-bench" poll --url "http://127.0.0.1:$port" --app bench --secret "$secret" \
     --user-token-key-file "$user_token_key_file" --owners "$owners" --concurrency "$connections" --seconds "$seconds" \
-    --webhook-rate "$rate" ${polls:+--rate "$polls"} --relay-pid "$relay"
+    --webhook-rate "$rate" ${polls:+--rate "$polls"} --relay-pid "$relay_pid"

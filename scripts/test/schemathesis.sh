@@ -3,60 +3,39 @@
 # GET /openapi.yaml, so the document and the server cannot drift apart unnoticed: a status code,
 # content type, response schema, constraint, link or method that the document gets wrong fails.
 #
-# It starts the debug relay that `swift build` made (Deploy/test.sh builds it first) on a fresh
+# It starts the debug relay that `swift build` made (scripts/test.sh builds it first) on a fresh
 # embedded PostgreSQL in a temporary directory, with one app and test data (keys, a user's
 # devices, a webhook so unread counts exist, a job), so generated requests reach the handlers'
 # logic instead of stopping at a 401 or 404. Deterministic (fixed seed) and bounded (a fixed number
 # of examples per operation): about a minute on two cores.
 #
-# Usage: Deploy/schemathesis.sh [extra `st run` options, given to both runs]
+# Usage: scripts/test/schemathesis.sh [extra `st run` options, given to both runs]
 #   SCHEMATHESIS_DOCUMENT=FILE  test this document instead of the served one, such as the YAML
 #                               of an edited OpenAPIDocument.swift before the relay is rebuilt
 # Exit status: non-zero when schemathesis reports any failure or error (its report is printed).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+relay_binary="${RELAY_BINARY:-.build/debug/push-relay}"  # RELAY_BINARY: another build to test
+. "$(dirname "$0")/../lib.sh"
 
 # Pinned: checks, generation and the configuration format change between releases, and a new
 # release must not turn CI red (or green) by itself.
 schemathesis_version="4.32.5"
-relay=".build/debug/push-relay"
 seed=20251124
 
-log() { echo "schemathesis.sh: $*" >&2; }
-
-# 1. schemathesis from PyPI when it is missing or another version. PIP_BREAK_SYSTEM_PACKAGES lets
-#    pip install into a distribution's own Python (PEP 668) as root on a fresh CI machine.
-if ! st --version 2>/dev/null | grep -qF "version $schemathesis_version"; then
-    log "installing schemathesis $schemathesis_version"
-    PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --quiet --disable-pip-version-check \
-        "schemathesis==$schemathesis_version"
-    hash -r
-fi
+# 1. schemathesis from PyPI when it is missing or another version.
+st --version 2>/dev/null | grep -qF "version $schemathesis_version" || pip_install "schemathesis==$schemathesis_version"
 # pip may put the `st` script where PATH does not look (~/.local/bin); the module always runs.
 if st --version >/dev/null 2>&1; then st=(st); else st=(python3 -m schemathesis.cli); fi
 
-[ -x "$relay" ] || { log "$relay is missing: run swift build first"; exit 1; }
+[ -x "$relay_binary" ] || { log "$relay_binary is missing: run swift build first"; exit 1; }
 
-# 2. A throwaway relay. The directory is readable by others because the embedded PostgreSQL runs
-#    as an unprivileged user when we are root (initdb refuses root).
-work="$(mktemp -d /tmp/push-relay-schemathesis.XXXXXX)"
-chmod 755 "$work"
-relay_pid=""
-cleanup() {
-    if [ -n "$relay_pid" ]; then
-        kill -TERM "$relay_pid" 2>/dev/null || true
-        wait "$relay_pid" 2>/dev/null || true
-    fi
-    rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+# 2. A throwaway relay.
+work_dir schemathesis
+port="$(free_port)"
 base="http://127.0.0.1:$port"
-secret="schemathesis-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
+secret="schemathesis-$(random_hex 16)"
 # The app's HS256 key for user JWTs, so the user-token code paths are on as in production.
-od -An -N32 -tx1 /dev/urandom | tr -d ' \n' > "$work/user-tokens.key"
+random_hex 32 > "$work/user-tokens.key"
 # The user and device that generated requests find: the document's examples of {user} and
 # {token}, so the examples phase (and the coverage phase, which starts from them) reaches them.
 user="alice"
@@ -80,25 +59,10 @@ apps:
       secret_file: $work/user-tokens.key
 YAML
 
-# Keys before `serve`: `keys create` opens the embedded cluster itself. The key is the last line.
-create_key() {
-    "$relay" keys create --config "$work/config.yaml" "$@" --label schemathesis 2>>"$work/keys.log" | tail -n 1 | tr -d '\r'
-}
-admin_key="$(create_key --admin)"
-app_key="$(create_key --app support)"
-case "$admin_key $app_key" in
-    prk_*" "prk_*) ;;
-    *) log "keys create failed:"; cat "$work/keys.log" >&2; exit 1 ;;
-esac
-
-"$relay" serve --config "$work/config.yaml" > "$work/relay.log" 2>&1 &
-relay_pid=$!
-for _ in $(seq 1 120); do
-    curl -sf "$base/ready" >/dev/null && break
-    kill -0 "$relay_pid" 2>/dev/null || break
-    sleep 0.5
-done
-curl -sf "$base/ready" >/dev/null || { log "relay did not become ready:"; cat "$work/relay.log" >&2; exit 1; }
+# Keys before `serve`: `keys create` opens the embedded cluster itself.
+admin_key="$(create_key --config "$work/config.yaml" --admin --label schemathesis)"
+app_key="$(create_key --config "$work/config.yaml" --app support --label schemathesis)"
+relay_start --config "$work/config.yaml"
 
 # 3. Test data, through the API as an app backend and Zendesk would send it.
 api() { # key method path json-body: fails on an error answer

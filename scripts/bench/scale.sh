@@ -6,25 +6,23 @@
 # coordinating several instances shows. The order of the instance counts alternates from round to
 # round; compare runs within a round. On two cores more instances cannot be faster: the point is
 # that the figures do not fall apart.
-# Usage: Deploy/bench-scale.sh [requests (20000)] [rounds (2)] [connections (128)]
+# Usage: scripts/bench/scale.sh [requests (20000)] [rounds (2)] [connections (128)]
 set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/../lib.sh"
 
 requests="${1:-20000}"
 rounds="${2:-2}"
 connections="${3:-128}"
-Deploy/bootstrap.sh
-swift build -c release --product push-relay >&2
-swift build -c release --product push-relay-bench >&2
+scripts/bootstrap.sh
+build_products push-relay push-relay-bench
 
-echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(date -u '+%Y-%m-%d %H:%M UTC')"
+machine_line
 echo "each run: $requests webhooks on $connections connections (closed loop), then 5 s at 500/s"
 for round in $(seq 1 "$rounds"); do
-    order="1 2 3"
-    if [ $((round % 2)) -eq 0 ]; then order="3 2 1"; fi
-    for n in $order; do
-        out="$(mktemp /tmp/push-relay-scale.XXXXXX)"
-        if ! .build/release/push-relay-bench e2e --relay .build/release/push-relay --instances "$n" --requests "$requests" \
+    for n in $(alternate "$round" 1 2 3); do
+        work_dir scale
+        out="$work/bench.out"
+        if ! "$bin/push-relay-bench" e2e --relay "$bin/push-relay" --instances "$n" --requests "$requests" \
             --concurrency "$connections" --rate 500 --seconds 5 --port "${BENCH_PORT:-18520}" > "$out" 2>&1; then
             echo "round $round, $n instances: failed" >&2
             cat "$out" >&2
@@ -34,6 +32,6 @@ for round in $(seq 1 "$rounds"); do
         cpu="$(grep 'CPU per notification' "$out" | sed 's/^ *CPU per notification *//')"
         shares="$(grep 'delivered per instance' "$out" | sed 's/^ *delivered per instance *//' || true)"
         echo "round $round, $n instance(s): $throughput; CPU per notification: $cpu${shares:+; delivered per instance $shares}"
-        rm -f "$out"
+        cleanup
     done
 done

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# One command from a fresh clone to the whole test suite: checks the room table in
+# docs/architecture.md, installs missing system packages, builds, and runs every test against real
+# PostgreSQL servers that the tests start themselves, then the API and browser tests.
+# Extra arguments go to `swift test` alone (for example --filter PostgresTests).
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+python3 scripts/rooms.py --check docs/architecture.md  # cheap: before the build
+scripts/bootstrap.sh
+swift build --build-tests
+# Free space where the build and the test clusters live, for reading a failed run.
+df -h . /dev/shm 2>/dev/null | sed "s/^/$script_name: /" >&2 || true
+if [ "$#" -gt 0 ]; then
+    swift test "$@"
+    exit
+fi
+# The suites that run several relay processes on one database (scale-out, failover) keep both cores
+# busy for a minute or more: they run after the rest, on their own, so the timing-sensitive tests
+# (leases, pool waits, retries) are not starved beside them.
+cluster_suites='ScaleOutTests|FailoverTests'
+swift test --skip "$cluster_suites"
+swift test --filter "$cluster_suites"
+scripts/test/schemathesis.sh  # the served OpenAPI document vs the server
+scripts/test/console-test.sh  # the operator console in headless Chromium (screenshots in .build/console-test)
