@@ -292,7 +292,7 @@ struct DispatcherStateMachineTests {
         #expect(result.deadSince == since)
         let quoting = machine.rules.decide(delivery, .permanent(reason: "bad token \(delivery.token)"), now: Self.epoch, jitter: 0)
         #expect(quoting.outcome == .failed)
-        #expect(quoting.reason == "bad token \(DeviceToken.redacted(delivery.token))")
+        #expect(quoting.reason == "bad token \(Redaction.token(delivery.token))")
     }
 
     @Test("delivered keeps the provider's id and a learned environment; an unsendable request fails as unsendable")

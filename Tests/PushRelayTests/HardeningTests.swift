@@ -91,8 +91,8 @@ struct StorableInputTests {
                             Issue.record("expected IntakeError.unstorable, got \(error)")
                             continue
                         }
-                        #expect(APIError(error as! IntakeError).status == .badRequest)
-                        #expect(APIError(error as! IntakeError).code == "unstorable_input")
+                        #expect((error as! IntakeError).apiError.status == .badRequest)
+                        #expect((error as! IntakeError).apiError.code == "unstorable_input")
                     }
                 }
             }

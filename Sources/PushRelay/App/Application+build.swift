@@ -101,14 +101,11 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
     let shortcut = UnreadPollShortcut(
         hub: hub, authenticator: authenticator, metrics: metrics, apps: directory.ids, logger: logger, serverName: serverName
     )
+    let webhooks = WebhookShortcut(apps: directory, writer: writer, settings: settings, metrics: metrics, logger: logger, serverName: serverName)
     var app = Application(
         router: router,
         server: limits.server(
-            logger: logger, shortcut: shortcut,
-            webhooks: WebhookShortcut(
-                apps: directory, writer: writer, settings: settings, metrics: metrics, logger: logger, serverName: serverName
-            ),
-            metrics: metrics, serverName: serverName
+            logger: logger, fastPaths: [webhooks.fastPath, shortcut.fastPath], metrics: metrics, serverName: serverName
         ),
         configuration: .init(
             address: .hostname(http.host, port: http.port), serverName: serverName,

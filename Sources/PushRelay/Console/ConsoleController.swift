@@ -310,7 +310,7 @@ final class ConsoleController: Sendable {
                 let token = Self.text(device["token"]) ?? ""
                 let status = Self.text(device["status"]) ?? "active"
                 var entry: [String: Any] = [
-                    "token": token, "tokenShort": DeviceToken.redacted(token), "platform": Self.text(device["platform"]) ?? "",
+                    "token": token, "tokenShort": Redaction.token(token), "platform": Self.text(device["platform"]) ?? "",
                     "user": Self.text(device["user_id"]) ?? "(none)", "status": status, "active": status == "active",
                     "updatedAt": Self.time(device["updated_at"]), "locale": Self.text(device["locale"]) ?? "",
                     "unregisterLink": "/console/devices/unregister?app=\(Self.segment(app))&token=\(Self.segment(token))",
@@ -323,7 +323,7 @@ final class ConsoleController: Sendable {
                 let unread = try await visit.api(.get, "\(base)/users/\(Self.segment(owner))/unread")
                 if unread.ok {
                     view["unread"] = [
-                        "owner": owner.utf8.count >= 32 ? DeviceToken.redacted(owner) : owner,
+                        "owner": owner.utf8.count >= 32 ? Redaction.token(owner) : owner,
                         "total": Self.text(unread.object?["total"]) ?? "0",
                         "tickets": Self.objects(unread.object?["tickets"]).map { ["ticket": Self.text($0["ticket_id"]) ?? "", "unread": Self.text($0["unread"]) ?? "0"] },
                     ]
@@ -342,7 +342,7 @@ final class ConsoleController: Sendable {
             let token = request.uri.queryParameters["token"].map(String.init) ?? ""
             view["app"] = app
             view["token"] = token
-            view["tokenShort"] = DeviceToken.redacted(token)
+            view["tokenShort"] = Redaction.token(token)
             view["back"] = "/console/devices?app=\(Self.segment(app))&by=token&q=\(Self.segment(token))"
             return self.pages.html(template: "unregister", view: view)
         }
@@ -355,7 +355,7 @@ final class ConsoleController: Sendable {
             let answer = try await visit.api(.delete, "/v1/apps/\(Self.segment(app))/devices/\(Self.segment(token))")
             guard answer.ok else {
                 var view = visit.view(title: "Unregister a device", page: "devices")
-                view.merge(["app": app, "token": token, "tokenShort": DeviceToken.redacted(token), "error": answer.errorMessage]) { $1 }
+                view.merge(["app": app, "token": token, "tokenShort": Redaction.token(token), "error": answer.errorMessage]) { $1 }
                 view["back"] = "/console/devices?app=\(Self.segment(app))&by=token&q=\(Self.segment(token))"
                 return self.pages.html(template: "unregister", view: view, status: answer.status)
             }

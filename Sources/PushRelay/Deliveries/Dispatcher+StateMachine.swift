@@ -244,7 +244,7 @@ extension Dispatcher {
         /// keeps only its redacted form. `jitter` (0…1) places a retry within its backoff's random half;
         /// it is evaluated for a retry only (a random draw is a system call).
         func decide(_ delivery: ClaimedDelivery, _ outcome: PushOutcome, now: Date, jitter: @autoclosure () -> Double) -> DeliveryResult {
-            func clean(_ reason: String) -> String { reason.replacingOccurrences(of: delivery.token, with: DeviceToken.redacted(delivery.token)) }
+            func clean(_ reason: String) -> String { reason.replacingOccurrences(of: delivery.token, with: Redaction.token(delivery.token)) }
             switch outcome {
             case .delivered(let providerID, let environment):
                 return DeliveryResult(

@@ -215,7 +215,7 @@ final class Dispatcher: Service, Sendable {
         let delivery = result.delivery
         // Redacted inside the metadata, which the logger builds only for a line it writes: most
         // results write none.
-        func token() -> String { DeviceToken.redacted(delivery.token) }
+        func token() -> String { Redaction.token(delivery.token) }
         let reason = result.reason ?? ""
         switch result.outcome {
         case .deadToken:

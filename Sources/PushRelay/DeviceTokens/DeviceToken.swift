@@ -54,10 +54,4 @@ enum DeviceToken {
     static func isHex(_ byte: UInt8) -> Bool {
         (byte >= 48 && byte <= 57) || (byte >= 97 && byte <= 102) || (byte >= 65 && byte <= 70)
     }
-
-    /// A form safe for logs: the first 6 and last 4 characters.
-    static func redacted(_ token: String) -> String {
-        guard token.count > 12 else { return "…" }
-        return "\(token.prefix(6))…\(token.suffix(4))"
-    }
 }

@@ -57,7 +57,7 @@ struct DeviceController<Repository: DeviceRepository, Context: RequestContext>: 
         )
         switch try await repository.upsert(registration, onlyForUser: onlyForUser) {
         case .created(let device):
-            context.logger.info("device registered", metadata: ["push.app": "\(app)", "push.token": "\(DeviceToken.redacted(token))"])
+            context.logger.info("device registered", metadata: ["push.app": "\(app)", "push.token": "\(Redaction.token(token))"])
             return EditedResponse(status: .created, response: device)
         case .updated(let device):
             return EditedResponse(status: .ok, response: device)
@@ -93,7 +93,7 @@ struct DeviceController<Repository: DeviceRepository, Context: RequestContext>: 
         }
         switch try await repository.delete(app: app, token: token, onlyForUser: onlyForUser) {
         case .deleted:
-            context.logger.info("device unregistered", metadata: ["push.app": "\(app)", "push.token": "\(DeviceToken.redacted(token))"])
+            context.logger.info("device unregistered", metadata: ["push.app": "\(app)", "push.token": "\(Redaction.token(token))"])
             return .noContent
         case .notFound:
             return .noContent

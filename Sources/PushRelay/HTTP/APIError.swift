@@ -54,14 +54,19 @@ struct ErrorBody: Codable, Sendable {
     var error: Detail
 }
 
+/// An error of a feature that has its own answer; ``APIError/from(_:logger:)`` gives it.
+protocol APIErrorConvertible: Error {
+    var apiError: APIError { get }
+}
+
 extension APIError {
     /// Maps any error to the API's error shape. This is the only place errors become HTTP.
     static func from(_ error: any Error, logger: Logger) -> APIError {
         switch error {
         case let error as APIError:
             return error
-        case let error as IntakeError:
-            return APIError(error)
+        case let error as any APIErrorConvertible:
+            return error.apiError
         case let error as HTTPError:
             return APIError(
                 error.status,

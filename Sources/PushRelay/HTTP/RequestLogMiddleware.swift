@@ -67,9 +67,9 @@ struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
         case "secret":
             return "…"
         case "token":
-            return DeviceToken.redacted(printable(value))
+            return Redaction.token(printable(value))
         case "user" where value.utf8.count >= 32:
-            return DeviceToken.redacted(printable(value))
+            return Redaction.token(printable(value))
         default:
             return printable(value)
         }

@@ -44,14 +44,12 @@ public struct ConnectionLimits: Sendable {
         bodyTimeout = .seconds(Int64(max(1, config.int(forKey: "body_timeout_seconds", default: 30))))
     }
 
-    /// Hummingbird's HTTP/1.1 server with these limits, answering unchanged unread polls itself
-    /// when `shortcut` is given, and taking webhooks itself when `webhooks` is.
-    func server(
-        logger: Logger, shortcut: UnreadPollShortcut? = nil, webhooks: WebhookShortcut? = nil, metrics: RelayMetrics? = nil, serverName: String = "PushRelay"
-    ) -> HTTPServerBuilder {
+    /// Hummingbird's HTTP/1.1 server with these limits, with the `fastPaths` behind each
+    /// connection's decoder (the first listed furthest from it).
+    func server(logger: Logger, fastPaths: [FastPath] = [], metrics: RelayMetrics? = nil, serverName: String = "PushRelay") -> HTTPServerBuilder {
         let shares = ConnectionShares(generalLimit: maxConnections - intakeReserved, metrics: metrics, serverName: serverName)
         return HTTPServerBuilder { responder in
-            GuardedHTTP1Channel(responder: responder, limits: self, logger: logger, shortcut: shortcut, webhooks: webhooks, shares: shares)
+            GuardedHTTP1Channel(responder: responder, limits: self, logger: logger, fastPaths: fastPaths, shares: shares)
         }
     }
 }
@@ -173,8 +171,7 @@ struct GuardedHTTP1Channel: ServerChildChannel {
     let responder: HTTPChannelHandler.Responder
     let limits: ConnectionLimits
     let logger: Logger
-    let shortcut: UnreadPollShortcut?
-    let webhooks: WebhookShortcut?
+    let fastPaths: [FastPath]
     let shares: ConnectionShares
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<HTTP1Channel.Value> {
@@ -193,13 +190,10 @@ struct GuardedHTTP1Channel: ServerChildChannel {
             // or the other, so answers stay in order.
             let operations = channel.pipeline.syncOperations
             let decoder = try operations.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
-            if let webhooks {
-                try operations.addHandler(WebhookShortcutHandler(shortcut: webhooks, deadline: deadline), position: .after(decoder))
+            for path in fastPaths {
+                try operations.addHandler(path.makeHandler(deadline), position: .after(decoder))
             }
-            if let shortcut {
-                try operations.addHandler(UnreadPollShortcutHandler(shortcut: shortcut, deadline: deadline), position: .after(decoder))
-            }
-            // First behind the decoder: a connection refused here reaches neither shortcut.
+            // First behind the decoder: a connection refused here reaches no fast path.
             try operations.addHandler(IntakeShareHandler(shares: shares), position: .after(decoder))
             return value
         }

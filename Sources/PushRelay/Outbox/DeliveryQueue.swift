@@ -450,7 +450,7 @@ struct DeliveryQueue: Sendable {
             types.append(type.rawValue)
             tickets.append(result.delivery.ticketID)
             platforms.append(result.delivery.platform.rawValue)
-            hints.append(DeviceToken.redacted(result.delivery.token))
+            hints.append(Redaction.token(result.delivery.token))
             reasons.append(result.reason)
         }
 

@@ -60,7 +60,7 @@ extension DeliveryStatusRecord {
             (Int64, Int64?, String?, String, String, String, String, Int, String?, String?, Date, Date, Date?).self
         )
         self.init(
-            id: id, notificationID: notification, ticketID: ticket, token: fullTokens ? token : DeviceToken.redacted(token), platform: platform,
+            id: id, notificationID: notification, ticketID: ticket, token: fullTokens ? token : Redaction.token(token), platform: platform,
             kind: kind, status: status, attempts: attempts, lastReason: reason, providerID: provider, createdAt: created, updatedAt: updated,
             deliveredAt: delivered
         )

@@ -51,14 +51,14 @@ struct UnreadPollShortcut: Sendable {
         var authorization: String?
         var match: String?
         for (name, value) in head.headers {
-            if Self.isNamed(name, "authorization") {
+            if FastPathRequest.isNamed(name, "authorization") {
                 // Two credentials are for the normal path to refuse.
                 guard authorization == nil else { return nil }
                 authorization = value
-            } else if Self.isNamed(name, "if-none-match") {
+            } else if FastPathRequest.isNamed(name, "if-none-match") {
                 // Several fields are one list, as the normal path reads them.
                 match = match.map { $0 + ", " + value } ?? value
-            } else if Self.isNamed(name, "transfer-encoding") || (Self.isNamed(name, "content-length") && value != "0") {
+            } else if FastPathRequest.isNamed(name, "transfer-encoding") || (FastPathRequest.isNamed(name, "content-length") && value != "0") {
                 // A body, or framing the normal path would have to judge, goes there.
                 return nil
             }
@@ -77,52 +77,36 @@ struct UnreadPollShortcut: Sendable {
         return Answer(etag: etag, app: app, owner: owner)
     }
 
-    /// Whether a header's name is `lowercased`, in any case.
-    static func isNamed(_ name: String, _ lowercased: StaticString) -> Bool {
-        var utf8 = name.utf8.makeIterator()
-        let expected = UnsafeBufferPointer(start: lowercased.utf8Start, count: lowercased.utf8CodeUnitCount)
-        for byte in expected {
-            guard let next = utf8.next() else { return false }
-            if next != byte, !(next >= 0x41 && next <= 0x5A && next + 0x20 == byte) { return false }
-        }
-        return utf8.next() == nil
-    }
-
     /// The raw `{app}` and `{user}` of `/v1/apps/{app}/users/{user}/unread` exactly as written
     /// (no query, no empty segment); `nil` for any other target.
     static func pollRoute(_ uri: String) -> (app: Substring, user: Substring)? {
-        let parts = uri.utf8.split(separator: UInt8(ascii: "/"), maxSplits: 6, omittingEmptySubsequences: false)
-        guard parts.count == 7, parts[0].isEmpty, parts[1].elementsEqual("v1".utf8), parts[2].elementsEqual("apps".utf8),
-            parts[4].elementsEqual("users".utf8), parts[6].elementsEqual("unread".utf8), !parts[3].isEmpty, !parts[5].isEmpty
-        else { return nil }
-        return (Substring(parts[3]), Substring(parts[5]))
+        guard let parameters = FastPathRequest.parameters(uri, Self.route) else { return nil }
+        return (parameters[0], parameters[1])
+    }
+
+    private static let route: [StaticString?] = ["v1", "apps", nil, "users", nil, "unread"]
+
+    /// This shortcut's handler behind each connection's decoder.
+    var fastPath: FastPath {
+        FastPath { [self] deadline in UnreadPollShortcutHandler(shortcut: self, deadline: deadline) }
     }
 
     /// The response the normal path sends for an unchanged poll, with the same headers.
     func response(_ answer: Answer, requestID: String) -> HTTPResponseHead {
-        HTTPResponseHead(
-            version: .http1_1, status: .notModified,
-            headers: [
-                "ETag": answer.etag, "Cache-Control": hub.cacheControl, RequestIDMiddleware<AppRequestContext>.headerName.rawName: requestID,
-                "Date": HTTPDate.now(), "Server": serverName,
-            ]
-        )
+        var headers: HTTPHeaders = ["ETag": answer.etag, "Cache-Control": hub.cacheControl]
+        FastPathRequest.addCommonHeaders(&headers, requestID: requestID, serverName: serverName)
+        return HTTPResponseHead(version: .http1_1, status: .notModified, headers: headers)
     }
 
     /// The request id (the caller's when acceptable) and the request log line, as the middleware
     /// writes them.
     func requestID(_ head: HTTPRequestHead, answer: Answer, elapsed: Duration) -> String {
         let id = RequestIDMiddleware<AppRequestContext>.id(for: head)
-        if logger.logLevel <= .info {
-            var logger = logger
-            logger[metadataKey: "request.id"] = .string(id)
-            typealias Log = RequestLogMiddleware<AppRequestContext>
-            Log.log(
-                logger, method: "GET",
-                route: "/v1/apps/\(Log.redacted(name: "app", value: answer.app))/users/\(Log.redacted(name: "user", value: answer.owner))/unread",
-                status: 304, elapsed: elapsed
-            )
-        }
+        FastPathRequest.log(
+            logger, requestID: id, method: "GET",
+            route: "/v1/apps/\(FastPathRequest.redacted("app", answer.app))/users/\(FastPathRequest.redacted("user", answer.owner))/unread",
+            status: 304, elapsed: elapsed
+        )
         return id
     }
 }

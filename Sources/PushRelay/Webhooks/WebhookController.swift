@@ -38,18 +38,13 @@ struct WebhookController<Context: RequestContext>: Sendable {
     @Sendable func receive(_ request: Request, context: Context) async throws -> Response {
         let app = try context.pathParameter("app")
         let secret = try context.pathParameter("secret")
-        guard apps.acceptsWebhook(app: app, secret: secret), let configuration = apps.app(app) else { throw Self.notFound }
+        guard let configuration = apps.webhookApp(app, secret: secret) else { throw Self.notFound }
 
         var request = request
-        let bytes = try await request.collectJSONBytes(context: context)
-        if let signingSecret = configuration.webhookSigningSecret {
-            try WebhookSignature(secret: signingSecret, tolerance: settings.signatureTolerance).verify(
-                signature: request.headers[.zendeskSignature],
-                timestamp: request.headers[.zendeskSignatureTimestamp],
-                body: bytes
-            )
-        }
-        let webhook = try PushNotification(zendeskWebhook: try JSONBody(buffer: bytes), maxDevices: settings.maxDevices)
+        let webhook = try settings.notification(
+            body: try await request.collectJSONBytes(context: context), signingSecret: configuration.webhookSigningSecret,
+            signature: request.headers[.zendeskSignature], timestamp: request.headers[.zendeskSignatureTimestamp]
+        )
         let requestID = context.logger[metadataKey: "request.id"].map { "\($0)" }
         // An `IntakeError` becomes its answer in `APIError.from`, as on the event loop's path.
         let receipt = try await writer.submit(IntakeItem(appID: app, notification: webhook, requestID: requestID))
@@ -73,13 +68,31 @@ extension WebhookController {
     }
 }
 
-extension APIError {
+extension AppDirectory {
+    /// The app a webhook to `app` with `secret` is for; `nil` for an unknown app or a wrong secret.
+    func webhookApp(_ app: String, secret: String) -> AppConfiguration? {
+        acceptsWebhook(app: app, secret: secret) ? self.app(app) : nil
+    }
+}
+
+extension WebhookSettings {
+    /// A webhook's checks, the same on both intake paths (the router's and ``WebhookShortcut``'s):
+    /// its signature when the app requires one, then its body.
+    func notification(body: ByteBuffer, signingSecret: String?, signature: String?, timestamp: String?) throws -> PushNotification {
+        if let signingSecret {
+            try WebhookSignature(secret: signingSecret, tolerance: signatureTolerance).verify(signature: signature, timestamp: timestamp, body: body)
+        }
+        return try PushNotification(zendeskWebhook: try JSONBody(buffer: body), maxDevices: maxDevices)
+    }
+}
+
+extension IntakeError: APIErrorConvertible {
     /// The answer to a webhook intake did not store.
-    init(_ error: IntakeError) {
-        switch error {
-        case .shuttingDown: self.init(.serviceUnavailable, code: "shutting_down", message: "the relay is shutting down; retry")
-        case .databaseUnavailable: self = .databaseUnavailable()
-        case .unstorable: self.init(.badRequest, code: "unstorable_input", message: "the webhook holds a value the database cannot store")
+    var apiError: APIError {
+        switch self {
+        case .shuttingDown: APIError(.serviceUnavailable, code: "shutting_down", message: "the relay is shutting down; retry")
+        case .databaseUnavailable: .databaseUnavailable()
+        case .unstorable: APIError(.badRequest, code: "unstorable_input", message: "the webhook holds a value the database cannot store")
         }
     }
 }

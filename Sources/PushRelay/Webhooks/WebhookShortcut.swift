@@ -53,29 +53,29 @@ struct WebhookShortcut: Sendable {
         var seen = 0
         for (name, value) in head.headers {
             // Each header the normal path reads may come once; a repeat is for it to judge.
-            if UnreadPollShortcut.isNamed(name, "content-length") {
+            if FastPathRequest.isNamed(name, "content-length") {
                 guard contentLength == nil, let length = Int(value), length > 0, length <= AppRequestContext.uploadLimit else { return nil }
                 contentLength = length
-            } else if UnreadPollShortcut.isNamed(name, "content-type") {
+            } else if FastPathRequest.isNamed(name, "content-type") {
                 guard contentType == nil else { return nil }
                 contentType = value
-            } else if UnreadPollShortcut.isNamed(name, "x-zendesk-webhook-signature") {
+            } else if FastPathRequest.isNamed(name, "x-zendesk-webhook-signature") {
                 guard signature == nil else { return nil }
                 signature = value
-            } else if UnreadPollShortcut.isNamed(name, "x-zendesk-webhook-signature-timestamp") {
+            } else if FastPathRequest.isNamed(name, "x-zendesk-webhook-signature-timestamp") {
                 guard timestamp == nil else { return nil }
                 timestamp = value
-            } else if UnreadPollShortcut.isNamed(name, "x-request-id") {
+            } else if FastPathRequest.isNamed(name, "x-request-id") {
                 seen += 1
                 requestID = value
-            } else if UnreadPollShortcut.isNamed(name, "transfer-encoding") || UnreadPollShortcut.isNamed(name, "expect") {
+            } else if FastPathRequest.isNamed(name, "transfer-encoding") || FastPathRequest.isNamed(name, "expect") {
                 return nil
             }
         }
         guard let contentLength else { return nil }
         if let contentType, !contentType.lowercased().hasPrefix("application/json") { return nil }
         guard let app = try? PathSegment.parameter(rawApp, name: "app"), let secret = try? PathSegment.parameter(rawSecret, name: "secret"),
-            apps.acceptsWebhook(app: app, secret: secret), let configuration = apps.app(app)
+            let configuration = apps.webhookApp(app, secret: secret)
         else { return nil }
         typealias IDs = RequestIDMiddleware<AppRequestContext>
         return Taken(
@@ -87,26 +87,24 @@ struct WebhookShortcut: Sendable {
     /// The raw `{app}` and `{secret}` of `/v1/webhooks/zendesk/{app}/{secret}` exactly as written (no
     /// query, no empty segment); `nil` for any other target.
     static func webhookRoute(_ uri: String) -> (app: Substring, secret: Substring)? {
-        guard !uri.utf8.contains(where: { $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }) else { return nil }
-        let parts = uri.utf8.split(separator: UInt8(ascii: "/"), maxSplits: 6, omittingEmptySubsequences: false)
-        guard parts.count == 6, parts[0].isEmpty, parts[1].elementsEqual("v1".utf8), parts[2].elementsEqual("webhooks".utf8),
-            parts[3].elementsEqual("zendesk".utf8), !parts[4].isEmpty, !parts[5].isEmpty
-        else { return nil }
-        return (Substring(parts[4]), Substring(parts[5]))
+        guard let parameters = FastPathRequest.parameters(uri, Self.route) else { return nil }
+        return (parameters[0], parameters[1])
+    }
+
+    private static let route: [StaticString?] = ["v1", "webhooks", "zendesk", nil, nil]
+
+    /// This shortcut's handler behind each connection's decoder.
+    var fastPath: FastPath {
+        FastPath { [self] deadline in WebhookShortcutHandler(shortcut: self, deadline: deadline) }
     }
 
     /// The item to store, or `nil` when the body fails a check (the normal path then answers it).
     func item(_ taken: Taken, body: ByteBuffer) -> IntakeItem? {
-        if let signingSecret = taken.signingSecret {
-            guard
-                (try? WebhookSignature(secret: signingSecret, tolerance: settings.signatureTolerance).verify(
-                    signature: taken.signature, timestamp: taken.signatureTimestamp, body: body
-                )) != nil
-            else { return nil }
-        }
-        guard let json = try? JSONBody(buffer: body), let webhook = try? PushNotification(zendeskWebhook: json, maxDevices: settings.maxDevices) else {
-            return nil
-        }
+        guard
+            let webhook = try? settings.notification(
+                body: body, signingSecret: taken.signingSecret, signature: taken.signature, timestamp: taken.signatureTimestamp
+            )
+        else { return nil }
         return IntakeItem(appID: taken.app, notification: webhook, requestID: taken.requestID)
     }
 
@@ -128,17 +126,12 @@ struct WebhookShortcut: Sendable {
             body = apiError.body
         }
         headers.add(name: "Content-Length", value: String(body.readableBytes))
-        headers.add(name: RequestIDMiddleware<AppRequestContext>.headerName.rawName, value: taken.requestID)
-        headers.add(name: "Date", value: HTTPDate.now())
-        headers.add(name: "Server", value: serverName)
-        if logger.logLevel <= .info {
-            typealias Log = RequestLogMiddleware<AppRequestContext>
-            Log.log(
-                logger, method: "POST",
-                route: "/v1/webhooks/zendesk/\(Log.redacted(name: "app", value: taken.app))/\(Log.redacted(name: "secret", value: ""))",
-                status: Int(status.code), elapsed: elapsed
-            )
-        }
+        FastPathRequest.addCommonHeaders(&headers, requestID: taken.requestID, serverName: serverName)
+        FastPathRequest.log(
+            logger, requestID: taken.requestID, method: "POST",
+            route: "/v1/webhooks/zendesk/\(FastPathRequest.redacted("app", taken.app))/\(FastPathRequest.redacted("secret", ""))",
+            status: Int(status.code), elapsed: elapsed
+        )
         return (HTTPResponseHead(version: .http1_1, status: status, headers: headers), body)
     }
 }
