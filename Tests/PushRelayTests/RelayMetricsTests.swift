@@ -8,7 +8,7 @@ struct RelayMetricsTests {
     func everyFamilyHasHelp() throws {
         let metrics = RelayMetrics()
         metrics.webhooksAccepted(app: "a", deliveries: 2)
-        metrics.delivery(app: "a", platform: "ios", outcome: "delivered")
+        metrics.delivery(app: "a", platform: "ios", outcome: .delivered)
         metrics.deliveredAfter(app: "a", .milliseconds(12))
         metrics.zendeskForwarded(app: "a", tokens: 3)
         metrics.zendeskFailure(app: "a", reason: "transport")

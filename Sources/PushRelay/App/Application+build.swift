@@ -154,7 +154,7 @@ func buildRouter(
     ).endpoints)
     routes.addRoutes(StatusController(store: DeliveryStatusStore(client: database.client), authenticator: authenticator).endpoints)
     routes.addRoutes(UnreadController(store: UnreadStore(client: database.client), hub: hub, authenticator: authenticator, metrics: metrics).endpoints)
-    routes.addRoutes(OperatorController(client: database.client, apps: apps, authenticator: authenticator).endpoints)
+    routes.addRoutes(OperatorController(store: OperatorStore(client: database.client), apps: apps, authenticator: authenticator).endpoints)
     if let console {
         // HTML pages, outside the API's document; they call the API through this router.
         console.addRoutes(to: router)

@@ -9,7 +9,7 @@ import Postgres
 /// An admin key sees every app; an app key sees its own app only. User tokens are refused (401:
 /// these routes name no app).
 struct OperatorController<Context: RequestContext>: Sendable {
-    let client: PostgresClient
+    let store: OperatorStore
     let apps: AppDirectory
     let authenticator: Authenticator
 
@@ -44,6 +44,22 @@ struct OperatorController<Context: RequestContext>: Sendable {
         enum CodingKeys: String, CodingKey {
             case webhooks, delivered, failed, expired, skipped
             case deadToken = "dead_token"
+        }
+
+        init(webhooks: Int64 = 0, delivered: Int64 = 0, failed: Int64 = 0, expired: Int64 = 0, deadToken: Int64 = 0, skipped: Int64 = 0) {
+            self.webhooks = webhooks
+            self.delivered = delivered
+            self.failed = failed
+            self.expired = expired
+            self.deadToken = deadToken
+            self.skipped = skipped
+        }
+
+        init(_ counts: ActivityTally.Counts) {
+            self.init(
+                webhooks: counts.webhooks, delivered: counts.delivered, failed: counts.failed, expired: counts.expired,
+                deadToken: counts.deadToken, skipped: counts.skipped
+            )
         }
 
         static func + (lhs: Activity, rhs: Activity) -> Activity {
@@ -106,49 +122,17 @@ struct OperatorController<Context: RequestContext>: Sendable {
         let now = Date()
         let current = ActivityTally.minute(now)
         let first = current - 59 * 60
-        var minutes: [String: [Int64: Activity]] = [:]
-        for row in try await client.query(
-            """
-            SELECT app_id, extract(epoch FROM minute)::bigint, webhooks, delivered, failed, expired, dead_token, skipped
-            FROM activity_minutes WHERE app_id = ANY($1) AND minute >= to_timestamp($2)
-            """,
-            [visible, first]
-        ).rows {
-            let activity = Activity(
-                webhooks: try row.decode(Int64.self, at: 2), delivered: try row.decode(Int64.self, at: 3), failed: try row.decode(Int64.self, at: 4),
-                expired: try row.decode(Int64.self, at: 5), deadToken: try row.decode(Int64.self, at: 6), skipped: try row.decode(Int64.self, at: 7)
-            )
-            minutes[try row.decode(String.self, at: 0), default: [:]][try row.decode(Int64.self, at: 1)] = activity
-        }
-        var queues: [String: (Queue, zendesk: Int, events: Int)] = [:]
-        for row in try await client.query(
-            """
-            SELECT a.app, q.pending, q.sending, q.retrying,
-                (SELECT count(*) FROM (SELECT 1 FROM zendesk_unregister_queue z WHERE z.app_id = a.app AND z.forwarded_at IS NULL LIMIT $2) zq),
-                (SELECT count(*) FROM (SELECT 1 FROM delivery_events e WHERE e.app_id = a.app LIMIT $2) eq)
-            FROM unnest($1::text[]) AS a (app)
-            CROSS JOIN LATERAL (
-                SELECT count(*) FILTER (WHERE d.status = 'pending' AND d.attempts = 0) AS pending,
-                       count(*) FILTER (WHERE d.status = 'sending') AS sending,
-                       count(*) FILTER (WHERE d.status = 'pending' AND d.attempts > 0) AS retrying
-                FROM (SELECT status, attempts FROM deliveries WHERE app_id = a.app AND status IN ('pending', 'sending') LIMIT $2) d
-            ) q
-            """,
-            [visible, Int64(Self.countCap)]
-        ).rows {
-            queues[try row.decode(String.self, at: 0)] = (
-                Queue(pending: Int(try row.decode(Int64.self, at: 1)), sending: Int(try row.decode(Int64.self, at: 2)), retrying: Int(try row.decode(Int64.self, at: 3))),
-                Int(try row.decode(Int64.self, at: 4)), Int(try row.decode(Int64.self, at: 5))
-            )
-        }
+        let minutes = try await store.activity(apps: visible, from: first)
+        let depths = try await store.depths(apps: visible, cap: Self.countCap)
         let answer = visible.map { app in
             let series = stride(from: first, through: current, by: 60).map { minute in
-                Minute(minute: Date(timeIntervalSince1970: TimeInterval(minute)), activity: minutes[app]?[minute] ?? Activity())
+                Minute(minute: Date(timeIntervalSince1970: TimeInterval(minute)), activity: minutes[app]?[minute].map(Activity.init) ?? Activity())
             }
-            let queue = queues[app] ?? (Queue(pending: 0, sending: 0, retrying: 0), 0, 0)
+            let depth = depths[app] ?? OperatorStore.Depths()
             return AppOverview(
-                app: app, minutes: series, lastHour: series.reduce(Activity()) { $0 + $1.activity }, queue: queue.0,
-                zendeskBacklog: queue.zendesk, eventsBacklog: queue.events
+                app: app, minutes: series, lastHour: series.reduce(Activity()) { $0 + $1.activity },
+                queue: Queue(pending: depth.pending, sending: depth.sending, retrying: depth.retrying),
+                zendeskBacklog: depth.zendesk, eventsBacklog: depth.events
             )
         }
         return Overview(generatedAt: now, countCap: Self.countCap, apps: answer)
@@ -257,19 +241,10 @@ struct OperatorController<Context: RequestContext>: Sendable {
             )
         }
         // Token state (refreshes are shared by the cluster) and the last rejection of each.
-        var refreshed: [String: (Date, Date)] = [:]
-        if !names.isEmpty {
-            for row in try await client.query("SELECT credential, issued_at, expires_at FROM provider_tokens WHERE credential = ANY($1)", [names]).rows {
-                refreshed[try row.decode(String.self, at: 0)] = (try row.decode(Date.self, at: 1), try row.decode(Date.self, at: 2))
-            }
-        }
+        let refreshed = try await store.tokenRefreshes(credentials: names)
         var rejections: [String: Credential.Rejection] = [:]
-        for row in try await client.query(
-            "SELECT app_id, platform, rejected_at, reason FROM credential_rejections WHERE app_id = ANY($1)", [visible]
-        ).rows {
-            rejections["\(try row.decode(String.self, at: 0)) \(try row.decode(String.self, at: 1))"] = Credential.Rejection(
-                at: try row.decode(Date.self, at: 2), reason: try row.decode(String.self, at: 3)
-            )
+        for rejection in try await store.rejections(apps: visible) {
+            rejections["\(rejection.app) \(rejection.platform)"] = Credential.Rejection(at: rejection.at, reason: rejection.reason)
         }
         for index in views.indices {
             for credential in views[index].credentials.indices {

@@ -256,7 +256,7 @@ final class Dispatcher: Service, Sendable {
 
     /// Counts the outcome, frees the delivery's slot and queues its row's update.
     private func finish(_ result: DeliveryResult) {
-        metrics.delivery(app: result.delivery.appID, platform: result.delivery.platform.rawValue, outcome: result.outcome.rawValue)
+        metrics.delivery(app: result.delivery.appID, platform: result.delivery.platform.rawValue, outcome: result.outcome)
         if result.outcome == .credential {
             metrics.activity.credentialRejected(app: result.delivery.appID, platform: result.delivery.platform.rawValue, reason: result.reason ?? "")
         }

@@ -8,8 +8,7 @@ public struct Device: Sendable, Hashable, Codable {
     public var userID: String?
     public var environment: String?
     public var locale: String?
-    /// `active`, or `invalid` once a provider reported the token dead.
-    public var status: String
+    public var status: DeviceStatus
     public var invalidReason: String?
     public var createdAt: Date
     public var updatedAt: Date
@@ -38,6 +37,13 @@ public struct Device: Sendable, Hashable, Codable {
         try container.encode(createdAt, forKey: .createdAt)
         try container.encode(updatedAt, forKey: .updatedAt)
     }
+}
+
+/// A registered device's state (the `devices.status` column).
+public enum DeviceStatus: String, Sendable, Hashable, Codable {
+    case active
+    /// A provider reported the token dead (or it failed for good); no more pushes go to it.
+    case invalid
 }
 
 /// What a client asks for when it registers a token.

@@ -82,6 +82,11 @@ public struct PostgresDeviceRepository: DeviceRepository {
         ).rows.map { try Self.device($0, offset: 0) }
     }
 
+    private static func status(_ text: String) throws -> DeviceStatus {
+        guard let status = DeviceStatus(rawValue: text) else { throw PostgresError(code: .decoding, message: "unknown status in devices") }
+        return status
+    }
+
     private static func device(_ row: PostgresRow, offset: Int) throws -> Device {
         guard let platform = Platform(rawValue: try row.decode(String.self, at: offset + 2)) else {
             throw PostgresError(code: .decoding, message: "unknown platform in devices")
@@ -93,7 +98,7 @@ public struct PostgresDeviceRepository: DeviceRepository {
             userID: try row.decode(String?.self, at: offset + 3),
             environment: try row.decode(String?.self, at: offset + 4),
             locale: try row.decode(String?.self, at: offset + 5),
-            status: try row.decode(String.self, at: offset + 6),
+            status: try Self.status(try row.decode(String.self, at: offset + 6)),
             invalidReason: try row.decode(String?.self, at: offset + 7),
             createdAt: try row.decode(Date.self, at: offset + 8),
             updatedAt: try row.decode(Date.self, at: offset + 9)

@@ -51,14 +51,14 @@ public final class RelayMetrics: Sendable {
 
     /// One delivery's outcome: delivered, retry, failed, expired, skipped, dead_token, credential,
     /// lapsed (handed back after waiting past its lease), handed_back (at shutdown).
-    func delivery(app: String, platform: String, outcome: String) {
+    func delivery(app: String, platform: String, outcome: DeliveryOutcome) {
         activity.outcome(app: app, outcome: outcome)
-        let key = OutcomeKey(app: app, platform: platform, outcome: outcome)
+        let key = OutcomeKey(app: app, platform: platform, outcome: outcome.rawValue)
         if let counter = outcomeCounters.withLock({ $0[key] }) {
             counter.increment()
             return
         }
-        let counter = registry.makeCounter(descriptor: Metric.pushOutcomes.descriptor, labels: [("app", app), ("platform", platform), ("outcome", outcome)])
+        let counter = registry.makeCounter(descriptor: Metric.pushOutcomes.descriptor, labels: [("app", app), ("platform", platform), ("outcome", outcome.rawValue)])
         outcomeCounters.withLock { $0[key] = counter }
         counter.increment()
     }
