@@ -119,7 +119,8 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Mustache", package: "swift-mustache"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            plugins: ["EmbedAssets"]
         ),
         .executableTarget(
             name: "push-relay",
@@ -138,6 +139,11 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+
+        // Compiles the app's text assets (OpenAPI document, console templates, stylesheet, script)
+        // into the binary; see Plugins/EmbedAssets.
+        .plugin(name: "EmbedAssets", capability: .buildTool(), dependencies: ["EmbedAssetsTool"]),
+        .executableTarget(name: "EmbedAssetsTool", path: "Plugins/EmbedAssetsTool", swiftSettings: swiftSettings),
 
         // Load generator for the benchmarks; kept out of the server binary.
         .executableTarget(

@@ -10,8 +10,8 @@
 # of examples per operation): about a minute on two cores.
 #
 # Usage: scripts/test/schemathesis.sh [extra `st run` options, given to both runs]
-#   SCHEMATHESIS_DOCUMENT=FILE  test this document instead of the served one, such as the YAML
-#                               of an edited OpenAPIDocument.swift before the relay is rebuilt
+#   SCHEMATHESIS_DOCUMENT=FILE  test this document instead of the served one, such as an edited
+#                               Sources/PushRelay/OpenAPI/openapi.yaml before the relay is rebuilt
 # Exit status: non-zero when schemathesis reports any failure or error (its report is printed).
 set -euo pipefail
 relay_binary="${RELAY_BINARY:-.build/debug/push-relay}"  # RELAY_BINARY: another build to test

@@ -66,8 +66,8 @@ final class ConsoleController: Sendable {
         router.get("/console/jobs", use: jobs)
         router.post("/console/jobs/{id}/cancel", use: cancelJob)
         router.get("/console/apps", use: appsPage)
-        router.get("/console/static/console.css") { _, _ in ConsolePages.asset(ConsoleAssets.css, type: "text/css; charset=utf-8") }
-        router.get("/console/static/console.js") { _, _ in ConsolePages.asset(ConsoleAssets.javascript, type: "text/javascript; charset=utf-8") }
+        router.get("/console/static/console.css") { _, _ in ConsolePages.asset(EmbeddedAssets.console_css, type: "text/css; charset=utf-8") }
+        router.get("/console/static/console.js") { _, _ in ConsolePages.asset(EmbeddedAssets.console_js, type: "text/javascript; charset=utf-8") }
     }
 
     /// Called once the router has every route.
@@ -90,12 +90,11 @@ final class ConsoleController: Sendable {
     /// (a login CSRF check: another site cannot sign a browser into its own key).
     private func loginPage(_ request: Request, context: AppRequestContext, error: String?, status: HTTPResponse.Status) -> Response {
         let check = ConsoleSessionStore.randomToken()
-        var view: [String: Any] = ["title": "Sign in", "page": "login", "loginCheck": check]
-        if let error { view["error"] = error }
+        var page = Page(title: "Sign in", page: "login", error: error, view: LoginView(loginCheck: check))
         if request.uri.queryParameters["ended"] != nil && error == nil {
-            view["flash"] = ["kind": "info", "text": "Your session has ended. Sign in again."]
+            page.flash = Flash(kind: "info", text: "Your session has ended. Sign in again.")
         }
-        var response = pages.html(template: "login", view: view, status: status)
+        var response = pages.html(template: "login", page: page, status: status)
         response.headers.append(HTTPField(name: .setCookie, value: cookie(Self.loginCookie, check, request: request, context: context, maxAge: 900)))
         return response
     }
@@ -164,187 +163,125 @@ final class ConsoleController: Sendable {
 
     // MARK: Pages
 
+    typealias Operator = OperatorController<AppRequestContext>
+
     @Sendable func overview(_ request: Request, context: AppRequestContext) async throws -> Response {
         try await withSession(request, context: context) { visit in
-            var view = visit.view(title: "Overview", page: "overview")
             let ready = try await visit.api(.get, "/ready")
-            view["readyText"] = ready.ok ? "ready" : "not ready: \(ready.errorMessage)"
-            view["readyClass"] = ready.ok ? "ok" : "bad"
-            view["schemaVersion"] = ready.object?["schema_version"].flatMap(Self.text) ?? "unknown"
+            let readiness = ready.value(HealthController<AppRequestContext>.Readiness.self)
+            var page = visit.page(
+                title: "Overview", page: "overview",
+                view: OverviewView(
+                    readyText: ready.ok ? "ready" : "not ready: \(ready.errorMessage)", readyClass: ready.ok ? "ok" : "bad",
+                    schemaVersion: readiness.map { String($0.schemaVersion) } ?? "unknown"
+                )
+            )
             let answer = try await visit.api(.get, "/v1/overview")
-            guard answer.ok else { return self.pages.html(template: "overview", view: view.merging(["error": answer.errorMessage]) { $1 }) }
-            view["generatedAt"] = Self.time(answer.object?["generated_at"])
-            view["apps"] = Self.objects(answer.object?["apps"]).map(Self.appOverview)
-            return self.pages.html(template: "overview", view: view)
+            if let overview = answer.value(Operator.Overview.self) {
+                page.view.generatedAt = Self.time(overview.generatedAt)
+                page.view.apps = overview.apps.map(AppOverviewView.init)
+            } else {
+                page.error = answer.errorMessage
+            }
+            return self.pages.html(template: "overview", page: page)
         }
-    }
-
-    static func appOverview(_ app: [String: Any]) -> [String: Any] {
-        let minutes = objects(app["minutes"])
-        // The last complete minute, as a per-second rate.
-        let previous = minutes.count >= 2 ? minutes[minutes.count - 2] : [:]
-        let rate = { (field: String) -> String in
-            let perSecond = Double(number(previous[field]) ?? 0) / 60
-            return String(format: perSecond < 10 ? "%.2f" : "%.0f", perSecond)
-        }
-        return [
-            "app": text(app["app"]) ?? "",
-            "webhookRate": rate("webhooks"), "pushRate": rate("delivered"),
-            "lastHour": (app["last_hour"] as? [String: Any]) ?? [:],
-            "queue": (app["queue"] as? [String: Any]) ?? [:],
-            "zendeskBacklog": text(app["zendesk_backlog"]) ?? "0",
-            "eventsBacklog": text(app["events_backlog"]) ?? "0",
-        ]
     }
 
     @Sendable func find(_ request: Request, context: AppRequestContext) async throws -> Response {
         try await withSession(request, context: context) { visit in
-            var view = visit.view(title: "Find", page: "find")
             let apps = try await visit.appIDs()
             let params = request.uri.queryParameters
             let app = params["app"].map(String.init) ?? apps.first ?? ""
             let by = params["by"].map(String.init) ?? "notification"
             let query = (params["q"].map(String.init) ?? "").trimmingCharacters(in: .whitespaces)
-            view["appOptions"] = apps.map { ["id": $0, "selected": $0 == app] }
-            view["byOptions"] = [("notification", "Notification id"), ("ticket", "Ticket id"), ("device", "Device token")].map {
-                ["value": $0.0, "label": $0.1, "selected": $0.0 == by]
-            }
-            view["q"] = query
-            guard !query.isEmpty, !app.isEmpty else { return self.pages.html(template: "find", view: view) }
+            var page = visit.page(
+                title: "Find", page: "find",
+                view: FindView(
+                    appOptions: apps.map { AppOption(id: $0, selected: $0 == app) },
+                    byOptions: Choice.list([("notification", "Notification id"), ("ticket", "Ticket id"), ("device", "Device token")], selected: by),
+                    q: query
+                )
+            )
+            guard !query.isEmpty, !app.isEmpty else { return self.pages.html(template: "find", page: page) }
             let base = "/v1/apps/\(Self.segment(app))"
+            let cursor = params["cursor"].map { "&cursor=\(Self.segment(String($0)))" } ?? ""
+            let nextPage = { (next: String?) in next.map { "/console/find?app=\(Self.segment(app))&by=\(by)&q=\(Self.segment(query))&cursor=\($0)" } }
             switch by {
             case "ticket":
-                var path = "\(base)/tickets/\(Self.segment(query))/notifications?limit=20"
-                if let cursor = params["cursor"] { path += "&cursor=\(Self.segment(String(cursor)))" }
-                let answer = try await visit.api(.get, path)
-                guard answer.ok else { view["error"] = answer.errorMessage; break }
-                let list = Self.objects(answer.object?["notifications"]).map { Self.notification($0, app: app) }
-                view["ticket"] = ["ticketID": query, "notifications": list, "empty": list.isEmpty]
-                if let next = answer.object?["next"].flatMap(Self.text) {
-                    view["nextPage"] = "/console/find?app=\(Self.segment(app))&by=ticket&q=\(Self.segment(query))&cursor=\(next)"
-                }
+                let answer = try await visit.api(.get, "\(base)/tickets/\(Self.segment(query))/notifications?limit=20\(cursor)")
+                guard let list = answer.value(APIList<NotificationStatusRecord>.self) else { page.error = answer.errorMessage; break }
+                let notifications = list.items.map { NotificationView($0, app: app) }
+                page.view.ticket = TicketView(ticketID: query, notifications: notifications, empty: notifications.isEmpty)
+                page.view.nextPage = nextPage(list.next)
             case "device":
-                var path = "\(base)/devices/\(Self.segment(query))/deliveries?limit=50"
-                if let cursor = params["cursor"] { path += "&cursor=\(Self.segment(String(cursor)))" }
-                let answer = try await visit.api(.get, path)
-                guard answer.ok else { view["error"] = answer.errorMessage; break }
-                let list = Self.objects(answer.object?["deliveries"]).map(Self.delivery)
-                view["device"] = ["deliveries": list, "empty": list.isEmpty]
-                if let next = answer.object?["next"].flatMap(Self.text) {
-                    view["nextPage"] = "/console/find?app=\(Self.segment(app))&by=device&q=\(Self.segment(query))&cursor=\(next)"
-                }
+                let answer = try await visit.api(.get, "\(base)/devices/\(Self.segment(query))/deliveries?limit=50\(cursor)")
+                guard let list = answer.value(APIList<DeliveryStatusRecord>.self) else { page.error = answer.errorMessage; break }
+                page.view.device = DeviceHistoryView(deliveries: list.items.map(DeliveryView.init), empty: list.items.isEmpty)
+                page.view.nextPage = nextPage(list.next)
             default:
                 let answer = try await visit.api(.get, "\(base)/notifications/\(Self.segment(query))")
-                guard answer.ok, let object = answer.object else { view["error"] = answer.errorMessage; break }
-                view["notification"] = Self.notification(object, app: app)
+                guard let notification = answer.value(NotificationStatusRecord.self) else { page.error = answer.errorMessage; break }
+                page.view.notification = NotificationView(notification, app: app)
             }
-            return self.pages.html(template: "find", view: view)
+            return self.pages.html(template: "find", page: page)
         }
-    }
-
-    static func notification(_ object: [String: Any], app: String) -> [String: Any] {
-        let counts = (object["counts"] as? [String: Any] ?? [:]).compactMap { status, count -> [String: Any]? in
-            guard let count = number(count), count > 0 else { return nil }
-            return ["status": status, "count": count]
-        }.sorted { ($0["status"] as! String) < ($1["status"] as! String) }
-        let id = text(object["id"]) ?? ""
-        return [
-            "id": id, "ticketID": text(object["ticket_id"]) ?? "", "title": text(object["title"]) ?? "",
-            "createdAt": time(object["created_at"]), "counts": counts,
-            "deliveries": objects(object["deliveries"]).map(delivery),
-            "link": "/console/find?app=\(segment(app))&by=notification&q=\(id)",
-            "ticketLink": "/console/find?app=\(segment(app))&by=ticket&q=\(segment(text(object["ticket_id"]) ?? ""))",
-        ]
-    }
-
-    /// One delivery as a timeline: queued, the attempts with the last reason, the outcome.
-    static func delivery(_ object: [String: Any]) -> [String: Any] {
-        let status = text(object["status"]) ?? ""
-        let attempts = number(object["attempts"]) ?? 0
-        var view: [String: Any] = [
-            "id": text(object["id"]) ?? "", "status": status, "platform": text(object["platform"]) ?? "",
-            "token": text(object["token"]) ?? "", "kind": (text(object["kind"]) ?? "alert").replacingOccurrences(of: "_", with: " "),
-            "createdAt": time(object["created_at"]), "updatedAt": time(object["updated_at"]),
-            "final": !["pending", "sending"].contains(status),
-        ]
-        if attempts > 0 { view["attempts"] = attempts == 1 ? "1 attempt" : "\(attempts) attempts" }
-        if let reason = text(object["last_reason"]) { view["reason"] = reason }
-        if let provider = text(object["provider_id"]) { view["providerID"] = provider }
-        if let delivered = object["delivered_at"], !(delivered is NSNull) { view["deliveredAt"] = time(delivered) }
-        if let notification = text(object["notification_id"]) { view["notificationID"] = notification }
-        return view
     }
 
     @Sendable func devices(_ request: Request, context: AppRequestContext) async throws -> Response {
         try await withSession(request, context: context) { visit in
-            var view = visit.view(title: "Devices", page: "devices")
             let apps = try await visit.appIDs()
             let params = request.uri.queryParameters
             let app = params["app"].map(String.init) ?? apps.first ?? ""
             let by = params["by"].map(String.init) ?? "token"
             let query = (params["q"].map(String.init) ?? "").trimmingCharacters(in: .whitespaces)
-            view["appOptions"] = apps.map { ["id": $0, "selected": $0 == app] }
-            view["byOptions"] = [("token", "Device token"), ("user", "User id")].map { ["value": $0.0, "label": $0.1, "selected": $0.0 == by] }
-            view["q"] = query
-            if params["done"] == "unregistered" { view["flash"] = ["kind": "ok", "text": "The device was unregistered."] }
-            guard !query.isEmpty, !app.isEmpty else { return self.pages.html(template: "devices", view: view) }
+            var page = visit.page(
+                title: "Devices", page: "devices",
+                view: DevicesView(
+                    appOptions: apps.map { AppOption(id: $0, selected: $0 == app) },
+                    byOptions: Choice.list([("token", "Device token"), ("user", "User id")], selected: by), q: query
+                )
+            )
+            if params["done"] == "unregistered" { page.flash = Flash(kind: "ok", text: "The device was unregistered.") }
+            guard !query.isEmpty, !app.isEmpty else { return self.pages.html(template: "devices", page: page) }
             let base = "/v1/apps/\(Self.segment(app))"
-            var found: [[String: Any]] = []
+            var found: [Device] = []
             var owner: String?
             if by == "user" {
                 let answer = try await visit.api(.get, "\(base)/users/\(Self.segment(query))/devices")
-                if answer.ok { found = Self.objects(answer.object?["devices"]) } else { view["error"] = answer.errorMessage }
+                if let list = answer.value(APIList<Device>.self) { found = list.items } else { page.error = answer.errorMessage }
                 owner = query
             } else {
                 let answer = try await visit.api(.get, "\(base)/devices/\(Self.segment(query))")
-                if answer.ok, let device = answer.object {
+                if let device = answer.value(Device.self) {
                     found = [device]
-                    owner = Self.text(device["user_id"]) ?? Self.text(device["token"])
+                    owner = device.userID ?? device.token
                 } else if answer.status == .notFound {
-                    view["notFound"] = true
+                    page.view.notFound = true
                 } else {
-                    view["error"] = answer.errorMessage
+                    page.error = answer.errorMessage
                 }
             }
-            view["devices"] = found.map { device -> [String: Any] in
-                let token = Self.text(device["token"]) ?? ""
-                let status = Self.text(device["status"]) ?? "active"
-                var entry: [String: Any] = [
-                    "token": token, "tokenShort": Redaction.token(token), "platform": Self.text(device["platform"]) ?? "",
-                    "user": Self.text(device["user_id"]) ?? "(none)", "status": status, "active": status == "active",
-                    "updatedAt": Self.time(device["updated_at"]), "locale": Self.text(device["locale"]) ?? "",
-                    "unregisterLink": "/console/devices/unregister?app=\(Self.segment(app))&token=\(Self.segment(token))",
-                ]
-                if let reason = Self.text(device["invalid_reason"]) { entry["reason"] = reason }
-                return entry
-            }
-            view["searched"] = true
+            page.view.devices = found.map { DeviceRow($0, app: app) }
+            page.view.searched = true
             if let owner, !found.isEmpty || by == "user" {
-                let unread = try await visit.api(.get, "\(base)/users/\(Self.segment(owner))/unread")
-                if unread.ok {
-                    view["unread"] = [
-                        "owner": owner.utf8.count >= 32 ? Redaction.token(owner) : owner,
-                        "total": Self.text(unread.object?["total"]) ?? "0",
-                        "tickets": Self.objects(unread.object?["tickets"]).map { ["ticket": Self.text($0["ticket_id"]) ?? "", "unread": Self.text($0["unread"]) ?? "0"] },
-                    ]
+                let answer = try await visit.api(.get, "\(base)/users/\(Self.segment(owner))/unread")
+                if let unread = answer.value(UnreadSummary.self) {
+                    let shown = owner.utf8.count >= 32 ? Redaction.token(owner) : owner
+                    page.view.unread = UnreadView(owner: shown, total: unread.total, tickets: unread.tickets)
                 } else {
-                    view["unreadError"] = unread.errorMessage
+                    page.view.unreadError = answer.errorMessage
                 }
             }
-            return self.pages.html(template: "devices", view: view)
+            return self.pages.html(template: "devices", page: page)
         }
     }
 
     @Sendable func confirmUnregister(_ request: Request, context: AppRequestContext) async throws -> Response {
         try await withSession(request, context: context) { visit in
-            var view = visit.view(title: "Unregister a device", page: "devices")
             let app = request.uri.queryParameters["app"].map(String.init) ?? ""
             let token = request.uri.queryParameters["token"].map(String.init) ?? ""
-            view["app"] = app
-            view["token"] = token
-            view["tokenShort"] = Redaction.token(token)
-            view["back"] = "/console/devices?app=\(Self.segment(app))&by=token&q=\(Self.segment(token))"
-            return self.pages.html(template: "unregister", view: view)
+            let page = visit.page(title: "Unregister a device", page: "devices", view: UnregisterView(app: app, token: token))
+            return self.pages.html(template: "unregister", page: page)
         }
     }
 
@@ -354,10 +291,9 @@ final class ConsoleController: Sendable {
             let token = visit.form["token"] ?? ""
             let answer = try await visit.api(.delete, "/v1/apps/\(Self.segment(app))/devices/\(Self.segment(token))")
             guard answer.ok else {
-                var view = visit.view(title: "Unregister a device", page: "devices")
-                view.merge(["app": app, "token": token, "tokenShort": Redaction.token(token), "error": answer.errorMessage]) { $1 }
-                view["back"] = "/console/devices?app=\(Self.segment(app))&by=token&q=\(Self.segment(token))"
-                return self.pages.html(template: "unregister", view: view, status: answer.status)
+                var page = visit.page(title: "Unregister a device", page: "devices", view: UnregisterView(app: app, token: token))
+                page.error = answer.errorMessage
+                return self.pages.html(template: "unregister", page: page, status: answer.status)
             }
             return Self.redirect("/console/devices?app=\(Self.segment(app))&by=token&q=\(Self.segment(token))&done=unregistered")
         }
@@ -365,32 +301,17 @@ final class ConsoleController: Sendable {
 
     @Sendable func jobs(_ request: Request, context: AppRequestContext) async throws -> Response {
         try await withSession(request, context: context) { visit in
-            var view = visit.view(title: "Jobs", page: "jobs")
-            view["appOptions"] = try await visit.appIDs().map { ["id": $0] }
+            var page = visit.page(title: "Jobs", page: "jobs", view: JobsView(appOptions: try await visit.appIDs().map { AppOption(id: $0) }))
             let answer = try await visit.api(.get, "/v1/admin/jobs?limit=20")
-            if answer.ok {
-                view["jobs"] = Self.objects(answer.object?["jobs"]).map(Self.job)
-                view["admin"] = true
+            if let list = answer.value(APIList<Job>.self) {
+                page.view.jobs = list.items.map(JobRow.init)
+                page.view.admin = true
             } else {
-                view["error"] = answer.errorMessage
+                page.error = answer.errorMessage
             }
-            if request.uri.queryParameters["done"] == "cancelled" { view["flash"] = ["kind": "ok", "text": "The job was cancelled."] }
-            return self.pages.html(template: "jobs", view: view)
+            if request.uri.queryParameters["done"] == "cancelled" { page.flash = Flash(kind: "ok", text: "The job was cancelled.") }
+            return self.pages.html(template: "jobs", page: page)
         }
-    }
-
-    static func job(_ object: [String: Any]) -> [String: Any] {
-        let status = text(object["status"]) ?? ""
-        let total = number(object["total"]) ?? 0
-        let processed = number(object["processed"]) ?? 0
-        var view: [String: Any] = [
-            "id": text(object["id"]) ?? "", "app": text(object["app_id"]) ?? "", "status": status, "total": total, "processed": processed,
-            "removed": number(object["removed"]) ?? 0, "notFound": number(object["not_found"]) ?? 0, "failed": number(object["failed"]) ?? 0,
-            "forwarded": number(object["forwarded"]) ?? 0, "createdAt": time(object["created_at"]),
-            "percent": total > 0 ? processed * 100 / total : 0, "cancellable": status == "queued" || status == "running",
-        ]
-        if let error = text(object["error"]) { view["error"] = error }
-        return view
     }
 
     @Sendable func cancelJob(_ request: Request, context: AppRequestContext) async throws -> Response {
@@ -404,41 +325,11 @@ final class ConsoleController: Sendable {
 
     @Sendable func appsPage(_ request: Request, context: AppRequestContext) async throws -> Response {
         try await withSession(request, context: context) { visit in
-            var view = visit.view(title: "Apps", page: "apps")
+            var page = visit.page(title: "Apps", page: "apps", view: AppsView())
             let answer = try await visit.api(.get, "/v1/apps")
-            guard answer.ok else { return self.pages.html(template: "apps", view: view.merging(["error": answer.errorMessage]) { $1 }) }
-            view["apps"] = Self.objects(answer.object?["apps"]).map(Self.appView)
-            return self.pages.html(template: "apps", view: view)
+            if let list = answer.value(APIList<Operator.AppView>.self) { page.view.apps = list.items.map(AppRow.init) } else { page.error = answer.errorMessage }
+            return self.pages.html(template: "apps", page: page)
         }
-    }
-
-    static func appView(_ object: [String: Any]) -> [String: Any] {
-        var settings: [[String: Any]] = []
-        let add = { (label: String, value: String?) in if let value { settings.append(["label": label, "value": value]) } }
-        add("Webhook secrets", (object["webhook_secrets"] as? [Any])?.compactMap(text).joined(separator: ", "))
-        add("Webhook signing secret", text(object["webhook_signing_secret"]))
-        add("User tokens (key file)", (object["user_tokens"] as? [String: Any])?["secret_file"].flatMap(text))
-        for (section, label) in [("apns", "APNs"), ("fcm", "FCM"), ("zendesk", "Zendesk")] {
-            guard let fields = object[section] as? [String: Any] else { continue }
-            for (key, value) in fields.sorted(by: { $0.key < $1.key }) { add("\(label) \(key.replacingOccurrences(of: "_", with: " "))", text(value)) }
-        }
-        if let events = object["events"] as? [String: Any] {
-            add("Events URL", text(events["url"]))
-            add("Events types", (events["types"] as? [Any])?.compactMap(text).joined(separator: ", "))
-            add("Events signing secret file", text(events["signing_secret_file"]))
-        }
-        let credentials = objects(object["credentials"]).map { credential -> [String: Any] in
-            var view: [String: Any] = [
-                "platform": text(credential["platform"]) ?? "", "kind": (text(credential["kind"]) ?? "").replacingOccurrences(of: "_", with: " "),
-                "lastRefresh": credential["last_refresh"].map(time) ?? "", "expiresAt": credential["expires_at"].map(time) ?? "",
-            ]
-            if view["lastRefresh"] as? String == "" { view["lastRefresh"] = "never (no push sent yet)" }
-            if let rejection = credential["last_rejection"] as? [String: Any] {
-                view["rejection"] = ["at": time(rejection["at"]), "reason": text(rejection["reason"]) ?? ""]
-            }
-            return view
-        }
-        return ["id": text(object["id"]) ?? "", "settings": settings, "credentials": credentials]
     }
 
     // MARK: Sessions and API calls
@@ -451,8 +342,8 @@ final class ConsoleController: Sendable {
         let responder: RouterResponder<AppRequestContext>
         let context: AppRequestContext
 
-        /// The layout's values: the navigation, who is signed in, the CSRF token.
-        func view(title: String, page: String) -> [String: Any] {
+        /// A page with the layout's values filled in: the navigation, who is signed in, the CSRF token.
+        func page<View>(title: String, page: String, view: View) -> Page<View> {
             let who: String
             switch session.principal {
             case .admin: who = "admin key \(session.keyPrefix)"
@@ -461,16 +352,15 @@ final class ConsoleController: Sendable {
             }
             let nav = [("overview", "Overview", "/console"), ("find", "Find", "/console/find"), ("devices", "Devices", "/console/devices"),
                        ("jobs", "Jobs", "/console/jobs"), ("apps", "Apps", "/console/apps")]
-            return [
-                "title": title, "page": page, "signedIn": true, "who": who, "csrf": session.csrfToken,
-                "nav": nav.map { ["href": $0.2, "label": $0.1, "current": $0.0 == page] },
-            ]
+            return Page(
+                title: title, page: page, signedIn: true, who: who, csrf: session.csrfToken,
+                nav: nav.map { NavLink(href: $0.2, label: $0.1, current: $0.0 == page) }, view: view
+            )
         }
 
         /// The app ids this session may look at (`GET /v1/apps`).
         func appIDs() async throws -> [String] {
-            let answer = try await api(.get, "/v1/apps")
-            return ConsoleController.objects(answer.object?["apps"]).compactMap { ConsoleController.text($0["id"]) }
+            try await api(.get, "/v1/apps").value(APIList<Operator.AppView>.self)?.items.map(\.id) ?? []
         }
 
         /// Sends an API request through the router as this session.
@@ -489,19 +379,54 @@ final class ConsoleController: Sendable {
         }
     }
 
+    /// An answer of the API, read through the API's own types.
     struct APIAnswer: Sendable {
         var status: HTTPResponse.Status
         var bytes: [UInt8]
 
         var ok: Bool { (200..<300).contains(status.code) }
-        var object: [String: Any]? {
-            guard !bytes.isEmpty else { return nil }
-            return (try? JSONSerialization.jsonObject(with: Data(bytes))) as? [String: Any]
+
+        /// The answer as the API's `type`, when it succeeded; `nil` otherwise (``errorMessage`` says why).
+        func value<Value: Decodable>(_ type: Value.Type) -> Value? {
+            guard ok else { return nil }
+            return try? Self.decoder.decode(type, from: Data(bytes))
         }
+
         /// The API's error message (`{"error":{"message":…}}`), or the status.
         var errorMessage: String {
-            if let error = object?["error"] as? [String: Any], let message = error["message"] as? String { return message }
-            return "HTTP \(status.code)"
+            if let body = try? Self.decoder.decode(ErrorBody.self, from: Data(bytes)) { return body.error.message }
+            return ok ? "the API's answer (HTTP \(status.code)) could not be read" : "HTTP \(status.code)"
+        }
+
+        /// Reads what ``AppRequestContext/responseEncoder`` writes.
+        static var decoder: JSONDecoder {
+            let decoder = JSONDecoder()
+            decoder.dateDecodingStrategy = .iso8601
+            return decoder
+        }
+    }
+
+    /// A list answer of the API: `{"<name>":[…]}`, and `"next"` (the next page's cursor, or `null`)
+    /// on a paged one (``StatusController/Page``, the device, job and app lists).
+    struct APIList<Item: Decodable>: Decodable {
+        var items: [Item]
+        var next: String?
+
+        private struct Key: CodingKey {
+            var stringValue: String
+            var intValue: Int? { nil }
+            init(stringValue: String) { self.stringValue = stringValue }
+            init?(intValue: Int) { nil }
+        }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: Key.self)
+            let names = container.allKeys.filter { $0.stringValue != "next" }
+            guard names.count == 1, let name = names.first else {
+                throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "a list answer has one list"))
+            }
+            items = try container.decode([Item].self, forKey: name)
+            next = try container.decodeIfPresent(String.self, forKey: Key(stringValue: "next"))
         }
     }
 
@@ -564,35 +489,8 @@ final class ConsoleController: Sendable {
         return value.addingPercentEncoding(withAllowedCharacters: allowed) ?? ""
     }
 
-    static func objects(_ value: Any?) -> [[String: Any]] {
-        (value as? [Any])?.compactMap { $0 as? [String: Any] } ?? []
-    }
-
-    static func text(_ value: Any?) -> String? {
-        switch value {
-        case let string as String: return string
-        case let number as Int: return String(number)
-        case let number as Int64: return String(number)
-        // A whole number in range prints without a fraction; anything else (1e300, inf) as it is, never a trap.
-        case let number as Double: return Int64(exactly: number).map(String.init) ?? String(number)
-        case let number as NSNumber: return number.stringValue
-        default: return nil
-        }
-    }
-
-    static func number(_ value: Any?) -> Int? {
-        switch value {
-        case let number as Int: return number
-        case let number as Int64: return Int(number)
-        case let number as Double: return number.isFinite ? Int(exactly: number.rounded(.towardZero)) : nil
-        case let number as NSNumber: return number.intValue
-        default: return nil
-        }
-    }
-
-    /// An ISO 8601 time from the API as shown: `2026-11-24 11:30:05 UTC`.
-    static func time(_ value: Any?) -> String {
-        guard let text = text(value) else { return "" }
-        return text.replacingOccurrences(of: "T", with: " ").replacingOccurrences(of: "Z", with: " UTC")
+    /// A time from the API as shown: `2026-11-24 11:30:05 UTC`.
+    static func time(_ date: Date) -> String {
+        date.formatted(.iso8601).replacingOccurrences(of: "T", with: " ").replacingOccurrences(of: "Z", with: " UTC")
     }
 }

@@ -33,7 +33,7 @@ struct OperatorController<Context: RequestContext>: Sendable {
 
     // MARK: Overview
 
-    struct Activity: Encodable, Sendable, Equatable {
+    struct Activity: Codable, Sendable, Equatable {
         var webhooks: Int64 = 0
         var delivered: Int64 = 0
         var failed: Int64 = 0
@@ -82,13 +82,13 @@ struct OperatorController<Context: RequestContext>: Sendable {
         enum Key: String, CodingKey { case minute }
     }
 
-    struct Queue: Encodable, Sendable {
+    struct Queue: Codable, Sendable {
         var pending: Int
         var sending: Int
         var retrying: Int
     }
 
-    struct AppOverview: Encodable, Sendable {
+    struct AppOverview: Codable, Sendable {
         var app: String
         var minutes: [Minute]
         var lastHour: Activity
@@ -104,7 +104,7 @@ struct OperatorController<Context: RequestContext>: Sendable {
         }
     }
 
-    struct Overview: ResponseEncodable {
+    struct Overview: ResponseEncodable, Decodable {
         var generatedAt: Date
         var countCap: Int
         var apps: [AppOverview]
@@ -140,7 +140,7 @@ struct OperatorController<Context: RequestContext>: Sendable {
 
     // MARK: Apps
 
-    struct Credential: Encodable, Sendable {
+    struct Credential: Codable, Sendable {
         var platform: String
         /// How the relay authenticates: `token` (APNs .p8), `certificate` (APNs), `service_account` (FCM).
         var kind: String
@@ -150,7 +150,7 @@ struct OperatorController<Context: RequestContext>: Sendable {
         var expiresAt: Date?
         var lastRejection: Rejection?
 
-        struct Rejection: Encodable, Sendable {
+        struct Rejection: Codable, Sendable {
             var at: Date
             var reason: String
         }
@@ -163,7 +163,7 @@ struct OperatorController<Context: RequestContext>: Sendable {
         }
     }
 
-    struct AppView: Encodable, Sendable {
+    struct AppView: Codable, Sendable {
         var id: String
         var webhookSecrets: [String]
         var webhookSigningSecret: String?
@@ -174,7 +174,7 @@ struct OperatorController<Context: RequestContext>: Sendable {
         var events: EventsView?
         var credentials: [Credential]
 
-        struct EventsView: Encodable, Sendable {
+        struct EventsView: Codable, Sendable {
             var url: String
             var signingSecretFile: String
             var types: [String]

@@ -15,7 +15,7 @@ struct HealthController<Context: RequestContext>: Sendable {
         var status: String
     }
 
-    struct Readiness: ResponseEncodable {
+    struct Readiness: ResponseEncodable, Decodable {
         var status: String
         var schemaVersion: Int
         var expectedSchemaVersion: Int

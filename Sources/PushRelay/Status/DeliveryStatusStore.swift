@@ -2,7 +2,7 @@ import Foundation
 import Postgres
 
 /// One delivery as the status API shows it.
-struct DeliveryStatusRecord: Sendable, Equatable, Encodable {
+struct DeliveryStatusRecord: Sendable, Equatable, Codable {
     var id: Int64
     /// `nil` for a badge sync.
     var notificationID: Int64?
@@ -69,7 +69,7 @@ extension DeliveryStatusRecord {
 
 /// A notification (one accepted webhook) as the status API shows it: what it was, and how many of
 /// its deliveries are in each status.
-struct NotificationStatusRecord: Sendable, Equatable, Encodable {
+struct NotificationStatusRecord: Sendable, Equatable, Codable {
     var id: Int64
     var ticketID: String
     var title: String
