@@ -182,8 +182,28 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Unit tests, without I/O beyond the repository's files.
         .testTarget(
             name: "PushRelayTests",
+            dependencies: [
+                "PushRelay",
+                "StrictJSON",
+                "CurlHTTP2",
+                "PushSandbox",
+                "Postgres",
+                "TestSupport",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Yams", package: "Yams"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ]
+        ),
+        // Suites that start PostgreSQL (and the sandbox, relay processes).
+        .testTarget(
+            name: "IntegrationTests",
             dependencies: [
                 "PushRelay",
                 "StrictJSON",

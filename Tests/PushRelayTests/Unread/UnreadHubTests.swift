@@ -1,6 +1,7 @@
 import Foundation
 @testable import Postgres
 @testable import PushRelay
+import TestSupport
 import Testing
 
 /// The hub's ETag cache against announcements, driven through its listener events and its read

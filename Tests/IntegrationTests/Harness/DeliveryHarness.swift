@@ -186,26 +186,9 @@ func apnsToken() -> String {
     (0..<4).map { _ in String(format: "%016llx", UInt64.random(in: 0...UInt64.max)) }.joined()
 }
 
-/// Waits until `condition` holds, checking every 20 ms; false after `timeout`.
-func eventually(timeout: Duration = .seconds(20), _ condition: () async throws -> Bool) async rethrows -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if try await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(20))
-    }
-    return try await condition()
-}
-
+/// A Zendesk webhook body for `devices` (identifier, type).
 func webhook(devices: [(String, String)], ticket: String = "5", title: String = "Agent replied", body: String = "Hello") -> String {
     let list = devices.map { #"{"identifier":"\#($0.0)","type":"\#($0.1)"}"# }.joined(separator: ",")
     return #"{"devices":[\#(list)],"notification":{"title":"\#(title)","body":"\#(body)","ticket_id":"\#(ticket)"}}"#
 }
 
-/// The value of the Prometheus sample named `name` whose labels include all of `labels`.
-func metricValue(_ text: String, _ name: String, _ labels: [String: String]) -> Double? {
-    for line in text.split(separator: "\n") where line.hasPrefix(name + "{") || line.hasPrefix(name + " ") {
-        guard labels.allSatisfy({ line.contains("\($0.key)=\"\($0.value)\"") }) else { continue }
-        return line.split(separator: " ").last.flatMap { Double($0) }
-    }
-    return nil
-}

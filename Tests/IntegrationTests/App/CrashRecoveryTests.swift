@@ -18,7 +18,7 @@ struct RelayProcess {
     static var executable: String {
         get throws {
             var candidates = [((CommandLine.arguments.first ?? "") as NSString).deletingLastPathComponent + "/push-relay"]
-            let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            let root = packageRoot(from: #filePath)
             candidates.append(root.appendingPathComponent(".build/debug/push-relay").path)
             guard let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
                 throw ConfigurationError("push-relay is not built (looked at \(candidates)); run swift build --build-tests")

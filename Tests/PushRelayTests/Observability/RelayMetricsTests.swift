@@ -1,4 +1,5 @@
 @testable import PushRelay
+import TestSupport
 import Testing
 
 /// What `GET /metrics` says of each metric (``RelayMetrics``).

@@ -5,6 +5,7 @@ import Hummingbird
 import HummingbirdTesting
 import PushSandbox
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import PushRelay

@@ -1,11 +1,12 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// The configurations shipped in `Deploy/` and shown in `docs/`: no log line they produce may hold
 /// a webhook secret, a device token or a query string, and the proxy tells the relay the scheme.
 @Suite("Shipped configurations: no secret in logs, X-Forwarded-Proto set")
 struct DeployConfigTests {
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let root = packageRoot(from: #filePath)
 
     static func read(_ path: String) throws -> String {
         try String(contentsOf: root.appendingPathComponent(path), encoding: .utf8)

@@ -1,0 +1,42 @@
+import Configuration
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import Postgres
+@testable import PushRelay
+import TestSupport
+import Testing
+
+@Suite("Request log")
+struct RequestLogTests {
+    @Test("the logged route carries neither the webhook secret nor a full device token, and unmatched paths log no segment")
+    func redaction() throws {
+        typealias Log = RequestLogMiddleware<AppRequestContext>
+        let secret = "support-secret-0123456789"
+        let token = String(repeating: "ab", count: 32)
+        var parameters = Parameters()
+        parameters["app"] = "support"
+        parameters["secret"] = Substring(secret)
+        #expect(Log.route("/v1/webhooks/zendesk/{app}/{secret}", parameters: parameters) == "/v1/webhooks/zendesk/support/…")
+        parameters = Parameters()
+        parameters["app"] = "support"
+        parameters["token"] = Substring(token)
+        let device = Log.route("/v1/apps/{app}/devices/{token}", parameters: parameters)
+        #expect(!device.contains(token))
+        #expect(device.hasPrefix("/v1/apps/support/devices/ababab"))
+        // Unread counts of a device linked to no user are addressed by its token.
+        parameters = Parameters()
+        parameters["app"] = "support"
+        parameters["user"] = Substring(token)
+        let owner = Log.route("/v1/apps/{app}/users/{user}/unread", parameters: parameters)
+        #expect(!owner.contains(token))
+        #expect(owner.hasSuffix("/unread"))
+        parameters["user"] = "Jos%C3%A9%0A"
+        #expect(Log.route("/v1/apps/{app}/users/{user}/unread", parameters: parameters) == "/v1/apps/support/users/José\\n/unread")
+        #expect(Log.route("/health", parameters: Parameters()) == "/health")
+        #expect(Log.route("NotFound", parameters: Parameters()) == "(no route)")
+        #expect(Log.route(nil, parameters: Parameters()) == "(no route)")
+    }
+}
