@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # One command from a fresh clone to the whole test suite: checks the room table in
-# docs/architecture.md, installs missing system packages, builds, and runs every test against real
-# PostgreSQL servers that the tests start themselves, then the API and browser tests.
+# docs/architecture.md and the code's formatting, installs missing system packages, builds, and
+# runs every test against real PostgreSQL servers that the tests start themselves, then the API
+# and browser tests.
 # Extra arguments go to `swift test` alone (for example --filter PostgresTests).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 python3 scripts/rooms.py --check docs/architecture.md  # cheap: before the build
+# Formatting (.swift-format: 4 spaces, 150 columns); `swift format -i -r Sources Tests Plugins Package.swift` fixes it.
+swift format lint --strict --recursive --parallel Sources Tests Plugins Package.swift
 scripts/bootstrap.sh
 swift build --build-tests
 # Free space where the build and the test clusters live, for reading a failed run.

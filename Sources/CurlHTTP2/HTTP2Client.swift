@@ -12,7 +12,13 @@ public struct HTTP2Request: Sendable {
     /// The whole exchange, connection set-up included.
     public var timeout: Duration
 
-    public init(url: String, method: String = "POST", headers: [(name: String, value: String)] = [], body: [UInt8] = [], timeout: Duration = .seconds(30)) {
+    public init(
+        url: String,
+        method: String = "POST",
+        headers: [(name: String, value: String)] = [],
+        body: [UInt8] = [],
+        timeout: Duration = .seconds(30)
+    ) {
         self.url = url
         self.method = method
         self.headers = headers
@@ -461,7 +467,8 @@ final class EasyHandle {
             return length
         }
         pushrelay_curl_easy_setopt_socket_callbacks(
-            easy, loop,
+            easy,
+            loop,
             { loop, socket, purpose in
                 if purpose == CURLSOCKTYPE_IPCXN {
                     Unmanaged<EventLoop>.fromOpaque(loop!).takeUnretainedValue().sockets.insert(socket)
@@ -644,7 +651,9 @@ private final class EventLoop: @unchecked Sendable {
     }
 
     private func start(_ transfer: Transfer) {
-        guard let handle = spareHandles.popLast() ?? EasyHandle(configuration: configuration, loop: Unmanaged.passUnretained(self).toOpaque(), tls: tls) else {
+        guard
+            let handle = spareHandles.popLast() ?? EasyHandle(configuration: configuration, loop: Unmanaged.passUnretained(self).toOpaque(), tls: tls)
+        else {
             transfer.finish(.failure(CurlError(code: CurlError.setupFailed, message: "curl_easy_init failed")))
             return
         }
@@ -672,7 +681,9 @@ private final class EventLoop: @unchecked Sendable {
         pushrelay_curl_easy_getinfo_long(handle.easy, CURLINFO_HTTP_VERSION, &version)
         return .success(
             HTTP2Response(
-                status: status, headerBlock: transfer.responseHeaders, body: transfer.responseBody,
+                status: status,
+                headerBlock: transfer.responseHeaders,
+                body: transfer.responseBody,
                 httpVersion: version == Int(CURL_HTTP_VERSION_2_0) ? 2 : version == Int(CURL_HTTP_VERSION_1_1) ? 1 : version
             )
         )

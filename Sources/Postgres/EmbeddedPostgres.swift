@@ -74,7 +74,8 @@ public final class EmbeddedPostgres: Sendable {
             let port = try port()
             logger.info("starting embedded PostgreSQL", metadata: ["db.data_directory": "\(dataDirectory)", "db.port": "\(port)"])
             let result = try await runAsServerUser(
-                bin + "/pg_ctl", ["start", "-D", dataDirectory, "-w", "-t", "60", "-l", logFile, "-s"]
+                bin + "/pg_ctl",
+                ["start", "-D", dataDirectory, "-w", "-t", "60", "-l", logFile, "-s"]
             )
             guard result.status == 0 else {
                 throw PostgresError(
@@ -94,7 +95,8 @@ public final class EmbeddedPostgres: Sendable {
         let bin = try binDirectory()
         guard try await isRunning(bin: bin) else { return }
         let result = try await runAsServerUser(
-            bin + "/pg_ctl", ["stop", "-D", dataDirectory, "-w", "-t", "60", "-s", "-m", immediate ? "immediate" : "fast"]
+            bin + "/pg_ctl",
+            ["stop", "-D", dataDirectory, "-w", "-t", "60", "-s", "-m", immediate ? "immediate" : "fast"]
         )
         guard result.status == 0 else {
             throw PostgresError(code: .embeddedServer, message: "pg_ctl stop failed (exit \(result.status)): \(result.output)")
@@ -151,7 +153,8 @@ public final class EmbeddedPostgres: Sendable {
         let password = Self.randomPassword()
         // Beside the data directory, not in it: initdb wants an empty directory.
         let initPasswordFile = path(".initdb-password")
-        guard FileManager.default.createFile(atPath: initPasswordFile, contents: Data((password + "\n").utf8), attributes: [.posixPermissions: 0o600]) else {
+        guard FileManager.default.createFile(atPath: initPasswordFile, contents: Data((password + "\n").utf8), attributes: [.posixPermissions: 0o600])
+        else {
             throw PostgresError(code: .embeddedServer, message: "cannot write into \(dataDirectory)")
         }
         if Self.runsAsRoot, let user = getpwnam("postgres") {
@@ -175,7 +178,9 @@ public final class EmbeddedPostgres: Sendable {
         let mainSettings = (dataDirectory as NSString).appendingPathComponent("postgresql.conf")
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: mainSettings))
         try handle.seekToEnd()
-        try handle.write(contentsOf: Data("\n# Written by PushRelay: port and listen address live here.\ninclude_if_exists = 'push-relay.conf'\n".utf8))
+        try handle.write(
+            contentsOf: Data("\n# Written by PushRelay: port and listen address live here.\ninclude_if_exists = 'push-relay.conf'\n".utf8)
+        )
         try handle.close()
     }
 
@@ -315,7 +320,7 @@ public final class EmbeddedPostgres: Sendable {
         posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
         let argv = command.map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
+        defer { for pointer in argv { free(pointer) } }
         var pid = pid_t()
         let spawned = posix_spawn(&pid, command[0], &actions, nil, argv, environ)
         guard spawned == 0 else {

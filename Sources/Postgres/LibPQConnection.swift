@@ -56,7 +56,9 @@ final class LibPQConnection: @unchecked Sendable {
     /// defaults are placed before it so that anything the operator wrote wins, except the client
     /// encoding and date style, which the decoders rely on.
     static func connect(
-        conninfo: String, applicationName: String, settings: PostgresConnectionSettings = .init()
+        conninfo: String,
+        applicationName: String,
+        settings: PostgresConnectionSettings = .init()
     ) throws -> LibPQConnection {
         var pairs: [(String, String)] = [
             ("connect_timeout", "\(settings.connectTimeoutSeconds)"),
@@ -82,8 +84,8 @@ final class LibPQConnection: @unchecked Sendable {
         let keys = pairs.map { strdup($0.0) }
         let values = pairs.map { strdup($0.1) }
         defer {
-            keys.forEach { free($0) }
-            values.forEach { free($0) }
+            for pointer in keys { free(pointer) }
+            for pointer in values { free(pointer) }
         }
         guard !keys.contains(nil), !values.contains(nil) else {
             throw PostgresError(code: .connectionFailed, message: "out of memory building the connection parameters")
@@ -133,7 +135,12 @@ final class LibPQConnection: @unchecked Sendable {
     /// Runs one parameterised statement with the extended protocol. With `prepare`, the statement
     /// is parsed once per connection and reused (for hot statements), and planned as `planning`
     /// says; the session's `plan_cache_mode` is switched first when it differs.
-    func query(_ sql: String, _ parameters: [String?], prepare: Bool = false, planning: PostgresPlanning = .perExecution) throws -> PostgresQueryResult {
+    func query(
+        _ sql: String,
+        _ parameters: [String?],
+        prepare: Bool = false,
+        planning: PostgresPlanning = .perExecution
+    ) throws -> PostgresQueryResult {
         var name: String?
         if prepare {
             if planning != self.planning {
@@ -150,7 +157,7 @@ final class LibPQConnection: @unchecked Sendable {
             }
         }
         let cValues = try Self.cStrings(parameters)
-        defer { cValues.forEach { free($0) } }
+        defer { for pointer in cValues { free(pointer) } }
         var pointers: [UnsafePointer<CChar>?] = cValues.map { $0.map { UnsafePointer($0) } }
         let result = guarded {
             pointers.withUnsafeMutableBufferPointer { buffer in
@@ -167,7 +174,8 @@ final class LibPQConnection: @unchecked Sendable {
     /// that failed would otherwise be sent as NULL, another value, which for an owner check
     /// (`user_id = $2 OR $2 IS NULL`) means no check: it throws instead, freeing what it copied.
     static func cStrings(
-        _ values: [String?], copy: (String) -> UnsafeMutablePointer<CChar>? = { strdup($0) }
+        _ values: [String?],
+        copy: (String) -> UnsafeMutablePointer<CChar>? = { strdup($0) }
     ) throws -> [UnsafeMutablePointer<CChar>?] {
         var copies: [UnsafeMutablePointer<CChar>?] = []
         copies.reserveCapacity(values.count)
@@ -177,7 +185,7 @@ final class LibPQConnection: @unchecked Sendable {
                 continue
             }
             guard let copied = copy(value) else {
-                copies.forEach { free($0) }
+                for pointer in copies { free(pointer) }
                 throw PostgresError(code: .server, message: "out of memory copying a statement parameter")
             }
             copies.append(copied)

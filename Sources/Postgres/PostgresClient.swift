@@ -55,8 +55,13 @@ public struct PostgresConnectionSettings: Sendable, Hashable {
     public var tcpUserTimeoutMilliseconds: Int
 
     public init(
-        connectTimeoutSeconds: Int = 5, statementTimeoutMilliseconds: Int = 15_000, callGrace: Duration = .seconds(2),
-        keepaliveIdleSeconds: Int = 10, keepaliveIntervalSeconds: Int = 5, keepaliveCount: Int = 3, tcpUserTimeoutMilliseconds: Int = 20_000
+        connectTimeoutSeconds: Int = 5,
+        statementTimeoutMilliseconds: Int = 15_000,
+        callGrace: Duration = .seconds(2),
+        keepaliveIdleSeconds: Int = 10,
+        keepaliveIntervalSeconds: Int = 5,
+        keepaliveCount: Int = 3,
+        tcpUserTimeoutMilliseconds: Int = 20_000
     ) {
         self.connectTimeoutSeconds = min(max(1, connectTimeoutSeconds), 3600)
         self.statementTimeoutMilliseconds = min(max(0, statementTimeoutMilliseconds), Int(Int32.max))
@@ -166,7 +171,10 @@ public final class PostgresClient: Service, Sendable {
     /// Runs one parameterised statement on a pooled connection (see ``PostgresSession/query(_:_:prepare:planning:)``).
     @discardableResult
     public func query(
-        _ sql: String, _ parameters: [any PostgresEncodable] = [], prepare: Bool = false, planning: PostgresPlanning = .perExecution
+        _ sql: String,
+        _ parameters: [any PostgresEncodable] = [],
+        prepare: Bool = false,
+        planning: PostgresPlanning = .perExecution
     ) async throws -> PostgresQueryResult {
         try await withConnection { try await $0.query(sql, parameters, prepare: prepare, planning: planning) }
     }

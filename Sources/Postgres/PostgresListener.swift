@@ -47,7 +47,10 @@ public final class PostgresListener: Service, Sendable {
     ///     is still there: a server that vanished without closing the connection sends nothing,
     ///     exactly like a quiet one, and something in between may keep the TCP connection alive.
     public init(
-        conninfo: String, channels: [String], settings: PostgresConnectionSettings = .init(), probeInterval: Duration = .seconds(5),
+        conninfo: String,
+        channels: [String],
+        settings: PostgresConnectionSettings = .init(),
+        probeInterval: Duration = .seconds(5),
         logger: Logger
     ) throws {
         for channel in channels {
@@ -91,7 +94,7 @@ public final class PostgresListener: Service, Sendable {
     }
 
     public func run() async throws {
-        defer { subscriptions.withLock { $0.forEach { $0.continuation.finish() } } }
+        defer { subscriptions.withLock { for subscription in $0 { subscription.continuation.finish() } } }
         await cancelWhenGracefulShutdown {
             var delay = Duration.milliseconds(100)
             while !Task.isCancelled {

@@ -27,7 +27,10 @@ public struct PostgresSession: Sendable {
     /// then says whether it is planned at each execution (the default) or once.
     @discardableResult
     public func query(
-        _ sql: String, _ parameters: [any PostgresEncodable] = [], prepare: Bool = false, planning: PostgresPlanning = .perExecution
+        _ sql: String,
+        _ parameters: [any PostgresEncodable] = [],
+        prepare: Bool = false,
+        planning: PostgresPlanning = .perExecution
     ) async throws -> PostgresQueryResult {
         let texts = parameters.map(\.postgresText)
         let connection = self.connection
@@ -50,7 +53,10 @@ public struct PostgresSession: Sendable {
         let connection = self.connection
         let milliseconds = timeout.map { Int(min(max(0, $0.components.seconds), 2_000_000)) * 1000 } ?? 0
         try await execute("SET statement_timeout = \(milliseconds)")
-        connection.callTimeout = PostgresConnectionSettings.callTimeout(statementTimeoutMilliseconds: milliseconds, grace: connection.settings.callGrace)
+        connection.callTimeout = PostgresConnectionSettings.callTimeout(
+            statementTimeoutMilliseconds: milliseconds,
+            grace: connection.settings.callGrace
+        )
         defer { connection.callTimeout = connection.settings.callTimeout }
         let restore = "SET statement_timeout = \(connection.settings.statementTimeoutMilliseconds)"
         do {

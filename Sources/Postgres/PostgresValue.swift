@@ -152,8 +152,13 @@ extension Date: PostgresEncodable, PostgresDecodable {
         gmtime_r(&time, &parts)
         return String(
             format: "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ",
-            Int(parts.tm_year) + 1900, Int(parts.tm_mon) + 1, Int(parts.tm_mday),
-            Int(parts.tm_hour), Int(parts.tm_min), Int(parts.tm_sec), min(micros, 999_999)
+            Int(parts.tm_year) + 1900,
+            Int(parts.tm_mon) + 1,
+            Int(parts.tm_mday),
+            Int(parts.tm_hour),
+            Int(parts.tm_min),
+            Int(parts.tm_sec),
+            min(micros, 999_999)
         )
     }
 
@@ -248,7 +253,8 @@ private enum ArrayLiteral {
             bytes.append(contentsOf: "NULL".utf8)
             return
         }
-        let quote = UInt8(ascii: "\""), backslash = UInt8(ascii: "\\")
+        let quote = UInt8(ascii: "\"")
+        let backslash = UInt8(ascii: "\\")
         bytes.append(quote)
         value.withUTF8 { utf8 in
             var start = 0

@@ -84,8 +84,12 @@ struct APNsEndpoint: Sendable {
         }
         state.record(
             SandboxRequest(
-                service: "apns", path: request.path, headers: request.headers.filter { $0.key != "authorization" },
-                body: String(decoding: request.body, as: UTF8.self), status: drop ? 0 : status, reason: drop ? "connection dropped" : reason,
+                service: "apns",
+                path: request.path,
+                headers: request.headers.filter { $0.key != "authorization" },
+                body: String(decoding: request.body, as: UTF8.self),
+                status: drop ? 0 : status,
+                reason: drop ? "connection dropped" : reason,
                 receivedAt: Date()
             )
         )
@@ -178,4 +182,3 @@ struct APNsEndpoint: Sendable {
         }
     }
 }
-

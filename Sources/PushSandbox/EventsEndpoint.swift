@@ -19,15 +19,21 @@ struct EventsEndpoint: Sendable {
         var headers: [(String, String)] = []
         if let problem = check(request) {
             (status, reason) = problem
-        } else if let failure = await (state.takeBehaviour(for: "events:" + (request.path.split(separator: "/").last.map(String.init) ?? ""))
+        } else if let failure = await
+            (state.takeBehaviour(for: "events:" + (request.path.split(separator: "/").last.map(String.init) ?? ""))
             ?? state.takeBehaviour(for: "events"))?.failure(defaultReason: "receiver failing")
         {
             (status, reason, headers) = (failure.status, failure.reason, failure.headers)
         }
         state.record(
             SandboxRequest(
-                service: "events", path: request.path, headers: request.headers, body: String(decoding: request.body, as: UTF8.self),
-                status: status, reason: reason, receivedAt: Date()
+                service: "events",
+                path: request.path,
+                headers: request.headers,
+                body: String(decoding: request.body, as: UTF8.self),
+                status: status,
+                reason: reason,
+                receivedAt: Date()
             )
         )
         guard let reason else { return SandboxRouter.json([String: String]()) }

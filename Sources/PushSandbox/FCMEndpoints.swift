@@ -29,14 +29,23 @@ final class FCMEndpoints: Sendable {
             (status, reason) = (400, "invalid_grant")
         }
         state.record(
-            SandboxRequest(service: "oauth", path: request.path, headers: request.headers, body: "(assertion)", status: status, reason: reason, receivedAt: Date())
+            SandboxRequest(
+                service: "oauth",
+                path: request.path,
+                headers: request.headers,
+                body: "(assertion)",
+                status: status,
+                reason: reason,
+                receivedAt: Date()
+            )
         )
         guard status == 200 else { return SandboxRouter.json(["error": reason ?? "invalid_request"], status: status) }
         let token = "sandbox-access-\(UUID().uuidString.lowercased())"
         issued.withLock { _ = $0.insert(token) }
         let body: [String: Any] = ["access_token": token, "expires_in": 3599, "token_type": "Bearer"]
         return SandboxHTTPResponse(
-            status: 200, headers: [("content-type", "application/json")],
+            status: 200,
+            headers: [("content-type", "application/json")],
             body: (try? JSONSerialization.data(withJSONObject: body, options: [.sortedKeys])) ?? Data()
         )
     }
@@ -73,8 +82,13 @@ final class FCMEndpoints: Sendable {
     private func record(project: String, request: SandboxHTTPRequest, status: Int, code: String?, retryAfter: String?) -> SandboxHTTPResponse {
         state.record(
             SandboxRequest(
-                service: "fcm", path: request.path, headers: request.headers.filter { $0.key != "authorization" },
-                body: String(decoding: request.body, as: UTF8.self), status: status, reason: code, receivedAt: Date()
+                service: "fcm",
+                path: request.path,
+                headers: request.headers.filter { $0.key != "authorization" },
+                body: String(decoding: request.body, as: UTF8.self),
+                status: status,
+                reason: code,
+                receivedAt: Date()
             )
         )
         if status == 200 {

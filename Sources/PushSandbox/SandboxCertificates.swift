@@ -28,7 +28,10 @@ public struct SandboxCertificates: Sendable {
         // A name of its own per CA: a client trusting two sandboxes' CAs finds each server's issuer by name.
         let caName = try DistinguishedName { CommonName("PushRelay Sandbox CA \(UInt32.random(in: 0...UInt32.max))") }
         let ca = try signed(
-            publicKey: caKey.publicKey, subject: caName, issuer: caName, issuerKey: caKey,
+            publicKey: caKey.publicKey,
+            subject: caName,
+            issuer: caName,
+            issuerKey: caKey,
             extensions: try Certificate.Extensions {
                 Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
                 Critical(KeyUsage(keyCertSign: true))
@@ -36,7 +39,10 @@ public struct SandboxCertificates: Sendable {
         )
         let serverKey = P256.Signing.PrivateKey()
         let server = try signed(
-            publicKey: serverKey.publicKey, subject: try DistinguishedName { CommonName("localhost") }, issuer: caName, issuerKey: caKey,
+            publicKey: serverKey.publicKey,
+            subject: try DistinguishedName { CommonName("localhost") },
+            issuer: caName,
+            issuerKey: caKey,
             extensions: try Certificate.Extensions {
                 Critical(BasicConstraints.notCertificateAuthority)
                 Critical(KeyUsage(digitalSignature: true))
@@ -60,10 +66,16 @@ public struct SandboxCertificates: Sendable {
 
     /// Issues an APNs client certificate for `topic` (subject "Apple Push Services: <topic>") and
     /// writes it and its key as PEM to `directory/<name>.pem` and `directory/<name>-key.pem`.
-    public func issueAPNsClientCertificate(topic: String, directory: String, name: String = "apns-client") throws -> (certificateFile: String, keyFile: String) {
+    public func issueAPNsClientCertificate(
+        topic: String,
+        directory: String,
+        name: String = "apns-client"
+    ) throws -> (certificateFile: String, keyFile: String) {
         let key = P256.Signing.PrivateKey()
         let certificate = try Self.signed(
-            publicKey: key.publicKey, subject: try DistinguishedName { CommonName(Self.apnsSubjectPrefix + topic) }, issuer: caName,
+            publicKey: key.publicKey,
+            subject: try DistinguishedName { CommonName(Self.apnsSubjectPrefix + topic) },
+            issuer: caName,
             issuerKey: caKey,
             extensions: try Certificate.Extensions {
                 Critical(BasicConstraints.notCertificateAuthority)
@@ -81,13 +93,24 @@ public struct SandboxCertificates: Sendable {
 
     /// A certificate valid from an hour ago for a year, signed with ECDSA P-256 / SHA-256.
     private static func signed(
-        publicKey: P256.Signing.PublicKey, subject: DistinguishedName, issuer: DistinguishedName, issuerKey: P256.Signing.PrivateKey,
+        publicKey: P256.Signing.PublicKey,
+        subject: DistinguishedName,
+        issuer: DistinguishedName,
+        issuerKey: P256.Signing.PrivateKey,
         extensions: Certificate.Extensions
     ) throws -> Certificate {
         let now = Date()
         return try Certificate(
-            version: .v3, serialNumber: .init(), publicKey: .init(publicKey), notValidBefore: now - 3600, notValidAfter: now + 365 * 86_400,
-            issuer: issuer, subject: subject, signatureAlgorithm: .ecdsaWithSHA256, extensions: extensions, issuerPrivateKey: .init(issuerKey)
+            version: .v3,
+            serialNumber: .init(),
+            publicKey: .init(publicKey),
+            notValidBefore: now - 3600,
+            notValidAfter: now + 365 * 86_400,
+            issuer: issuer,
+            subject: subject,
+            signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: extensions,
+            issuerPrivateKey: .init(issuerKey)
         )
     }
 

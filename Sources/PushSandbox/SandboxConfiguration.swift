@@ -33,7 +33,11 @@ public struct SandboxConfiguration: Sendable {
     public var http1Only: Bool
 
     public init(
-        host: String = "127.0.0.1", port: Int = 0, directory: String, apnsKeys: [String: APNsKey] = [:], eventSigningSecret: String? = nil,
+        host: String = "127.0.0.1",
+        port: Int = 0,
+        directory: String,
+        apnsKeys: [String: APNsKey] = [:],
+        eventSigningSecret: String? = nil,
         http1Only: Bool = false
     ) {
         self.eventSigningSecret = eventSigningSecret
@@ -44,4 +48,3 @@ public struct SandboxConfiguration: Sendable {
         self.apnsKeys = apnsKeys
     }
 }
-

@@ -1,6 +1,6 @@
-import _CryptoExtras
 import Crypto
 import Foundation
+import _CryptoExtras
 
 /// Provider credentials made up for the sandbox: an APNs `.p8` signing key and a Google service
 /// account whose `token_uri` is the sandbox's `/token`. The local demo run and the tests use them so
@@ -32,7 +32,11 @@ public struct SandboxCredentials: Sendable {
 
     /// A new APNs signing key: its `.p8` file `AuthKey_{keyID}.p8` (mode 0600) in `directory`,
     /// and its sandbox side for ``SandboxConfiguration/apnsKeys`` under `keyID`.
-    public static func generateAPNsKey(keyID: String, teamID: String, directory: String) throws -> (keyFile: String, key: SandboxConfiguration.APNsKey) {
+    public static func generateAPNsKey(
+        keyID: String,
+        teamID: String,
+        directory: String
+    ) throws -> (keyFile: String, key: SandboxConfiguration.APNsKey) {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let apns = P256.Signing.PrivateKey()
         let keyFile = (directory as NSString).appendingPathComponent("AuthKey_\(keyID).p8")

@@ -44,8 +44,14 @@ public struct SandboxBehaviour: Sendable, Codable, Hashable {
     public var environment: String?
 
     public init(
-        status: Int, reason: String? = nil, retryAfter: Int? = nil, delayMilliseconds: Int? = nil, times: Int? = nil,
-        invalidSinceMilliseconds: Int64? = nil, environment: String? = nil, retryAfterText: String? = nil
+        status: Int,
+        reason: String? = nil,
+        retryAfter: Int? = nil,
+        delayMilliseconds: Int? = nil,
+        times: Int? = nil,
+        invalidSinceMilliseconds: Int64? = nil,
+        environment: String? = nil,
+        retryAfterText: String? = nil
     ) {
         self.status = status
         self.reason = reason
@@ -136,7 +142,9 @@ public final class SandboxState: Sendable {
         behaviours.withLock { table in
             guard var behaviour = table[token] else { return nil }
             if let times = behaviour.times {
-                if times <= 1 { table[token] = nil } else {
+                if times <= 1 {
+                    table[token] = nil
+                } else {
                     behaviour.times = times - 1
                     table[token] = behaviour
                 }

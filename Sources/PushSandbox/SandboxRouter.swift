@@ -30,7 +30,9 @@ struct SandboxRouter: Sendable {
             keys = collection
         }
         apns = APNsEndpoint(
-            state: state, keys: keys, teams: configuration.apnsKeys.mapValues(\.teamID),
+            state: state,
+            keys: keys,
+            teams: configuration.apnsKeys.mapValues(\.teamID),
             keyEnvironments: configuration.apnsKeys.compactMapValues(\.environment)
         )
         fcm = FCMEndpoints(state: state)
@@ -64,7 +66,10 @@ struct SandboxRouter: Sendable {
             return SandboxHTTPResponse(status: 204)
         case ("PUT", "sandbox") where segments.count == 3 && segments[1] == "behaviours":
             guard let behaviour = try? JSONDecoder().decode(SandboxBehaviour.self, from: request.body) else {
-                return Self.json(["error": "expected {\"status\":…,\"reason\"?,\"retry_after\"?,\"retry_after_text\"?,\"delay_ms\"?,\"times\"?}"], status: 400)
+                return Self.json(
+                    ["error": "expected {\"status\":…,\"reason\"?,\"retry_after\"?,\"retry_after_text\"?,\"delay_ms\"?,\"times\"?}"],
+                    status: 400
+                )
             }
             state.setBehaviour(behaviour, for: segments[2])
             return SandboxHTTPResponse(status: 204)

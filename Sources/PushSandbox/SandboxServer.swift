@@ -54,7 +54,8 @@ public final class SandboxServer: Sendable {
     }
 
     /// Generates the certificates, binds and starts serving.
-    public static func start(configuration: SandboxConfiguration, state: SandboxState = SandboxState(), logger: Logger) async throws -> SandboxServer {
+    public static func start(configuration: SandboxConfiguration, state: SandboxState = SandboxState(), logger: Logger) async throws -> SandboxServer
+    {
         let certificates = try SandboxCertificates.generate(directory: configuration.directory)
         var tls = try certificates.serverTLSConfiguration()
         tls.applicationProtocols = configuration.http1Only ? ["http/1.1"] : ["h2"]
@@ -95,7 +96,9 @@ public final class SandboxServer: Sendable {
                         return
                     }
                     let multiplexer = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
-                        mode: .server, connectionConfiguration: connection, streamConfiguration: streams
+                        mode: .server,
+                        connectionConfiguration: connection,
+                        streamConfiguration: streams
                     ) { stream in
                         stream.eventLoop.makeCompletedFuture {
                             try stream.pipeline.syncOperations.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
@@ -126,7 +129,12 @@ public struct SandboxService: Service {
     let logger: Logger
     let onStart: @Sendable (SandboxServer) async -> Void
 
-    public init(configuration: SandboxConfiguration, state: SandboxState = SandboxState(), logger: Logger, onStart: @escaping @Sendable (SandboxServer) async -> Void = { _ in }) {
+    public init(
+        configuration: SandboxConfiguration,
+        state: SandboxState = SandboxState(),
+        logger: Logger,
+        onStart: @escaping @Sendable (SandboxServer) async -> Void = { _ in }
+    ) {
         self.configuration = configuration
         self.state = state
         self.logger = logger
@@ -172,7 +180,11 @@ final class SandboxStreamHandler: ChannelInboundHandler, Sendable {
             var headers: [String: String] = [:]
             for (name, value) in head.headers { headers[name.lowercased()] = value }
             let request = SandboxHTTPRequest(
-                method: head.method.rawValue, path: path, query: query, headers: headers, body: Data(body.readableBytesView),
+                method: head.method.rawValue,
+                path: path,
+                query: query,
+                headers: headers,
+                body: Data(body.readableBytesView),
                 clientCertificateTopic: headers["authorization"] == nil ? client.value.apnsTopic : nil,
                 connection: client.value.connection
             )
@@ -206,7 +218,10 @@ final class SandboxStreamHandler: ChannelInboundHandler, Sendable {
         }
         var headers = HTTPHeaders(response.headers)
         headers.replaceOrAdd(name: "content-length", value: String(response.body.count))
-        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: version, status: .init(statusCode: response.status), headers: headers))), promise: nil)
+        context.write(
+            wrapOutboundOut(.head(HTTPResponseHead(version: version, status: .init(statusCode: response.status), headers: headers))),
+            promise: nil
+        )
         if !response.body.isEmpty {
             context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: response.body)))), promise: nil)
         }

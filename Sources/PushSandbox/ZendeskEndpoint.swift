@@ -23,8 +23,13 @@ struct ZendeskEndpoint: Sendable {
         }
         state.record(
             SandboxRequest(
-                service: "zendesk", path: request.path, headers: request.headers.filter { $0.key != "authorization" },
-                body: String(decoding: request.body, as: UTF8.self), status: status, reason: reason, receivedAt: Date()
+                service: "zendesk",
+                path: request.path,
+                headers: request.headers.filter { $0.key != "authorization" },
+                body: String(decoding: request.body, as: UTF8.self),
+                status: status,
+                reason: reason,
+                receivedAt: Date()
             )
         )
         guard let reason else { return SandboxRouter.json([String: String]()) }

@@ -564,12 +564,20 @@ private struct Parser {
         var secondHigh: UInt8 = 0xBF
         switch lead {
         case 0xC2...0xDF: length = 2
-        case 0xE0: length = 3; secondLow = 0xA0
+        case 0xE0:
+            length = 3
+            secondLow = 0xA0
         case 0xE1...0xEC, 0xEE...0xEF: length = 3
-        case 0xED: length = 3; secondHigh = 0x9F
-        case 0xF0: length = 4; secondLow = 0x90
+        case 0xED:
+            length = 3
+            secondHigh = 0x9F
+        case 0xF0:
+            length = 4
+            secondLow = 0x90
         case 0xF1...0xF3: length = 4
-        case 0xF4: length = 4; secondHigh = 0x8F
+        case 0xF4:
+            length = 4
+            secondHigh = 0x8F
         default: throw Problem.invalidUTF8.at(offset)
         }
         guard offset &+ length <= end else { throw Problem.invalidUTF8.at(offset) }

@@ -39,7 +39,8 @@ public enum TestDatabase {
     public static func makeCluster(durable: Bool = false) async throws -> (cluster: EmbeddedPostgres, conninfo: String) {
         // Suites run in parallel, each relay with its pool and listener connections: room for all.
         let cluster = EmbeddedPostgres(
-            configuration: .init(directory: temporaryDirectory(), durable: durable, maxConnections: 600), logger: logger
+            configuration: .init(directory: temporaryDirectory(), durable: durable, maxConnections: 600),
+            logger: logger
         )
         let (conninfo, _) = try await cluster.start()
         registerForExit(cluster)

@@ -40,7 +40,9 @@ struct AB: AsyncParsableCommand {
     func run() async throws {
         let bench = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
         let binaries = ["A": Self.absolute(a), "B": Self.absolute(b)]
-        print("A/B: A = \(binaries["A"]!), B = \(binaries["B"]!); \(rounds) round\(rounds == 1 ? "" : "s"), e2e \(e2eArguments.joined(separator: " "))")
+        print(
+            "A/B: A = \(binaries["A"]!), B = \(binaries["B"]!); \(rounds) round\(rounds == 1 ? "" : "s"), e2e \(e2eArguments.joined(separator: " "))"
+        )
         print("machine: \(ProcessInfo.processInfo.activeProcessorCount) cores, \(Self.cpuModel()), \(Date().formatted(.iso8601))")
         var runs: [String: [[String: Double]]] = ["A": [], "B": []]
         var names: [String] = []
@@ -56,10 +58,14 @@ struct AB: AsyncParsableCommand {
         print("")
         // Wide enough for the longest figure's name (padding(toLength:) cuts a longer one).
         let nameWidth = max(26, (names.map(\.count).max() ?? 0) + 2)
-        print("figure".padding(toLength: nameWidth, withPad: " ", startingAt: 0) + "A min / median / max".padding(toLength: 30, withPad: " ", startingAt: 0)
-            + "B min / median / max".padding(toLength: 30, withPad: " ", startingAt: 0) + "B/A per round (median)")
+        print(
+            "figure".padding(toLength: nameWidth, withPad: " ", startingAt: 0)
+                + "A min / median / max".padding(toLength: 30, withPad: " ", startingAt: 0)
+                + "B min / median / max".padding(toLength: 30, withPad: " ", startingAt: 0) + "B/A per round (median)"
+        )
         for name in names {
-            let a = runs["A"]!.compactMap { $0[name] }, b = runs["B"]!.compactMap { $0[name] }
+            let a = runs["A"]!.compactMap { $0[name] }
+            let b = runs["B"]!.compactMap { $0[name] }
             let ratios = zip(a, b).map { $0.0 == 0 ? Double.nan : $0.1 / $0.0 }
             print(
                 name.padding(toLength: nameWidth, withPad: " ", startingAt: 0) + Self.spread(a).padding(toLength: 30, withPad: " ", startingAt: 0)
@@ -116,6 +122,8 @@ struct AB: AsyncParsableCommand {
 
     static func cpuModel() -> String {
         let info = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? ""
-        return info.split(separator: "\n").first { $0.hasPrefix("model name") }.map { String($0.split(separator: ":").last ?? "").trimmingCharacters(in: .whitespaces) } ?? "unknown CPU"
+        return info.split(separator: "\n").first { $0.hasPrefix("model name") }.map {
+            String($0.split(separator: ":").last ?? "").trimmingCharacters(in: .whitespaces)
+        } ?? "unknown CPU"
     }
 }

@@ -76,7 +76,8 @@ struct Ingest: AsyncParsableCommand {
         let (host, port) = try relay.hostAndPort()
         let load = WebhookLoad(
             target: .init(host: host, port: port, path: relay.webhookPath),
-            concurrency: concurrency, body: webhook(number:)
+            concurrency: concurrency,
+            body: webhook(number:)
         )
         if warmup > 0 {
             _ = try await load.drive(count: warmup, offset: 0, rate: nil)
@@ -88,17 +89,23 @@ struct Ingest: AsyncParsableCommand {
         let targets = (0..<devices).map { device in
             #"{"identifier":"bench-\#((number * devices + device) % tokenPool)","type":"\#(device % 2 == 0 ? "android" : "ios")"}"#
         }
-        return #"{"devices":[\#(targets.joined(separator: ","))],"notification":{"title":"Agent replied","body":"Reply \#(number) on your ticket","ticket_id":"\#(number % 5000)"}}"#
+        return
+            #"{"devices":[\#(targets.joined(separator: ","))],"notification":{"title":"Agent replied","body":"Reply \#(number) on your ticket","ticket_id":"\#(number % 5000)"}}"#
     }
 
     private func report(_ result: WebhookLoad.Result) {
         let histogram = result.histogram
         func ms(_ percentile: Double) -> String { String(format: "%.2f ms", Double(histogram.valueAtPercentile(percentile)) / 1000) }
         let total = result.accepted + result.failed.values.reduce(0, +)
-        print("ingest: \(total) webhooks (\(devices) device\(devices == 1 ? "" : "s") each), concurrency \(concurrency)" + (rate.map { ", target rate \(Int($0))/s" } ?? ", closed loop"))
+        print(
+            "ingest: \(total) webhooks (\(devices) device\(devices == 1 ? "" : "s") each), concurrency \(concurrency)"
+                + (rate.map { ", target rate \(Int($0))/s" } ?? ", closed loop")
+        )
         print(String(format: "  elapsed     %.2f s", result.elapsed))
         print(String(format: "  throughput  %.0f webhooks/s accepted (202)", Double(result.accepted) / result.elapsed))
-        print("  latency     p50 \(ms(50))  p90 \(ms(90))  p99 \(ms(99))  p99.9 \(ms(99.9))  max \(String(format: "%.2f ms", Double(histogram.max) / 1000))")
+        print(
+            "  latency     p50 \(ms(50))  p90 \(ms(90))  p99 \(ms(99))  p99.9 \(ms(99.9))  max \(String(format: "%.2f ms", Double(histogram.max) / 1000))"
+        )
         if result.failed.isEmpty {
             print("  failures    none")
         } else {
@@ -148,7 +155,12 @@ struct WebhookLoad: Sendable {
     var deadline: ContinuousClock.Instant? = nil
 
     /// Webhooks: a POST of `body(n)` as JSON to the target's path.
-    init(target: Target, concurrency: Int, body: @escaping @Sendable (Int) -> String, onSend: @escaping @Sendable (Int, ContinuousClock.Instant) -> Void = { _, _ in }) {
+    init(
+        target: Target,
+        concurrency: Int,
+        body: @escaping @Sendable (Int) -> String,
+        onSend: @escaping @Sendable (Int, ContinuousClock.Instant) -> Void = { _, _ in }
+    ) {
         self.target = target
         self.concurrency = concurrency
         request = { LoadRequest(method: .POST, path: target.path, headers: [("Content-Type", "application/json")], body: body($0)) }
@@ -156,7 +168,10 @@ struct WebhookLoad: Sendable {
     }
 
     init(
-        target: Target, concurrency: Int, accepted: Set<Int>, request: @escaping @Sendable (Int) -> LoadRequest,
+        target: Target,
+        concurrency: Int,
+        accepted: Set<Int>,
+        request: @escaping @Sendable (Int) -> LoadRequest,
         onAnswer: @escaping @Sendable (Int, LoadAnswer) -> Void
     ) {
         self.target = target
@@ -209,14 +224,26 @@ struct WebhookLoad: Sendable {
         return result
     }
 
-    private func connection(_ index: Int, counter: Counter, count: Int, offset: Int, rate: Double?, start: ContinuousClock.Instant) async throws -> Result {
+    private func connection(
+        _ index: Int,
+        counter: Counter,
+        count: Int,
+        offset: Int,
+        rate: Double?,
+        start: ContinuousClock.Instant
+    ) async throws -> Result {
         let load = self
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .connect(host: target.host, port: target.port(forConnection: index)) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let driver = LoadDriver(
-                        load: load, counter: counter, count: count, offset: offset, rate: rate, start: start,
+                        load: load,
+                        counter: counter,
+                        count: count,
+                        offset: offset,
+                        rate: rate,
+                        start: start,
                         finished: channel.eventLoop.makePromise()
                     )
                     try channel.pipeline.syncOperations.addHandler(driver)
@@ -249,7 +276,12 @@ private final class LoadDriver: ChannelInboundHandler {
     private var done = false
 
     init(
-        load: WebhookLoad, counter: Counter, count: Int, offset: Int, rate: Double?, start: ContinuousClock.Instant,
+        load: WebhookLoad,
+        counter: Counter,
+        count: Int,
+        offset: Int,
+        rate: Double?,
+        start: ContinuousClock.Instant,
         finished: EventLoopPromise<WebhookLoad.Result>
     ) {
         self.load = load
@@ -311,7 +343,9 @@ private final class LoadDriver: ChannelInboundHandler {
         if delay <= .zero {
             send(index: index, at: scheduled, context: context)
         } else {
-            context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(delay.components.attoseconds / 1_000_000_000 + delay.components.seconds * 1_000_000_000)) {
+            context.eventLoop.assumeIsolated().scheduleTask(
+                in: .nanoseconds(delay.components.attoseconds / 1_000_000_000 + delay.components.seconds * 1_000_000_000)
+            ) {
                 self.send(index: index, at: scheduled, context: context)
             }
         }

@@ -1,13 +1,14 @@
 import ArgumentParser
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import Histogram
 import Logging
 import Postgres
 import PushSandbox
 import Synchronization
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 
 /// Webhook in, push out: starts a sandbox gateway in this process and a relay process configured
 /// to deliver to it (embedded, durable PostgreSQL), then measures
@@ -18,7 +19,8 @@ struct EndToEnd: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "e2e",
         abstract: "Webhooks into a relay process, pushes out to an in-process sandbox: notifications/s, webhook-to-push latency, peak RSS.",
-        discussion: "Each webhook names one device (iOS and Android alternately) and its own ticket, which is how each push is matched to its webhook."
+        discussion:
+            "Each webhook names one device (iOS and Android alternately) and its own ticket, which is how each push is matched to its webhook."
     )
 
     @Option(help: ArgumentHelp("The push-relay executable (default: beside this one).", valueName: "path"))
@@ -161,27 +163,44 @@ struct EndToEnd: AsyncParsableCommand {
         let relayCPU = relayPIDs.compactMap(Poll.cpuSeconds).reduce(0, +) - relayBefore
         let postgresCPU = (postmasterFile.map { Self.postgresCPUSeconds(postmasterFile: $0) } ?? 0) - postgresBefore
         if let instances {
-            print("end-to-end: \(instances) relay process\(instances == 1 ? "" : "es") (\(relayPath)) on one PostgreSQL server started by the benchmark (fsync, synchronous_commit on), sandbox over TLS HTTP/2 in the load generator")
+            print(
+                "end-to-end: \(instances) relay process\(instances == 1 ? "" : "es") (\(relayPath)) on one PostgreSQL server started by the benchmark (fsync, synchronous_commit on), sandbox over TLS HTTP/2 in the load generator"
+            )
         } else {
             print("end-to-end: relay \(relayPath), embedded PostgreSQL (fsync, synchronous_commit on), sandbox over TLS HTTP/2 in the load generator")
         }
         print("throughput run: \(requests) webhooks of one device each, \(concurrency) connections, closed loop")
         print(String(format: "  webhooks accepted  %d in %.2f s (%.0f/s)", ingest.accepted, ingest.elapsed, Double(ingest.accepted) / ingest.elapsed))
-        print(String(format: "  pushes received    %d in %.2f s from the first webhook: %.0f notifications/s end to end%@",
-                     tracker.count, elapsed.seconds, Double(tracker.count) / elapsed.seconds, arrived ? "" : " (INCOMPLETE)"))
+        print(
+            String(
+                format: "  pushes received    %d in %.2f s from the first webhook: %.0f notifications/s end to end%@",
+                tracker.count,
+                elapsed.seconds,
+                Double(tracker.count) / elapsed.seconds,
+                arrived ? "" : " (INCOMPLETE)"
+            )
+        )
         print("  webhook→push       \(tracker.summary())")
         print("  backlog each second (committed, not yet finished): " + backlog.map { String(Int($0)) }.joined(separator: " "))
         let run = Self.subtract(await Self.latencyBuckets(ports: ports), bucketsBefore)
         let (commitP50, commitP99) = (Self.bound(run, at: 0.50), Self.bound(run, at: 0.99))
-        print("  commit→outcome     p50 ≤ \(Self.seconds(commitP50))  p99 ≤ \(Self.seconds(commitP99))  (the relays' push_relay_delivery_latency_seconds buckets)")
+        print(
+            "  commit→outcome     p50 ≤ \(Self.seconds(commitP50))  p99 ≤ \(Self.seconds(commitP99))  (the relays' push_relay_delivery_latency_seconds buckets)"
+        )
         let notifications = Double(max(tracker.count, 1))
         var figures: [(String, Double)] = [
             ("notifications_per_s", Double(tracker.count) / elapsed.seconds), ("relay_cpu_us", relayCPU / notifications * 1e6),
             ("postgres_cpu_us", postgresCPU / notifications * 1e6), ("throughput_push_p99_ms", tracker.milliseconds(at: 99)),
             ("peak_backlog", backlog.max() ?? 0), ("commit_to_outcome_p99_ms_at_most", commitP99 * 1000),
         ]
-        print(String(format: "  CPU per notification  relay %.0f µs (all processes), PostgreSQL %.0f µs%@", relayCPU / notifications * 1e6, postgresCPU / notifications * 1e6,
-                     postmasterFile == nil ? " (PostgreSQL's processes not found)" : ""))
+        print(
+            String(
+                format: "  CPU per notification  relay %.0f µs (all processes), PostgreSQL %.0f µs%@",
+                relayCPU / notifications * 1e6,
+                postgresCPU / notifications * 1e6,
+                postmasterFile == nil ? " (PostgreSQL's processes not found)" : ""
+            )
+        )
         if ports.count > 1 {
             var shares: [String] = []
             for port in ports { shares.append(await Self.delivered(port: port).map { String(Int($0)) } ?? "?") }
@@ -244,7 +263,8 @@ struct EndToEnd: AsyncParsableCommand {
     static func backlog(port: Int) async -> Double? {
         guard let text = await metrics(port: port) else { return nil }
         let final = ["delivered", "failed", "dead_token", "unsendable", "expired", "skipped"]
-        var queued = 0.0, finished = 0.0
+        var queued = 0.0
+        var finished = 0.0
         for line in text.split(separator: "\n") {
             guard let value = line.split(separator: " ").last.flatMap({ Double($0) }) else { continue }
             if line.hasPrefix("push_relay_deliveries_queued_total{") {
@@ -314,7 +334,8 @@ struct EndToEnd: AsyncParsableCommand {
 
     /// Webhook n: one device, alternately iOS (an APNs-shaped hex token) and Android, on ticket n.
     static func webhook(number: Int) -> String {
-        let device = number % 2 == 0
+        let device =
+            number % 2 == 0
             ? #"{"identifier":"\#(String(format: "%064x", number))","type":"ios"}"#
             : #"{"identifier":"bench-android-\#(number)","type":"android"}"#
         return #"{"devices":[\#(device)],"notification":{"title":"Agent replied","body":"Reply \#(number) on your ticket","ticket_id":"\#(number)"}}"#

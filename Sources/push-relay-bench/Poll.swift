@@ -8,7 +8,8 @@ import Synchronization
 /// App users polling their unread count, nearly all unchanged, while webhooks change some owners.
 struct Poll: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Polls of GET …/unread with If-None-Match by many owners while webhooks change some of them: polls/s, latency percentiles, the share answered 304, and the relay's CPU per poll.",
+        abstract:
+            "Polls of GET …/unread with If-None-Match by many owners while webhooks change some of them: polls/s, latency percentiles, the share answered 304, and the relay's CPU per poll.",
         discussion: """
             Each owner is a device registered by a webhook (an Android token with no user, so the owner is the token), polled \
             with a user token (HS256 with the app's user_tokens key) whose sub is that token, as the mobile SDK would. Each poll \
@@ -60,10 +61,14 @@ struct Poll: AsyncParsableCommand {
 
         // Every owner gets one reply, which registers its device.
         let setup = WebhookLoad(
-            target: .init(host: host, port: port, path: webhookPath), concurrency: 64, body: { webhook(owner($0), $0) }
+            target: .init(host: host, port: port, path: webhookPath),
+            concurrency: 64,
+            body: { webhook(owner($0), $0) }
         )
         let registered = try await setup.drive(count: owners, offset: 0, rate: nil)
-        guard registered.accepted == owners else { throw ValidationError("setup: \(registered.accepted) of \(owners) webhooks accepted: \(registered.failed)") }
+        guard registered.accepted == owners else {
+            throw ValidationError("setup: \(registered.accepted) of \(owners) webhooks accepted: \(registered.failed)")
+        }
 
         let expires = Int(Date().timeIntervalSince1970) + 3600 + seconds
         let authorizations = (0..<owners).map { "Bearer " + Self.userToken(sub: owner($0), expires: expires, key: key) }
@@ -71,7 +76,9 @@ struct Poll: AsyncParsableCommand {
         let notModified = Atomic<Int>(0)
         let app = relay.app
         var polls = WebhookLoad(
-            target: .init(host: host, port: port, path: ""), concurrency: concurrency, accepted: [200, 304],
+            target: .init(host: host, port: port, path: ""),
+            concurrency: concurrency,
+            accepted: [200, 304],
             request: { number in
                 let index = number % owners
                 var headers = [("Authorization", authorizations[index])]
@@ -84,7 +91,8 @@ struct Poll: AsyncParsableCommand {
             }
         )
         var changes = WebhookLoad(
-            target: .init(host: host, port: port, path: webhookPath), concurrency: 16,
+            target: .init(host: host, port: port, path: webhookPath),
+            concurrency: 16,
             body: { number in webhook(owner(Int.random(in: 0..<owners)), number) }
         )
 
@@ -97,7 +105,8 @@ struct Poll: AsyncParsableCommand {
 
         let cpuBefore = relayPID.flatMap(Self.cpuSeconds)
         let ownBefore = Self.cpuSeconds(pid: Int(getpid()))
-        async let changed = webhookRate > 0
+        async let changed =
+            webhookRate > 0
             ? changes.drive(count: Int(webhookRate * Double(seconds)) + 1, offset: owners, rate: webhookRate) : WebhookLoad.Result()
         let result = try await polls.drive(count: rate.map { Int($0 * Double(seconds)) } ?? Int.max, offset: 0, rate: rate)
         let webhooks = try await changed
@@ -110,17 +119,41 @@ struct Poll: AsyncParsableCommand {
         let unchanged = notModified.load(ordering: .relaxed)
         let mode = rate.map { "open loop at \(Int($0)) polls/s" } ?? "closed loop"
         print("poll: \(owners) owners, \(concurrency) connections, \(mode), \(seconds) s, webhooks at \(Int(webhookRate))/s to random owners")
-        print(String(format: "  polls       %d in %.2f s: %.0f polls/s, %.1f%% answered 304", total, result.elapsed, Double(total) / result.elapsed, Double(unchanged) * 100 / Double(max(total, 1))))
-        print("  latency     p50 \(ms(50))  p90 \(ms(90))  p99 \(ms(99))  p99.9 \(ms(99.9))  max \(String(format: "%.2f ms", Double(histogram.max) / 1000))")
+        print(
+            String(
+                format: "  polls       %d in %.2f s: %.0f polls/s, %.1f%% answered 304",
+                total,
+                result.elapsed,
+                Double(total) / result.elapsed,
+                Double(unchanged) * 100 / Double(max(total, 1))
+            )
+        )
+        print(
+            "  latency     p50 \(ms(50))  p90 \(ms(90))  p99 \(ms(99))  p99.9 \(ms(99.9))  max \(String(format: "%.2f ms", Double(histogram.max) / 1000))"
+        )
         print(String(format: "  webhooks    %d accepted (%.0f/s)", webhooks.accepted, Double(webhooks.accepted) / max(result.elapsed, 0.001)))
         if let cpuBefore, let cpuAfter {
-            print(String(format: "  relay CPU   %.1f µs per poll (%.2f s over the polling, webhooks included)", (cpuAfter - cpuBefore) / Double(max(total, 1)) * 1e6, cpuAfter - cpuBefore))
+            print(
+                String(
+                    format: "  relay CPU   %.1f µs per poll (%.2f s over the polling, webhooks included)",
+                    (cpuAfter - cpuBefore) / Double(max(total, 1)) * 1e6,
+                    cpuAfter - cpuBefore
+                )
+            )
         }
         if let ownBefore, let ownAfter {
-            print(String(format: "  bench CPU   %.1f µs per poll (this load generator, webhooks included, on the same cores)", (ownAfter - ownBefore) / Double(max(total, 1)) * 1e6))
+            print(
+                String(
+                    format: "  bench CPU   %.1f µs per poll (this load generator, webhooks included, on the same cores)",
+                    (ownAfter - ownBefore) / Double(max(total, 1)) * 1e6
+                )
+            )
         }
         let failures = result.failed.merging(webhooks.failed, uniquingKeysWith: +)
-        print("  failures    " + (failures.isEmpty ? "none" : failures.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")))
+        print(
+            "  failures    "
+                + (failures.isEmpty ? "none" : failures.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", "))
+        )
     }
 
     @Sendable static func owner(_ number: Int) -> String { "poll-owner-\(number)" }

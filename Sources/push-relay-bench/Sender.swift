@@ -21,7 +21,10 @@ struct Sender: AsyncParsableCommand {
     @Option(name: [.customShort("c"), .customLong("concurrency")], help: "Requests in flight (streams on the one connection).")
     var concurrency = 200
 
-    @Option(help: "An external TLS HTTP/2 sink that answers POSTs with 200 (e.g. nghttpd, see scripts/bench/sender.sh); omit for the in-process sandbox sink.")
+    @Option(
+        help:
+            "An external TLS HTTP/2 sink that answers POSTs with 200 (e.g. nghttpd, see scripts/bench/sender.sh); omit for the in-process sandbox sink."
+    )
     var url: String?
 
     @Option(help: "CA file (PEM) that signed the external sink's certificate.")
@@ -42,13 +45,17 @@ struct Sender: AsyncParsableCommand {
         }
         let client = try HTTP2Client(
             configuration: .init(
-                maxConnectionsPerHost: 1, maxConcurrentStreams: concurrency, caFile: sink?.certificates.caFile ?? caFile, eventThreads: threads
+                maxConnectionsPerHost: 1,
+                maxConcurrentStreams: concurrency,
+                caFile: sink?.certificates.caFile ?? caFile,
+                eventThreads: threads
             )
         )
         let url = self.url ?? "https://localhost:\(sink!.port)/sink"
         let headers: [(name: String, value: String)] = [("apns-topic", "com.example.app"), ("apns-push-type", "alert"), ("apns-priority", "10")]
         let payload = Array(
-            #"{"aps":{"alert":{"title":"Agent replied","body":"Reply on your ticket"},"badge":1,"sound":"default"},"zendesk_sdk_request_id":"5"}"#.utf8
+            #"{"aps":{"alert":{"title":"Agent replied","body":"Reply on your ticket"},"badge":1,"sound":"default"},"zendesk_sdk_request_id":"5"}"#
+                .utf8
         )
         for _ in 0..<threads { _ = try await client.send(HTTP2Request(url: url, headers: headers, body: payload)) }  // connect and warm up
         let counter = Counter()
@@ -78,7 +85,9 @@ struct Sender: AsyncParsableCommand {
         await client.shutdown()
         await sink?.shutdown()
         func ms(_ p: Double) -> String { String(format: "%.2f ms", Double(histogram.valueAtPercentile(p)) / 1000) }
-        print("sender: \(requests) requests of \(payload.count) bytes over \(threads == 1 ? "one TLS HTTP/2 connection" : "\(threads) TLS HTTP/2 connections, one event thread each"), \(concurrency) streams in flight, to \(sink == nil ? url : "the in-process sink")")
+        print(
+            "sender: \(requests) requests of \(payload.count) bytes over \(threads == 1 ? "one TLS HTTP/2 connection" : "\(threads) TLS HTTP/2 connections, one event thread each"), \(concurrency) streams in flight, to \(sink == nil ? url : "the in-process sink")"
+        )
         print("  client      \(CurlLibrary.version)")
         print(String(format: "  elapsed     %.2f s", elapsed))
         print(String(format: "  throughput  %.0f pushes/s answered 200 (%d of %d)", Double(ok) / elapsed, ok, requests))

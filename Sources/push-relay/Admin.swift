@@ -90,7 +90,10 @@ struct BulkUnregister: AsyncParsableCommand {
         let type = file.lowercased().hasSuffix(".csv") ? "text/csv" : "text/plain"
         let started = ContinuousClock.now
         let created = try await remote.call(
-            "POST", "/v1/admin/apps/\(app)/devices/bulk-unregister?propagate_to_zendesk=\(propagateToZendesk)", body: Array(data), contentType: type
+            "POST",
+            "/v1/admin/apps/\(app)/devices/bulk-unregister?propagate_to_zendesk=\(propagateToZendesk)",
+            body: Array(data),
+            contentType: type
         )
         guard let id = created["job_id"] as? String else { throw ValidationError("the relay did not return a job id") }
         let uploaded = ContinuousClock.now - started
@@ -135,7 +138,10 @@ struct JobFollower {
                 let width = 30
                 let filled = Int(fraction * Double(width))
                 let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
-                print(String(format: "\r[%@] %5.1f%%  %d/%d  %.0f/s  ETA %@  %@   ", bar, fraction * 100, processed, total, rate, eta, status), terminator: "")
+                print(
+                    String(format: "\r[%@] %5.1f%%  %d/%d  %.0f/s  ETA %@  %@   ", bar, fraction * 100, processed, total, rate, eta, status),
+                    terminator: ""
+                )
                 fflush(nil)
             } else if finished || now - lastPlain >= .seconds(2) {
                 print(String(format: "job %@: %@ %d/%d (%.1f%%), %.0f tokens/s, ETA %@", id, status, processed, total, fraction * 100, rate, eta))

@@ -9,7 +9,9 @@ struct CommonOptions: ParsableArguments {
     @Option(name: .customLong("config"), help: ArgumentHelp("YAML configuration file (or CONFIG_FILE).", valueName: "file"))
     var configFile: String?
 
-    @Option(help: ArgumentHelp("Where the embedded PostgreSQL cluster lives when database.url is unset (default ./.push-relay-data).", valueName: "dir"))
+    @Option(
+        help: ArgumentHelp("Where the embedded PostgreSQL cluster lives when database.url is unset (default ./.push-relay-data).", valueName: "dir")
+    )
     var dataDir: String?
 
     @Option(help: ArgumentHelp("trace, debug, info, notice, warning, error or critical (or LOG_LEVEL; default info).", valueName: "level"))

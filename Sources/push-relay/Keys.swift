@@ -1,8 +1,8 @@
 import ArgumentParser
 import Configuration
 import Foundation
-import Postgres
 import Logging
+import Postgres
 import PushRelay
 
 /// `push-relay keys …`: API keys for app servers and admins.
@@ -16,7 +16,8 @@ struct Keys: AsyncParsableCommand {
     struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Create an app key (--app) or an admin key (--admin) and print it once.",
-            discussion: "Scopes of app keys: \(APIKeyScope.allCases.map(\.rawValue).joined(separator: ", ")). Without --scope, an app key gets them all."
+            discussion:
+                "Scopes of app keys: \(APIKeyScope.allCases.map(\.rawValue).joined(separator: ", ")). Without --scope, an app key gets them all."
         )
 
         @OptionGroup var common: CommonOptions

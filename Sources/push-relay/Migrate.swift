@@ -1,6 +1,6 @@
 import ArgumentParser
-import Postgres
 import Configuration
+import Postgres
 import PushRelay
 
 /// `push-relay migrate`: applies pending schema migrations and exits.

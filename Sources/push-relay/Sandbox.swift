@@ -10,7 +10,8 @@ import UnixSignals
 struct Sandbox: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run the local APNs stand-in over HTTP/2 and TLS (for trying clients and for tests).",
-        discussion: "It writes its CA certificate to <dir>/sandbox-ca.pem; point clients at it (curl --cacert, tls.ca_file). GET /sandbox/received lists what it received; PUT /sandbox/behaviours/{token} makes it answer a token with an error. POST /events receives an app's feedback events (an app's events.url) and checks their signature with --events-secret-file."
+        discussion:
+            "It writes its CA certificate to <dir>/sandbox-ca.pem; point clients at it (curl --cacert, tls.ca_file). GET /sandbox/received lists what it received; PUT /sandbox/behaviours/{token} makes it answer a token with an error. POST /events receives an app's feedback events (an app's events.url) and checks their signature with --events-secret-file."
     )
 
     @Option(help: "Address to listen on.")
@@ -22,7 +23,12 @@ struct Sandbox: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Where to write the CA certificate.", valueName: "dir"))
     var directory = ".push-relay-data/sandbox"
 
-    @Option(help: ArgumentHelp("A file holding the secret feedback events are signed with (an app's events.signing_secret_file). Without it, POST /events answers 401.", valueName: "file"))
+    @Option(
+        help: ArgumentHelp(
+            "A file holding the secret feedback events are signed with (an app's events.signing_secret_file). Without it, POST /events answers 401.",
+            valueName: "file"
+        )
+    )
     var eventsSecretFile: String?
 
     func run() async throws {

@@ -1,13 +1,14 @@
 import ArgumentParser
-import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
 import Configuration
+import Foundation
 import Hummingbird
 import Logging
 import PushRelay
 import PushSandbox
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `push-relay serve`: runs the relay until SIGTERM or SIGINT.
 struct Serve: AsyncParsableCommand {
@@ -47,12 +48,14 @@ struct Serve: AsyncParsableCommand {
             let directory = (dataDirectory as NSString).appendingPathComponent("sandbox")
             let credentials = try SandboxCredentials.generate(directory: directory)
             let server = try await SandboxServer.start(
-                configuration: .init(port: sandboxPort ?? 0, directory: directory, apnsKeys: credentials.apnsKeys), logger: logger
+                configuration: .init(port: sandboxPort ?? 0, directory: directory, apnsKeys: credentials.apnsKeys),
+                logger: logger
             )
             sandbox = server
             let gateway = "https://localhost:\(server.port)"
             demo.apns = APNsSettings(
-                topic: "com.example.pushrelay.demo", url: gateway,
+                topic: "com.example.pushrelay.demo",
+                url: gateway,
                 token: .init(keyFile: credentials.apnsKeyFile, keyID: SandboxCredentials.apnsKeyID, teamID: SandboxCredentials.apnsTeamID)
             )
             demo.fcm = FCMSettings(serviceAccountFile: try credentials.writeServiceAccount(sandboxURL: gateway), url: gateway)

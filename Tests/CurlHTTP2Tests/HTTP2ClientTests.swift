@@ -78,7 +78,11 @@ struct HTTP2ClientTests {
             let client = try HTTP2Client(configuration: .init(caFile: sandbox.caFile))
             sandbox.state.setBehaviour(SandboxBehaviour(status: 429, reason: "TooManyRequests", retryAfter: 12, times: 1), for: Self.token)
             let response = try await client.send(
-                HTTP2Request(url: "\(sandbox.base)/3/device/\(Self.token)", headers: Self.apnsHeaders() + [("apns-id", "0f3a2b9c-1d2e-4f50-8a6b-7c8d9e0f1a2b")], body: Self.payload)
+                HTTP2Request(
+                    url: "\(sandbox.base)/3/device/\(Self.token)",
+                    headers: Self.apnsHeaders() + [("apns-id", "0f3a2b9c-1d2e-4f50-8a6b-7c8d9e0f1a2b")],
+                    body: Self.payload
+                )
             )
             #expect(response.header("Retry-After") == "12")
             #expect(response.header("APNS-ID") == "0f3a2b9c-1d2e-4f50-8a6b-7c8d9e0f1a2b")
@@ -99,14 +103,18 @@ struct HTTP2ClientTests {
                 ("apns-collapse-id", "zendesk-ticket-\t5"), ("apns-collapse-id", "a\u{7F}b"),
             ] {
                 let error = await #expect(throws: CurlError.self) {
-                    try await client.send(HTTP2Request(url: "\(sandbox.base)/3/device/\(Self.token)", headers: Self.apnsHeaders(topic: nil) + [bad], body: Self.payload))
+                    try await client.send(
+                        HTTP2Request(url: "\(sandbox.base)/3/device/\(Self.token)", headers: Self.apnsHeaders(topic: nil) + [bad], body: Self.payload)
+                    )
                 }
                 #expect(error?.isRetryable == false)
                 #expect(error?.isRequestInvalid == true)
             }
             #expect(sandbox.state.requests(service: "apns").isEmpty)
             // The client still works afterwards.
-            let response = try await client.send(HTTP2Request(url: "\(sandbox.base)/3/device/\(Self.token)", headers: Self.apnsHeaders(), body: Self.payload))
+            let response = try await client.send(
+                HTTP2Request(url: "\(sandbox.base)/3/device/\(Self.token)", headers: Self.apnsHeaders(), body: Self.payload)
+            )
             #expect(response.status == 200)
             await client.shutdown()
         }

@@ -34,7 +34,10 @@ struct SandboxEndpointTests {
             #expect(Self.json(grant)["expires_in"] as? Int == 3599)
 
             let wrongScope = try await client.send(
-                HTTP2Request(url: "\(sandbox.base)/token", body: Array("grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=\(Self.assertion(scope: "email"))".utf8))
+                HTTP2Request(
+                    url: "\(sandbox.base)/token",
+                    body: Array("grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=\(Self.assertion(scope: "email"))".utf8)
+                )
             )
             #expect(wrongScope.status == 400)
 

@@ -1,8 +1,9 @@
 import Foundation
 import Logging
-@testable import Postgres
 import TestSupport
 import Testing
+
+@testable import Postgres
 
 @Suite("PostgresClient against a real server")
 struct PostgresClientTests {
@@ -31,7 +32,8 @@ struct PostgresClientTests {
                     try await client.withConnection { session in
                         let row = try await session.query("SELECT $1::int * 2, pg_backend_pid(), pg_sleep(0.02)::text IS NOT NULL", [caller]).first!
                         let seen = try await observer.query(
-                            "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", [marker]
+                            "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+                            [marker]
                         ).first!.decode(Int.self, at: 0)
                         return (try row.decode(Int.self, at: 0) - caller * 2, try row.decode(Int32.self, at: 1), seen)
                     }
@@ -201,7 +203,7 @@ struct ParameterCopyTests {
     @Test("a parameter whose copy fails is an error, not SQL NULL; NULL parameters stay NULL")
     func failedCopyThrows() throws {
         let copies = try LibPQConnection.cStrings(["a", nil, "b"])
-        defer { copies.forEach { free($0) } }
+        defer { for pointer in copies { free(pointer) } }
         #expect(copies.map { $0.map { String(cString: $0) } } == ["a", nil, "b"])
         // The second value cannot be copied (as strdup answers when memory runs out).
         #expect(throws: PostgresError.self) {

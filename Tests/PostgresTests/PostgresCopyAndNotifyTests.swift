@@ -95,10 +95,12 @@ struct PostgresCopyAndNotifyTests {
         var otherEvents: [PostgresListenerEvent] = []
         for await event in onlyOther { otherEvents.append(event) }
         #expect(otherEvents.first == .listening)
-        #expect(otherEvents.compactMap { event -> String? in
-            guard case .notification(let notification) = event else { return nil }
-            return notification.channel
-        } == ["other"])
+        #expect(
+            otherEvents.compactMap { event -> String? in
+                guard case .notification(let notification) = event else { return nil }
+                return notification.channel
+            } == ["other"]
+        )
         await client.close()
     }
 

@@ -40,11 +40,13 @@ struct StrictJSONTests {
     @Test("a nested document parses to the expected values, keeping member order")
     func nestedDocument() throws {
         let value = try Self.parse(#" {"a": [1, true, false, null, {"b": []}], "c": {}, "d": "x"} "#)
-        let expected = JSONValue.object(JSONObject(members: [
-            ("a", .array([.number("1"), .bool(true), .bool(false), .null, .object(JSONObject(members: [("b", .array([]))]))])),
-            ("c", .object(JSONObject())),
-            ("d", .string("x")),
-        ]))
+        let expected = JSONValue.object(
+            JSONObject(members: [
+                ("a", .array([.number("1"), .bool(true), .bool(false), .null, .object(JSONObject(members: [("b", .array([]))]))])),
+                ("c", .object(JSONObject())),
+                ("d", .string("x")),
+            ])
+        )
         #expect(value == expected)
         guard case .object(let object) = value else {
             Issue.record("expected an object")
@@ -99,10 +101,13 @@ struct StrictJSONTests {
         #expect(try Self.parse("\"\(text)\\n\(text)\"") == .string(text + "\n" + text))
     }
 
-    @Test("numbers that follow the RFC grammar keep their exact text", arguments: [
-        "0", "-0", "1", "-1", "10", "1234567890", "0.5", "-0.5", "1.25", "1E+2", "1e2", "1e-2", "0.5e-3", "-0E0", "0e+0",
-        "9223372036854775808", "1e999999", String(repeating: "9", count: 400),
-    ])
+    @Test(
+        "numbers that follow the RFC grammar keep their exact text",
+        arguments: [
+            "0", "-0", "1", "-1", "10", "1234567890", "0.5", "-0.5", "1.25", "1E+2", "1e2", "1e-2", "0.5e-3", "-0E0", "0e+0",
+            "9223372036854775808", "1e999999", String(repeating: "9", count: 400),
+        ]
+    )
     func validNumbers(text: String) throws {
         #expect(try Self.parse(text) == .number(text))
         #expect(try Self.parse("[\(text)]") == .array([.number(text)]))
@@ -165,85 +170,88 @@ struct StrictJSONTests {
 
     // MARK: Invalid documents
 
-    @Test("each kind of non-JSON is rejected with a message naming the problem", arguments: [
-        InvalidJSONCase("[1,2,]", "a trailing comma is not allowed"),
-        InvalidJSONCase(#"{"a":1 , }"#, "a trailing comma is not allowed"),
-        InvalidJSONCase("[1, // note\n2]", "a comment is not allowed"),
-        InvalidJSONCase("/* c */ 1", "a comment is not allowed"),
-        InvalidJSONCase(#"{"a":1}// c"#, "a comment is not allowed"),
-        InvalidJSONCase(#"{"a"/**/:1}"#, "a comment is not allowed"),
-        InvalidJSONCase("['a']", "double quotes"),
-        InvalidJSONCase("{'a':1}", "double quotes"),
-        InvalidJSONCase("{a:1}", "an object member name must be a double-quoted string"),
-        InvalidJSONCase("{1:1}", "an object member name must be a double-quoted string"),
-        InvalidJSONCase("NaN", "NaN and Infinity are not JSON numbers"),
-        InvalidJSONCase("[Infinity]", "NaN and Infinity are not JSON numbers"),
-        InvalidJSONCase("-Infinity", "NaN and Infinity are not JSON numbers"),
-        InvalidJSONCase("+1", "a number may not start with '+'"),
-        InvalidJSONCase("01", "a number may not have leading zeros"),
-        InvalidJSONCase("-01", "a number may not have leading zeros"),
-        InvalidJSONCase("[00]", "a number may not have leading zeros"),
-        InvalidJSONCase("1.", "a number must have a digit after the decimal point"),
-        InvalidJSONCase("1.e5", "a number must have a digit after the decimal point"),
-        InvalidJSONCase(".5", "a number must have a digit before the decimal point"),
-        InvalidJSONCase("1e", "exponent must have at least one digit"),
-        InvalidJSONCase("[1e+]", "exponent must have at least one digit"),
-        InvalidJSONCase("-", "a minus sign must be followed by a digit"),
-        InvalidJSONCase("[-a]", "a minus sign must be followed by a digit"),
-        InvalidJSONCase("0x10", "unexpected content after the JSON value"),
-        InvalidJSONCase("\"a\u{1}b\"", "an unescaped control character in a string"),
-        InvalidJSONCase("\"a\nb\"", "an unescaped control character in a string"),
-        InvalidJSONCase("\"\t\"", "an unescaped control character in a string"),
-        InvalidJSONCase("\"a long string, past the first 8-byte word: \u{1F}\"", "an unescaped control character in a string"),
-        InvalidJSONCase(#""\x""#, "invalid escape"),
-        InvalidJSONCase(#""\U0041""#, "invalid escape"),
-        InvalidJSONCase(#""\'""#, "invalid escape"),
-        InvalidJSONCase(#""\u12G4""#, "invalid \\u escape"),
-        InvalidJSONCase(#""\uD800""#, "a lone UTF-16 surrogate escape"),
-        InvalidJSONCase(#""\ud800x""#, "a lone UTF-16 surrogate escape"),
-        InvalidJSONCase(#""\uDC00\uD800""#, "a lone UTF-16 surrogate escape"),
-        InvalidJSONCase(#""\uD800\u0041""#, "a lone UTF-16 surrogate escape"),
-        InvalidJSONCase(#""\uD800\uD800""#, "a lone UTF-16 surrogate escape"),
-        InvalidJSONCase(#""\uD800\n""#, "a lone UTF-16 surrogate escape"),
-        InvalidJSONCase(#"{"a":1,"a":2}"#, "duplicate object member name"),
-        InvalidJSONCase(#"{"a":{"b":1,"b":1}}"#, "duplicate object member name"),
-        InvalidJSONCase("", "empty input"),
-        InvalidJSONCase(" \n\t\r", "empty input"),
-        InvalidJSONCase("[1", "unexpected end of input"),
-        InvalidJSONCase(#"{"a":"#, "unexpected end of input"),
-        InvalidJSONCase(#"{"a""#, "unexpected end of input"),
-        InvalidJSONCase(#""abc"#, "unexpected end of input"),
-        InvalidJSONCase(#""\u00"#, "unexpected end of input"),
-        InvalidJSONCase("tru", "unexpected end of input"),
-        InvalidJSONCase("1 2", "unexpected content after the JSON value"),
-        InvalidJSONCase("{}{}", "unexpected content after the JSON value"),
-        InvalidJSONCase("null\u{0}", "unexpected content after the JSON value"),
-        InvalidJSONCase("True", "expected a JSON value"),
-        InvalidJSONCase("nul1", "an invalid literal"),
-        InvalidJSONCase("[1 2]", "expected ',' or ']'"),
-        InvalidJSONCase(#"{"a":1 "b":2}"#, "expected ',' or '}'"),
-        InvalidJSONCase(#"{"a" 1}"#, "expected ':'"),
-        InvalidJSONCase("[,1]", "expected a JSON value"),
-        InvalidJSONCase("\u{A0}1", "expected a JSON value"),
-        InvalidJSONCase("\u{FEFF}{}", "a byte order mark is not allowed"),
-        InvalidJSONCase(bytes: [0x22, 0xC0, 0xAF, 0x22], "invalid UTF-8"),  // overlong "/"
-        InvalidJSONCase(bytes: [0x22, 0xE0, 0x80, 0xAF, 0x22], "invalid UTF-8"),  // overlong, three bytes
-        InvalidJSONCase(bytes: [0x22, 0xF0, 0x80, 0x80, 0xAF, 0x22], "invalid UTF-8"),  // overlong, four bytes
-        InvalidJSONCase(bytes: [0x22, 0xED, 0xA0, 0x80, 0x22], "invalid UTF-8"),  // encoded U+D800
-        InvalidJSONCase(bytes: [0x22, 0xED, 0xBF, 0xBF, 0x22], "invalid UTF-8"),  // encoded U+DFFF
-        InvalidJSONCase(bytes: [0x22, 0xF4, 0x90, 0x80, 0x80, 0x22], "invalid UTF-8"),  // U+110000
-        InvalidJSONCase(bytes: [0x22, 0xF5, 0x80, 0x80, 0x80, 0x22], "invalid UTF-8"),
-        InvalidJSONCase(bytes: [0x22, 0xE2, 0x82, 0x22], "invalid UTF-8"),  // truncated before the quote
-        InvalidJSONCase(bytes: [0x22, 0xF0, 0x9F, 0x98], "invalid UTF-8"),  // truncated at the end
-        InvalidJSONCase(bytes: [0x22, 0x80, 0x22], "invalid UTF-8"),  // stray continuation byte
-        InvalidJSONCase(bytes: [0x22, 0x61, 0xBF, 0x61, 0x22], "invalid UTF-8"),
-        InvalidJSONCase(bytes: [0x22, 0xC3, 0x41, 0x22], "invalid UTF-8"),  // lead byte without its continuation
-        InvalidJSONCase(bytes: [0x22, 0xFF, 0x22], "invalid UTF-8"),
-        InvalidJSONCase(bytes: [0x22] + Array("a long string, past the first 8-byte word".utf8) + [0xED, 0xB0, 0x80, 0x22], "invalid UTF-8"),
-        InvalidJSONCase(bytes: [0xE9], "invalid UTF-8"),  // Latin-1 outside a string
-        InvalidJSONCase(bytes: [0x5B, 0x31, 0xC0], "invalid UTF-8"),
-        InvalidJSONCase(bytes: [0x7B, 0xFE, 0x7D], "invalid UTF-8"),
-    ])
+    @Test(
+        "each kind of non-JSON is rejected with a message naming the problem",
+        arguments: [
+            InvalidJSONCase("[1,2,]", "a trailing comma is not allowed"),
+            InvalidJSONCase(#"{"a":1 , }"#, "a trailing comma is not allowed"),
+            InvalidJSONCase("[1, // note\n2]", "a comment is not allowed"),
+            InvalidJSONCase("/* c */ 1", "a comment is not allowed"),
+            InvalidJSONCase(#"{"a":1}// c"#, "a comment is not allowed"),
+            InvalidJSONCase(#"{"a"/**/:1}"#, "a comment is not allowed"),
+            InvalidJSONCase("['a']", "double quotes"),
+            InvalidJSONCase("{'a':1}", "double quotes"),
+            InvalidJSONCase("{a:1}", "an object member name must be a double-quoted string"),
+            InvalidJSONCase("{1:1}", "an object member name must be a double-quoted string"),
+            InvalidJSONCase("NaN", "NaN and Infinity are not JSON numbers"),
+            InvalidJSONCase("[Infinity]", "NaN and Infinity are not JSON numbers"),
+            InvalidJSONCase("-Infinity", "NaN and Infinity are not JSON numbers"),
+            InvalidJSONCase("+1", "a number may not start with '+'"),
+            InvalidJSONCase("01", "a number may not have leading zeros"),
+            InvalidJSONCase("-01", "a number may not have leading zeros"),
+            InvalidJSONCase("[00]", "a number may not have leading zeros"),
+            InvalidJSONCase("1.", "a number must have a digit after the decimal point"),
+            InvalidJSONCase("1.e5", "a number must have a digit after the decimal point"),
+            InvalidJSONCase(".5", "a number must have a digit before the decimal point"),
+            InvalidJSONCase("1e", "exponent must have at least one digit"),
+            InvalidJSONCase("[1e+]", "exponent must have at least one digit"),
+            InvalidJSONCase("-", "a minus sign must be followed by a digit"),
+            InvalidJSONCase("[-a]", "a minus sign must be followed by a digit"),
+            InvalidJSONCase("0x10", "unexpected content after the JSON value"),
+            InvalidJSONCase("\"a\u{1}b\"", "an unescaped control character in a string"),
+            InvalidJSONCase("\"a\nb\"", "an unescaped control character in a string"),
+            InvalidJSONCase("\"\t\"", "an unescaped control character in a string"),
+            InvalidJSONCase("\"a long string, past the first 8-byte word: \u{1F}\"", "an unescaped control character in a string"),
+            InvalidJSONCase(#""\x""#, "invalid escape"),
+            InvalidJSONCase(#""\U0041""#, "invalid escape"),
+            InvalidJSONCase(#""\'""#, "invalid escape"),
+            InvalidJSONCase(#""\u12G4""#, "invalid \\u escape"),
+            InvalidJSONCase(#""\uD800""#, "a lone UTF-16 surrogate escape"),
+            InvalidJSONCase(#""\ud800x""#, "a lone UTF-16 surrogate escape"),
+            InvalidJSONCase(#""\uDC00\uD800""#, "a lone UTF-16 surrogate escape"),
+            InvalidJSONCase(#""\uD800\u0041""#, "a lone UTF-16 surrogate escape"),
+            InvalidJSONCase(#""\uD800\uD800""#, "a lone UTF-16 surrogate escape"),
+            InvalidJSONCase(#""\uD800\n""#, "a lone UTF-16 surrogate escape"),
+            InvalidJSONCase(#"{"a":1,"a":2}"#, "duplicate object member name"),
+            InvalidJSONCase(#"{"a":{"b":1,"b":1}}"#, "duplicate object member name"),
+            InvalidJSONCase("", "empty input"),
+            InvalidJSONCase(" \n\t\r", "empty input"),
+            InvalidJSONCase("[1", "unexpected end of input"),
+            InvalidJSONCase(#"{"a":"#, "unexpected end of input"),
+            InvalidJSONCase(#"{"a""#, "unexpected end of input"),
+            InvalidJSONCase(#""abc"#, "unexpected end of input"),
+            InvalidJSONCase(#""\u00"#, "unexpected end of input"),
+            InvalidJSONCase("tru", "unexpected end of input"),
+            InvalidJSONCase("1 2", "unexpected content after the JSON value"),
+            InvalidJSONCase("{}{}", "unexpected content after the JSON value"),
+            InvalidJSONCase("null\u{0}", "unexpected content after the JSON value"),
+            InvalidJSONCase("True", "expected a JSON value"),
+            InvalidJSONCase("nul1", "an invalid literal"),
+            InvalidJSONCase("[1 2]", "expected ',' or ']'"),
+            InvalidJSONCase(#"{"a":1 "b":2}"#, "expected ',' or '}'"),
+            InvalidJSONCase(#"{"a" 1}"#, "expected ':'"),
+            InvalidJSONCase("[,1]", "expected a JSON value"),
+            InvalidJSONCase("\u{A0}1", "expected a JSON value"),
+            InvalidJSONCase("\u{FEFF}{}", "a byte order mark is not allowed"),
+            InvalidJSONCase(bytes: [0x22, 0xC0, 0xAF, 0x22], "invalid UTF-8"),  // overlong "/"
+            InvalidJSONCase(bytes: [0x22, 0xE0, 0x80, 0xAF, 0x22], "invalid UTF-8"),  // overlong, three bytes
+            InvalidJSONCase(bytes: [0x22, 0xF0, 0x80, 0x80, 0xAF, 0x22], "invalid UTF-8"),  // overlong, four bytes
+            InvalidJSONCase(bytes: [0x22, 0xED, 0xA0, 0x80, 0x22], "invalid UTF-8"),  // encoded U+D800
+            InvalidJSONCase(bytes: [0x22, 0xED, 0xBF, 0xBF, 0x22], "invalid UTF-8"),  // encoded U+DFFF
+            InvalidJSONCase(bytes: [0x22, 0xF4, 0x90, 0x80, 0x80, 0x22], "invalid UTF-8"),  // U+110000
+            InvalidJSONCase(bytes: [0x22, 0xF5, 0x80, 0x80, 0x80, 0x22], "invalid UTF-8"),
+            InvalidJSONCase(bytes: [0x22, 0xE2, 0x82, 0x22], "invalid UTF-8"),  // truncated before the quote
+            InvalidJSONCase(bytes: [0x22, 0xF0, 0x9F, 0x98], "invalid UTF-8"),  // truncated at the end
+            InvalidJSONCase(bytes: [0x22, 0x80, 0x22], "invalid UTF-8"),  // stray continuation byte
+            InvalidJSONCase(bytes: [0x22, 0x61, 0xBF, 0x61, 0x22], "invalid UTF-8"),
+            InvalidJSONCase(bytes: [0x22, 0xC3, 0x41, 0x22], "invalid UTF-8"),  // lead byte without its continuation
+            InvalidJSONCase(bytes: [0x22, 0xFF, 0x22], "invalid UTF-8"),
+            InvalidJSONCase(bytes: [0x22] + Array("a long string, past the first 8-byte word".utf8) + [0xED, 0xB0, 0x80, 0x22], "invalid UTF-8"),
+            InvalidJSONCase(bytes: [0xE9], "invalid UTF-8"),  // Latin-1 outside a string
+            InvalidJSONCase(bytes: [0x5B, 0x31, 0xC0], "invalid UTF-8"),
+            InvalidJSONCase(bytes: [0x7B, 0xFE, 0x7D], "invalid UTF-8"),
+        ]
+    )
     func rejects(_ invalid: InvalidJSONCase) throws {
         let error = try #require(Self.error(invalid.bytes))
         #expect(error.message.contains(invalid.phrase), "\(error.message)")

@@ -1,5 +1,5 @@
-import StrictJSON
 import Foundation
+import StrictJSON
 
 /// The `reason` of an APNs error answer, as Apple's "Handling notification responses from APNs"
 /// lists them; any other is kept as ``ProviderReason/unknown(_:)``.
@@ -46,8 +46,12 @@ extension PushOutcome {
     static func apns(status: Int, body: [UInt8], retryAfter: String?, apnsID: String?, now: Date = Date()) -> PushOutcome {
         let error = body.isEmpty ? nil : (try? StrictJSON.parse(body))?.objectValue
         return apns(
-            status: status, reason: error?["reason"]?.stringValue, retryAfter: retryAfter, apnsID: apnsID,
-            timestamp: apnsTimestamp(error?["timestamp"], now: now), now: now
+            status: status,
+            reason: error?["reason"]?.stringValue,
+            retryAfter: retryAfter,
+            apnsID: apnsID,
+            timestamp: apnsTimestamp(error?["timestamp"], now: now),
+            now: now
         )
     }
 

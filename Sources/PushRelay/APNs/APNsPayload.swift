@@ -41,7 +41,12 @@ struct APNsHeaders {
     /// The header list for an alert (priority 10) or a background badge sync (priority 5, as APNs
     /// requires for background pushes).
     static func make(
-        type: PushType, topic: String, bearer: String?, ticketID: String?, expiration: Date, apnsID: UUID
+        type: PushType,
+        topic: String,
+        bearer: String?,
+        ticketID: String?,
+        expiration: Date,
+        apnsID: UUID
     ) -> [(name: String, value: String)] {
         var headers: [(name: String, value: String)] = [
             ("apns-push-type", type.rawValue),

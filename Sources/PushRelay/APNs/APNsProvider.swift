@@ -42,7 +42,11 @@ struct APNsProvider: PushProvider {
     /// One push of `body` to `environment`'s host, with one provider-token refresh on
     /// ExpiredProviderToken when the deadline leaves time for it.
     private func send(
-        _ delivery: ClaimedDelivery, body: [UInt8], isSync: Bool, to environment: APNsSettings.Environment, deadline: SendDeadline
+        _ delivery: ClaimedDelivery,
+        body: [UInt8],
+        isSync: Bool,
+        to environment: APNsSettings.Environment,
+        deadline: SendDeadline
     ) async -> PushOutcome {
         let base = settings.baseURL(for: environment)
         var refreshed = false
@@ -57,21 +61,31 @@ struct APNsProvider: PushProvider {
             }
             guard deadline.allowsRequest else { return .outOfTime("the APNs request", after: nil) }
             let headers = APNsHeaders.make(
-                type: isSync ? .background : .alert, topic: settings.topic, bearer: bearer, ticketID: isSync ? nil : delivery.ticketID,
-                expiration: Date().addingTimeInterval(pushTTL.timeInterval), apnsID: UUID.unique()
+                type: isSync ? .background : .alert,
+                topic: settings.topic,
+                bearer: bearer,
+                ticketID: isSync ? nil : delivery.ticketID,
+                expiration: Date().addingTimeInterval(pushTTL.timeInterval),
+                apnsID: UUID.unique()
             )
             let response: HTTP2Response
             do {
                 response = try await client.send(
                     HTTP2Request(
-                        url: base + APNsHeaders.devicePath(token: delivery.token), headers: headers, body: body, timeout: deadline.timeout(timeout)
+                        url: base + APNsHeaders.devicePath(token: delivery.token),
+                        headers: headers,
+                        body: body,
+                        timeout: deadline.timeout(timeout)
                     )
                 )
             } catch {
                 return .transportFailure(error)
             }
             let outcome = PushOutcome.apns(
-                status: response.status, body: response.body, retryAfter: response.header("retry-after"), apnsID: response.header("apns-id")
+                status: response.status,
+                body: response.body,
+                retryAfter: response.header("retry-after"),
+                apnsID: response.header("apns-id")
             )
             if case .credential(let reason, refreshToken: true) = outcome, !refreshed, let tokens, let bearer {
                 // ExpiredProviderToken: sign a new token and try once more, if the lease leaves time for it.

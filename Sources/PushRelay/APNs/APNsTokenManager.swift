@@ -34,7 +34,11 @@ actor APNsTokenManager {
     ///   - privateKeyPEM: the `.p8` file's content (PKCS#8 PEM of a P-256 key).
     ///   - store: shares the token with the other instances; `nil` keeps it to this process.
     init(
-        privateKeyPEM: String, keyID: String, teamID: String, refreshInterval: TimeInterval = 50 * 60, store: ProviderTokenStore? = nil,
+        privateKeyPEM: String,
+        keyID: String,
+        teamID: String,
+        refreshInterval: TimeInterval = 50 * 60,
+        store: ProviderTokenStore? = nil,
         now: @escaping @Sendable () -> Date = { Date() }
     ) async throws {
         let key = try ES256PrivateKey(pem: privateKeyPEM)

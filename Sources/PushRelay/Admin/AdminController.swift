@@ -53,7 +53,8 @@ struct AdminController<Context: RequestContext>: Sendable {
                     buffer = try await request.body.collect(upTo: maxJSONBytes)
                 } catch {
                     throw APIError(
-                        .contentTooLarge, code: "payload_too_large",
+                        .contentTooLarge,
+                        code: "payload_too_large",
                         message: "a JSON upload may be at most \(maxJSONBytes) bytes; send text/plain with one token per line for more"
                     )
                 }
@@ -64,7 +65,8 @@ struct AdminController<Context: RequestContext>: Sendable {
                 for (index, token) in tokens.enumerated() {
                     guard sink.add(token.utf8) else {
                         throw JSONBody.invalidField(
-                            "tokens[\(index)]", "must be a device token (1-\(InputRules.maxTokenBytes) printable characters without spaces)"
+                            "tokens[\(index)]",
+                            "must be a device token (1-\(InputRules.maxTokenBytes) printable characters without spaces)"
                         )
                     }
                     if index % 4096 == 0 { try sink.flushIfFull() }
@@ -101,14 +103,18 @@ struct AdminController<Context: RequestContext>: Sendable {
                 created = try await store.create(app: app, propagate: propagate, upload: sink)
             } else {
                 throw APIError(
-                    .unsupportedMediaType, code: "unsupported_media_type",
+                    .unsupportedMediaType,
+                    code: "unsupported_media_type",
                     message: "Content-Type must be application/json, text/plain or text/csv"
                 )
             }
         } catch JobStore.JobUploadError.empty {
             throw JSONBody.invalidField("tokens", "must list at least one token")
         }
-        context.logger.info("bulk-unregister job queued", metadata: ["push.app": "\(app)", "push.job": "\(created.id)", "push.tokens": "\(created.total)"])
+        context.logger.info(
+            "bulk-unregister job queued",
+            metadata: ["push.app": "\(app)", "push.job": "\(created.id)", "push.tokens": "\(created.total)"]
+        )
         return EditedResponse(status: .accepted, response: Created(jobID: created.id, total: created.total))
     }
 
@@ -135,7 +141,8 @@ struct AdminController<Context: RequestContext>: Sendable {
 
     private func uploadTooLarge() -> APIError {
         APIError(
-            .contentTooLarge, code: "payload_too_large",
+            .contentTooLarge,
+            code: "payload_too_large",
             message: "a text upload may be at most \(maxTextBytes) bytes (jobs.max_upload_bytes); split the tokens into several jobs"
         )
     }

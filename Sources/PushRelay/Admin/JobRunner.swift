@@ -21,7 +21,11 @@ final class JobRunner: Service, Sendable {
     let owner: String
 
     init(
-        store: JobStore, wakeUps: AsyncStream<PostgresListenerEvent>?, settings: JobSettings, metrics: RelayMetrics = RelayMetrics(), logger: Logger
+        store: JobStore,
+        wakeUps: AsyncStream<PostgresListenerEvent>?,
+        settings: JobSettings,
+        metrics: RelayMetrics = RelayMetrics(),
+        logger: Logger
     ) {
         self.metrics = metrics
         self.store = store
@@ -73,7 +77,9 @@ final class JobRunner: Service, Sendable {
         let starts = stride(from: 1, through: max(job.total, 1), by: job.batchSize).filter { !job.done.contains($0) }
         logger.info(
             "bulk-unregister job running",
-            metadata: ["push.job": "\(job.id)", "push.app": "\(job.app)", "push.batches_left": "\(starts.count)", "push.batches_done": "\(job.done.count)"]
+            metadata: [
+                "push.job": "\(job.id)", "push.app": "\(job.app)", "push.batches_left": "\(starts.count)", "push.batches_done": "\(job.done.count)",
+            ]
         )
         let queue = BatchQueue()
         await withTaskGroup(of: Void.self) { workers in
@@ -89,8 +95,13 @@ final class JobRunner: Service, Sendable {
                         while !Task.isCancelled {
                             do {
                                 let ran = try await self.store.runBatch(
-                                    job: job.id, app: job.app, propagate: job.propagate, first: starts[index], size: job.batchSize,
-                                    owner: self.owner, lease: self.lease
+                                    job: job.id,
+                                    app: job.app,
+                                    propagate: job.propagate,
+                                    first: starts[index],
+                                    size: job.batchSize,
+                                    owner: self.owner,
+                                    lease: self.lease
                                 )
                                 if let ran {
                                     self.metrics.bulkUnregister(app: job.app, removed: ran.removed, notFound: ran.lines - ran.removed)
@@ -100,7 +111,10 @@ final class JobRunner: Service, Sendable {
                                 break
                             } catch {
                                 if Task.isCancelled { return }
-                                self.logger.warning("a bulk-unregister batch failed; retrying", metadata: ["push.job": "\(job.id)", "error": "\(error)"])
+                                self.logger.warning(
+                                    "a bulk-unregister batch failed; retrying",
+                                    metadata: ["push.job": "\(job.id)", "error": "\(error)"]
+                                )
                                 try? await Task.sleep(for: .seconds(1))
                             }
                         }

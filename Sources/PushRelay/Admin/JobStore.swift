@@ -73,24 +73,26 @@ struct JobStore: Sendable {
             var line = 0
             // A full upload (millions of lines) may take longer than the pool's statement timeout.
             let copy = "COPY job_tokens (job_id, line, token) FROM STDIN"
-            _ = try await session.withStatementTimeout(.seconds(600)) { try await session.copyIn(copy) { writer in
-                while let chunk = try upload.nextLines() {
-                    writer.appendFormatted { buffer in
-                        var start = chunk.startIndex
-                        while start < chunk.endIndex {
-                            let end = chunk[start...].firstIndex(of: UInt8(ascii: "\n")) ?? chunk.endIndex
-                            line += 1
-                            buffer.append(contentsOf: prefix)
-                            buffer.append(contentsOf: String(line).utf8)
-                            buffer.append(UInt8(ascii: "\t"))
-                            buffer.append(contentsOf: chunk[start..<end])
-                            buffer.append(UInt8(ascii: "\n"))
-                            start = end + 1
+            _ = try await session.withStatementTimeout(.seconds(600)) {
+                try await session.copyIn(copy) { writer in
+                    while let chunk = try upload.nextLines() {
+                        writer.appendFormatted { buffer in
+                            var start = chunk.startIndex
+                            while start < chunk.endIndex {
+                                let end = chunk[start...].firstIndex(of: UInt8(ascii: "\n")) ?? chunk.endIndex
+                                line += 1
+                                buffer.append(contentsOf: prefix)
+                                buffer.append(contentsOf: String(line).utf8)
+                                buffer.append(UInt8(ascii: "\t"))
+                                buffer.append(contentsOf: chunk[start..<end])
+                                buffer.append(UInt8(ascii: "\n"))
+                                start = end + 1
+                            }
                         }
+                        try await writer.flushIfFull()
                     }
-                    try await writer.flushIfFull()
                 }
-            } }
+            }
             guard line == total else { throw PostgresError(code: .decoding, message: "the upload's spool held \(line) tokens, not \(total)") }
             _ = try await session.query("SELECT pg_notify('\(Self.channel)', $1)", [id.uuidString.lowercased()])
             return (id, total)
@@ -217,10 +219,20 @@ extension JobStore {
         let (id, app, kind, status, propagate, total, processed, removed) = try row.decode((UUID, String, String, String, Bool, Int, Int, Int).self)
         guard let status = JobStatus(rawValue: status) else { throw PostgresError(code: .decoding, message: "unknown job status \(status)") }
         return Job(
-            id: id, appID: app, kind: kind, status: status, propagateToZendesk: propagate, total: total, processed: processed,
-            removed: removed, notFound: try row.decode(Int.self, at: 8), failed: try row.decode(Int.self, at: 9),
-            forwarded: try row.decode(Int.self, at: 10), error: try row.decode(String?.self, at: 11),
-            createdAt: try row.decode(Date.self, at: 12), startedAt: try row.decode(Date?.self, at: 13),
+            id: id,
+            appID: app,
+            kind: kind,
+            status: status,
+            propagateToZendesk: propagate,
+            total: total,
+            processed: processed,
+            removed: removed,
+            notFound: try row.decode(Int.self, at: 8),
+            failed: try row.decode(Int.self, at: 9),
+            forwarded: try row.decode(Int.self, at: 10),
+            error: try row.decode(String?.self, at: 11),
+            createdAt: try row.decode(Date.self, at: 12),
+            startedAt: try row.decode(Date?.self, at: 13),
             finishedAt: try row.decode(Date?.self, at: 14)
         )
     }
@@ -231,7 +243,8 @@ extension JobStore {
 
     func list(limit: Int, app: String?) async throws -> [Job] {
         try await client.query(
-            "SELECT \(Self.columns) FROM jobs j WHERE $2::text IS NULL OR j.app_id = $2 ORDER BY j.created_at DESC LIMIT $1", [limit, app]
+            "SELECT \(Self.columns) FROM jobs j WHERE $2::text IS NULL OR j.app_id = $2 ORDER BY j.created_at DESC LIMIT $1",
+            [limit, app]
         ).rows.map(Self.decode)
     }
 
@@ -291,7 +304,13 @@ extension JobStore {
     /// devices, or nil, doing nothing, when the job is no longer this owner's to run (cancelled, or
     /// taken over after a lost lease).
     func runBatch(
-        job: UUID, app: String, propagate: Bool, first: Int, size: Int, owner: String, lease: Double
+        job: UUID,
+        app: String,
+        propagate: Bool,
+        first: Int,
+        size: Int,
+        owner: String,
+        lease: Double
     ) async throws -> (lines: Int, removed: Int)? {
         try await client.withTransaction { session in
             guard

@@ -46,17 +46,27 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
         providers = try await ProviderSet(apps: configuredApps, settings: delivery, tokens: ProviderTokenStore(client: database.client))
         // One connection in LISTEN for the dispatcher, the unread hub and the job runner.
         listener = try PostgresListener(
-            conninfo: database.client.configuration.conninfo, channels: [DeliveryQueue.channel, UnreadChannel.name, JobStore.channel],
-            settings: database.client.configuration.connection, probeInterval: database.listenerProbeInterval, logger: logger
+            conninfo: database.client.configuration.conninfo,
+            channels: [DeliveryQueue.channel, UnreadChannel.name, JobStore.channel],
+            settings: database.client.configuration.connection,
+            probeInterval: database.listenerProbeInterval,
+            logger: logger
         )
         forwarder = try ZendeskForwarder(
-            client: database.client, apps: configuredApps.compactMap { app in app.zendesk.map { (id: app.id, zendesk: $0) } },
+            client: database.client,
+            apps: configuredApps.compactMap { app in app.zendesk.map { (id: app.id, zendesk: $0) } },
             settings: ZendeskForwarderSettings(config: reader.scoped(to: "zendesk")),
-            caFile: delivery.caFile, metrics: metrics, logger: logger
+            caFile: delivery.caFile,
+            metrics: metrics,
+            logger: logger
         )
         eventForwarder = try EventForwarder(
-            client: database.client, apps: eventTargets, settings: EventForwarderSettings(config: reader.scoped(to: "events")),
-            caFile: delivery.caFile, metrics: metrics, logger: logger
+            client: database.client,
+            apps: eventTargets,
+            settings: EventForwarderSettings(config: reader.scoped(to: "events")),
+            caFile: delivery.caFile,
+            metrics: metrics,
+            logger: logger
         )
     } catch {
         try? await database.shutdown()
@@ -64,51 +74,97 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
     }
     let outbox = DeliveryQueue(client: database.client)
     let dispatcher = Dispatcher(
-        queue: outbox, providers: providers, settings: delivery, apps: delivery.enabled ? configuredApps.map(\.id) : [],
-        wakeUps: listener.events(on: [DeliveryQueue.channel]), events: EventForwarder.wanted(by: eventTargets), metrics: metrics, logger: logger
+        queue: outbox,
+        providers: providers,
+        settings: delivery,
+        apps: delivery.enabled ? configuredApps.map(\.id) : [],
+        wakeUps: listener.events(on: [DeliveryQueue.channel]),
+        events: EventForwarder.wanted(by: eventTargets),
+        metrics: metrics,
+        logger: logger
     )
     let retention = RetentionService(
-        client: database.client, settings: RetentionSettings(config: reader.scoped(to: "retention")), metrics: metrics, logger: logger
+        client: database.client,
+        settings: RetentionSettings(config: reader.scoped(to: "retention")),
+        metrics: metrics,
+        logger: logger
     )
     let writer = IntakeWriter(
-        queue: outbox, logger: logger, maxBatch: settings.batchSize, maxConcurrentWrites: settings.concurrentWrites,
-        dispatcher: delivery.enabled ? dispatcher : nil, paceWaiting: settings.paceWaitingDeliveries, paceMaxWait: settings.paceMaxWait,
+        queue: outbox,
+        logger: logger,
+        maxBatch: settings.batchSize,
+        maxConcurrentWrites: settings.concurrentWrites,
+        dispatcher: delivery.enabled ? dispatcher : nil,
+        paceWaiting: settings.paceWaitingDeliveries,
+        paceMaxWait: settings.paceMaxWait,
         overlapAfter: settings.concurrentWriteAfter
     )
     let unread = UnreadSettings(config: reader.scoped(to: "unread"))
     let hub = UnreadHub(
-        events: listener.events(on: [UnreadChannel.name]), heartbeat: unread.heartbeat, pollAfter: unread.pollAfter, maxStreams: unread.maxStreams,
-        maxStreamsPerOwner: unread.maxStreamsPerOwner, streamLifetime: unread.streamLifetime, maxCacheBytes: unread.cacheBytes
+        events: listener.events(on: [UnreadChannel.name]),
+        heartbeat: unread.heartbeat,
+        pollAfter: unread.pollAfter,
+        maxStreams: unread.maxStreams,
+        maxStreamsPerOwner: unread.maxStreamsPerOwner,
+        streamLifetime: unread.streamLifetime,
+        maxCacheBytes: unread.cacheBytes
     )
     let jobs = JobRunner(
-        store: JobStore(client: database.client), wakeUps: listener.events(on: [JobStore.channel]),
-        settings: JobSettings(config: reader.scoped(to: "jobs")), metrics: metrics, logger: logger
+        store: JobStore(client: database.client),
+        wakeUps: listener.events(on: [JobStore.channel]),
+        settings: JobSettings(config: reader.scoped(to: "jobs")),
+        metrics: metrics,
+        logger: logger
     )
     let consoleSettings = ConsoleSettings(config: reader.scoped(to: "console"))
-    let sessions = ConsoleSessionStore(client: database.client, idleTimeout: consoleSettings.idleTimeout, maxLifetime: consoleSettings.sessionLifetime)
+    let sessions = ConsoleSessionStore(
+        client: database.client,
+        idleTimeout: consoleSettings.idleTimeout,
+        maxLifetime: consoleSettings.sessionLifetime
+    )
     let keys = APIKeyStore(client: database.client)
     let authenticator = Authenticator(keys: keys, apps: directory, sessions: consoleSettings.enabled ? sessions : nil)
-    let console = consoleSettings.enabled
+    let console =
+        consoleSettings.enabled
         ? try ConsoleController(
-            keys: keys, sessions: sessions, settings: consoleSettings, trustedProxies: TrustedProxies(config: reader.scoped(to: "http"))
+            keys: keys,
+            sessions: sessions,
+            settings: consoleSettings,
+            trustedProxies: TrustedProxies(config: reader.scoped(to: "http"))
         ) : nil
     let (router, _) = buildRouter(
-        database: database, apps: directory, authenticator: authenticator, writer: writer, settings: settings, hub: hub, metrics: metrics,
-        console: console, maxUploadBytes: JobSettings(config: reader.scoped(to: "jobs")).maxUploadBytes
+        database: database,
+        apps: directory,
+        authenticator: authenticator,
+        writer: writer,
+        settings: settings,
+        hub: hub,
+        metrics: metrics,
+        console: console,
+        maxUploadBytes: JobSettings(config: reader.scoped(to: "jobs")).maxUploadBytes
     )
     let limits = ConnectionLimits(config: reader.scoped(to: "http"))
     let serverName = "PushRelay"
     let shortcut = UnreadPollShortcut(
-        hub: hub, authenticator: authenticator, metrics: metrics, apps: directory.ids, logger: logger, serverName: serverName
+        hub: hub,
+        authenticator: authenticator,
+        metrics: metrics,
+        apps: directory.ids,
+        logger: logger,
+        serverName: serverName
     )
     let webhooks = WebhookShortcut(apps: directory, writer: writer, settings: settings, metrics: metrics, logger: logger, serverName: serverName)
     var app = Application(
         router: router,
         server: limits.server(
-            logger: logger, fastPaths: [webhooks.fastPath, shortcut.fastPath], metrics: metrics, serverName: serverName
+            logger: logger,
+            fastPaths: [webhooks.fastPath, shortcut.fastPath],
+            metrics: metrics,
+            serverName: serverName
         ),
         configuration: .init(
-            address: .hostname(http.host, port: http.port), serverName: serverName,
+            address: .hostname(http.host, port: http.port),
+            serverName: serverName,
             availableConnectionsDelegate: MaximumAvailableConnections(limits.maxConnections, logger: logger)
         ),
         logger: logger
@@ -132,8 +188,15 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
 
 /// The routes and middleware, and the list of served routes (checked against the OpenAPI document).
 func buildRouter(
-    database: Database, apps: AppDirectory, authenticator: Authenticator, writer: IntakeWriter, settings: WebhookSettings, hub: UnreadHub,
-    metrics: RelayMetrics, console: ConsoleController? = nil, maxUploadBytes: Int = JobSettings.defaultMaxUploadBytes
+    database: Database,
+    apps: AppDirectory,
+    authenticator: Authenticator,
+    writer: IntakeWriter,
+    settings: WebhookSettings,
+    hub: UnreadHub,
+    metrics: RelayMetrics,
+    console: ConsoleController? = nil,
+    maxUploadBytes: Int = JobSettings.defaultMaxUploadBytes
 ) -> (Router<AppRequestContext>, [Route]) {
     let router = Router(context: AppRequestContext.self)
     let routes = RouteRecorder(router: router)
@@ -149,11 +212,18 @@ func buildRouter(
     routes.addRoutes(
         DeviceController(repository: PostgresDeviceRepository(client: database.client), authenticator: authenticator).endpoints
     )
-    routes.addRoutes(AdminController(
-        store: JobStore(client: database.client), authenticator: authenticator, maxJSONBytes: 64 << 20, maxTextBytes: maxUploadBytes
-    ).endpoints)
+    routes.addRoutes(
+        AdminController(
+            store: JobStore(client: database.client),
+            authenticator: authenticator,
+            maxJSONBytes: 64 << 20,
+            maxTextBytes: maxUploadBytes
+        ).endpoints
+    )
     routes.addRoutes(StatusController(store: DeliveryStatusStore(client: database.client), authenticator: authenticator).endpoints)
-    routes.addRoutes(UnreadController(store: UnreadStore(client: database.client), hub: hub, authenticator: authenticator, metrics: metrics).endpoints)
+    routes.addRoutes(
+        UnreadController(store: UnreadStore(client: database.client), hub: hub, authenticator: authenticator, metrics: metrics).endpoints
+    )
     routes.addRoutes(OperatorController(store: OperatorStore(client: database.client), apps: apps, authenticator: authenticator).endpoints)
     if let console {
         // HTML pages, outside the API's document; they call the API through this router.

@@ -47,8 +47,14 @@ public struct AppConfiguration: Sendable, Decodable, Hashable {
     }
 
     public init(
-        id: String, webhookSecrets: [String], webhookSigningSecret: String? = nil, userTokens: UserTokens? = nil,
-        apns: APNsSettings? = nil, fcm: FCMSettings? = nil, zendesk: ZendeskSettings? = nil, events: EventSettings? = nil
+        id: String,
+        webhookSecrets: [String],
+        webhookSigningSecret: String? = nil,
+        userTokens: UserTokens? = nil,
+        apns: APNsSettings? = nil,
+        fcm: FCMSettings? = nil,
+        zendesk: ZendeskSettings? = nil,
+        events: EventSettings? = nil
     ) {
         self.zendesk = zendesk
         self.events = events

@@ -31,8 +31,13 @@ public struct APIKeyStore: Sendable {
         ).first!
         cache.invalidate()
         let record = APIKeyRecord(
-            id: id, prefix: key.prefix, appID: appID, scopes: scopeNames, label: label,
-            createdAt: try row.decode(Date.self, at: 0), revokedAt: nil
+            id: id,
+            prefix: key.prefix,
+            appID: appID,
+            scopes: scopeNames,
+            label: label,
+            createdAt: try row.decode(Date.self, at: 0),
+            revokedAt: nil
         )
         return (record, key)
     }
@@ -104,9 +109,13 @@ public struct APIKeyStore: Sendable {
                     rows += 1
                     guard rows <= limit else { break }
                     let record = APIKeyRecord(
-                        id: id, prefix: try row.decode(String.self, at: 2), appID: try row.decode(String?.self, at: 3),
-                        scopes: try row.decode([String].self, at: 4), label: try row.decode(String?.self, at: 5),
-                        createdAt: try row.decode(Date.self, at: 6), revokedAt: try row.decode(Date?.self, at: 7)
+                        id: id,
+                        prefix: try row.decode(String.self, at: 2),
+                        appID: try row.decode(String?.self, at: 3),
+                        scopes: try row.decode([String].self, at: 4),
+                        label: try row.decode(String?.self, at: 5),
+                        createdAt: try row.decode(Date.self, at: 6),
+                        revokedAt: try row.decode(Date?.self, at: 7)
                     )
                     keys[record.prefix] = APIKeyCache.Entry(hash: Array(try row.decode(Data.self, at: 8)), record: record)
                 }

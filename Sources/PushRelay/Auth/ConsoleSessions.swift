@@ -72,7 +72,9 @@ public struct ConsoleSessionStore: Sendable {
         let scopes = try row.decode([String].self, at: 2)
         let principal: Principal = appID.map { .app(id: $0, scopes: Set(scopes)) } ?? .admin
         return Session(
-            principal: principal, csrfToken: try row.decode(String.self, at: 0), keyPrefix: try row.decode(String.self, at: 3),
+            principal: principal,
+            csrfToken: try row.decode(String.self, at: 0),
+            keyPrefix: try row.decode(String.self, at: 3),
             keyLabel: try row.decode(String?.self, at: 4)
         )
     }

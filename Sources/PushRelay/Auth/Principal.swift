@@ -186,7 +186,6 @@ extension Principal {
         guard case .admin = self else { throw Authenticator.forbidden("this operation needs an admin API key") }
     }
 
-
     /// Passes when this principal may use `scope` on `app` with an app key (or is an admin).
     /// User tokens are checked by the caller, who knows which user the request touches.
     func requireAppKey(_ app: String, scope: APIKeyScope) throws {

@@ -46,7 +46,9 @@ final class ActivityWriter: Service, Sendable {
         }
     }
 
-    private func write(_ taken: (counts: [ActivityTally.Key: ActivityTally.Counts], rejections: [String: [String: ActivityTally.Rejection]])) async throws {
+    private func write(
+        _ taken: (counts: [ActivityTally.Key: ActivityTally.Counts], rejections: [String: [String: ActivityTally.Rejection]])
+    ) async throws {
         if !taken.counts.isEmpty {
             let entries = taken.counts.sorted { ($0.key.app, $0.key.minute) < ($1.key.app, $1.key.minute) }
             _ = try await client.query(

@@ -308,7 +308,9 @@ extension ConsoleController {
             add("Webhook signing secret", app.webhookSigningSecret)
             add("User tokens (key file)", app.userTokens?["secret_file"])
             for (fields, label) in [(app.apns, "APNs"), (app.fcm, "FCM"), (app.zendesk, "Zendesk")] {
-                for (key, value) in (fields ?? [:]).sorted(by: { $0.key < $1.key }) { add("\(label) \(key.replacingOccurrences(of: "_", with: " "))", value) }
+                for (key, value) in (fields ?? [:]).sorted(by: { $0.key < $1.key }) {
+                    add("\(label) \(key.replacingOccurrences(of: "_", with: " "))", value)
+                }
             }
             if let events = app.events {
                 add("Events URL", events.url)
@@ -318,7 +320,8 @@ extension ConsoleController {
             self.settings = settings
             credentials = app.credentials.map { credential in
                 CredentialRow(
-                    platform: credential.platform, kind: credential.kind.replacingOccurrences(of: "_", with: " "),
+                    platform: credential.platform,
+                    kind: credential.kind.replacingOccurrences(of: "_", with: " "),
                     lastRefresh: credential.lastRefresh.map(ConsoleController.time) ?? "never (no push sent yet)",
                     expiresAt: credential.expiresAt.map(ConsoleController.time) ?? "",
                     rejection: credential.lastRejection.map { CredentialRow.Rejection(at: ConsoleController.time($0.at), reason: $0.reason) }
@@ -332,6 +335,9 @@ extension ConsoleController {
 /// activity's fields beside `minute`.
 extension OperatorController.Minute: Decodable {
     init(from decoder: any Decoder) throws {
-        self.init(minute: try decoder.container(keyedBy: Key.self).decode(Date.self, forKey: .minute), activity: try OperatorController.Activity(from: decoder))
+        self.init(
+            minute: try decoder.container(keyedBy: Key.self).decode(Date.self, forKey: .minute),
+            activity: try OperatorController.Activity(from: decoder)
+        )
     }
 }

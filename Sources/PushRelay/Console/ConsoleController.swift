@@ -102,7 +102,8 @@ final class ConsoleController: Sendable {
     @Sendable func login(_ request: Request, context: AppRequestContext) async throws -> Response {
         let form = try await Self.form(request)
         let cookies = request.headers[values: .cookie].joined(separator: "; ")
-        let expected = ConsoleSessionStore.cookie("__Host-" + Self.loginCookie, in: cookies)
+        let expected =
+            ConsoleSessionStore.cookie("__Host-" + Self.loginCookie, in: cookies)
             ?? ConsoleSessionStore.cookie(Self.loginCookie, in: cookies) ?? ""
         guard let check = form["login_check"], !expected.isEmpty, constantTimeEqual(Array(check.utf8), Array(expected.utf8)) else {
             return loginPage(request, context: context, error: "The sign-in form expired or came from another page. Try again.", status: .forbidden)
@@ -170,9 +171,11 @@ final class ConsoleController: Sendable {
             let ready = try await visit.api(.get, "/ready")
             let readiness = ready.value(HealthController<AppRequestContext>.Readiness.self)
             var page = visit.page(
-                title: "Overview", page: "overview",
+                title: "Overview",
+                page: "overview",
                 view: OverviewView(
-                    readyText: ready.ok ? "ready" : "not ready: \(ready.errorMessage)", readyClass: ready.ok ? "ok" : "bad",
+                    readyText: ready.ok ? "ready" : "not ready: \(ready.errorMessage)",
+                    readyClass: ready.ok ? "ok" : "bad",
                     schemaVersion: readiness.map { String($0.schemaVersion) } ?? "unknown"
                 )
             )
@@ -195,7 +198,8 @@ final class ConsoleController: Sendable {
             let by = params["by"].map(String.init) ?? "notification"
             let query = (params["q"].map(String.init) ?? "").trimmingCharacters(in: .whitespaces)
             var page = visit.page(
-                title: "Find", page: "find",
+                title: "Find",
+                page: "find",
                 view: FindView(
                     appOptions: apps.map { AppOption(id: $0, selected: $0 == app) },
                     byOptions: Choice.list([("notification", "Notification id"), ("ticket", "Ticket id"), ("device", "Device token")], selected: by),
@@ -209,18 +213,27 @@ final class ConsoleController: Sendable {
             switch by {
             case "ticket":
                 let answer = try await visit.api(.get, "\(base)/tickets/\(Self.segment(query))/notifications?limit=20\(cursor)")
-                guard let list = answer.value(APIList<NotificationStatusRecord>.self) else { page.error = answer.errorMessage; break }
+                guard let list = answer.value(APIList<NotificationStatusRecord>.self) else {
+                    page.error = answer.errorMessage
+                    break
+                }
                 let notifications = list.items.map { NotificationView($0, app: app) }
                 page.view.ticket = TicketView(ticketID: query, notifications: notifications, empty: notifications.isEmpty)
                 page.view.nextPage = nextPage(list.next)
             case "device":
                 let answer = try await visit.api(.get, "\(base)/devices/\(Self.segment(query))/deliveries?limit=50\(cursor)")
-                guard let list = answer.value(APIList<DeliveryStatusRecord>.self) else { page.error = answer.errorMessage; break }
+                guard let list = answer.value(APIList<DeliveryStatusRecord>.self) else {
+                    page.error = answer.errorMessage
+                    break
+                }
                 page.view.device = DeviceHistoryView(deliveries: list.items.map(DeliveryView.init), empty: list.items.isEmpty)
                 page.view.nextPage = nextPage(list.next)
             default:
                 let answer = try await visit.api(.get, "\(base)/notifications/\(Self.segment(query))")
-                guard let notification = answer.value(NotificationStatusRecord.self) else { page.error = answer.errorMessage; break }
+                guard let notification = answer.value(NotificationStatusRecord.self) else {
+                    page.error = answer.errorMessage
+                    break
+                }
                 page.view.notification = NotificationView(notification, app: app)
             }
             return self.pages.html(template: "find", page: page)
@@ -235,10 +248,12 @@ final class ConsoleController: Sendable {
             let by = params["by"].map(String.init) ?? "token"
             let query = (params["q"].map(String.init) ?? "").trimmingCharacters(in: .whitespaces)
             var page = visit.page(
-                title: "Devices", page: "devices",
+                title: "Devices",
+                page: "devices",
                 view: DevicesView(
                     appOptions: apps.map { AppOption(id: $0, selected: $0 == app) },
-                    byOptions: Choice.list([("token", "Device token"), ("user", "User id")], selected: by), q: query
+                    byOptions: Choice.list([("token", "Device token"), ("user", "User id")], selected: by),
+                    q: query
                 )
             )
             if params["done"] == "unregistered" { page.flash = Flash(kind: "ok", text: "The device was unregistered.") }
@@ -327,7 +342,11 @@ final class ConsoleController: Sendable {
         try await withSession(request, context: context) { visit in
             var page = visit.page(title: "Apps", page: "apps", view: AppsView())
             let answer = try await visit.api(.get, "/v1/apps")
-            if let list = answer.value(APIList<Operator.AppView>.self) { page.view.apps = list.items.map(AppRow.init) } else { page.error = answer.errorMessage }
+            if let list = answer.value(APIList<Operator.AppView>.self) {
+                page.view.apps = list.items.map(AppRow.init)
+            } else {
+                page.error = answer.errorMessage
+            }
             return self.pages.html(template: "apps", page: page)
         }
     }
@@ -350,11 +369,18 @@ final class ConsoleController: Sendable {
             case .app(let id, _): who = "app key \(session.keyPrefix) (\(id))"
             case .user: who = ""
             }
-            let nav = [("overview", "Overview", "/console"), ("find", "Find", "/console/find"), ("devices", "Devices", "/console/devices"),
-                       ("jobs", "Jobs", "/console/jobs"), ("apps", "Apps", "/console/apps")]
+            let nav = [
+                ("overview", "Overview", "/console"), ("find", "Find", "/console/find"), ("devices", "Devices", "/console/devices"),
+                ("jobs", "Jobs", "/console/jobs"), ("apps", "Apps", "/console/apps"),
+            ]
             return Page(
-                title: title, page: page, signedIn: true, who: who, csrf: session.csrfToken,
-                nav: nav.map { NavLink(href: $0.2, label: $0.1, current: $0.0 == page) }, view: view
+                title: title,
+                page: page,
+                signedIn: true,
+                who: who,
+                csrf: session.csrfToken,
+                nav: nav.map { NavLink(href: $0.2, label: $0.1, current: $0.0 == page) },
+                view: view
             )
         }
 
@@ -440,12 +466,17 @@ final class ConsoleController: Sendable {
     /// Runs `page` for a signed-in visitor; without a live session, sends them to sign in. A form
     /// (`form: true`) must carry the session's CSRF token as `csrf_token`, or gets 403.
     private func withSession(
-        _ request: Request, context: AppRequestContext, form: Bool = false, _ page: (Visit) async throws -> Response
+        _ request: Request,
+        context: AppRequestContext,
+        form: Bool = false,
+        _ page: (Visit) async throws -> Response
     ) async throws -> Response {
         guard let token = Authenticator.sessionCookie(request), let session = try await sessions.session(token: token) else {
             return Self.redirect(Authenticator.sessionCookie(request) == nil ? "/console/login" : "/console/login?ended=1")
         }
-        guard let responder = responder.withLock({ $0 }) else { throw APIError(.serviceUnavailable, code: "starting", message: "the console is starting") }
+        guard let responder = responder.withLock({ $0 }) else {
+            throw APIError(.serviceUnavailable, code: "starting", message: "the console is starting")
+        }
         var fields: [String: String] = [:]
         if form {
             fields = try await Self.form(request)
@@ -454,7 +485,10 @@ final class ConsoleController: Sendable {
                 context.logger.notice("console form refused: missing or wrong CSRF token")
                 let visit = Visit(token: token, session: session, form: [:], responder: responder, context: context)
                 return pages.message(
-                    visit, title: "Refused", page: "", text: "This form is missing its CSRF token or carries a wrong one; reload the page and try again.",
+                    visit,
+                    title: "Refused",
+                    page: "",
+                    text: "This form is missing its CSRF token or carries a wrong one; reload the page and try again.",
                     status: .forbidden
                 )
             }

@@ -33,7 +33,8 @@ struct ConsolePages: Sendable {
     static let securityHeaders: HTTPFields = [
         .contentType: "text/html; charset=utf-8",
         .cacheControl: "no-store",
-        .contentSecurityPolicy: "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
+        .contentSecurityPolicy:
+            "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
         HTTPField.Name("X-Frame-Options")!: "DENY",
         HTTPField.Name("X-Content-Type-Options")!: "nosniff",
         HTTPField.Name("Referrer-Policy")!: "no-referrer",
@@ -51,7 +52,8 @@ struct ConsolePages: Sendable {
 
     static func asset(_ text: String, type: String) -> Response {
         Response(
-            status: .ok, headers: [.contentType: type, .cacheControl: "no-cache", HTTPField.Name("X-Content-Type-Options")!: "nosniff"],
+            status: .ok,
+            headers: [.contentType: type, .cacheControl: "no-cache", HTTPField.Name("X-Content-Type-Options")!: "nosniff"],
             body: .init(byteBuffer: ByteBuffer(string: text))
         )
     }

@@ -57,15 +57,23 @@ struct OperatorController<Context: RequestContext>: Sendable {
 
         init(_ counts: ActivityTally.Counts) {
             self.init(
-                webhooks: counts.webhooks, delivered: counts.delivered, failed: counts.failed, expired: counts.expired,
-                deadToken: counts.deadToken, skipped: counts.skipped
+                webhooks: counts.webhooks,
+                delivered: counts.delivered,
+                failed: counts.failed,
+                expired: counts.expired,
+                deadToken: counts.deadToken,
+                skipped: counts.skipped
             )
         }
 
         static func + (lhs: Activity, rhs: Activity) -> Activity {
             Activity(
-                webhooks: lhs.webhooks + rhs.webhooks, delivered: lhs.delivered + rhs.delivered, failed: lhs.failed + rhs.failed,
-                expired: lhs.expired + rhs.expired, deadToken: lhs.deadToken + rhs.deadToken, skipped: lhs.skipped + rhs.skipped
+                webhooks: lhs.webhooks + rhs.webhooks,
+                delivered: lhs.delivered + rhs.delivered,
+                failed: lhs.failed + rhs.failed,
+                expired: lhs.expired + rhs.expired,
+                deadToken: lhs.deadToken + rhs.deadToken,
+                skipped: lhs.skipped + rhs.skipped
             )
         }
     }
@@ -130,9 +138,12 @@ struct OperatorController<Context: RequestContext>: Sendable {
             }
             let depth = depths[app] ?? OperatorStore.Depths()
             return AppOverview(
-                app: app, minutes: series, lastHour: series.reduce(Activity()) { $0 + $1.activity },
+                app: app,
+                minutes: series,
+                lastHour: series.reduce(Activity()) { $0 + $1.activity },
                 queue: Queue(pending: depth.pending, sending: depth.sending, retrying: depth.retrying),
-                zendeskBacklog: depth.zendesk, eventsBacklog: depth.events
+                zendeskBacklog: depth.zendesk,
+                eventsBacklog: depth.events
             )
         }
         return Overview(generatedAt: now, countCap: Self.countCap, apps: answer)
@@ -232,10 +243,16 @@ struct OperatorController<Context: RequestContext>: Sendable {
             names += credentials.compactMap(\.name)
             views.append(
                 AppView(
-                    id: id, webhookSecrets: app.webhookSecrets.map(Self.redacted), webhookSigningSecret: app.webhookSigningSecret.map(Self.redacted),
-                    userTokens: app.userTokens.map { ["secret_file": $0.secretFile] }, apns: apns, fcm: fcm,
+                    id: id,
+                    webhookSecrets: app.webhookSecrets.map(Self.redacted),
+                    webhookSigningSecret: app.webhookSigningSecret.map(Self.redacted),
+                    userTokens: app.userTokens.map { ["secret_file": $0.secretFile] },
+                    apns: apns,
+                    fcm: fcm,
                     zendesk: app.zendesk.map { ["url": $0.baseURL, "email": $0.email, "api_token_file": $0.apiTokenFile] },
-                    events: app.events.map { AppView.EventsView(url: $0.url, signingSecretFile: $0.signingSecretFile, types: $0.eventTypes.map(\.rawValue).sorted()) },
+                    events: app.events.map {
+                        AppView.EventsView(url: $0.url, signingSecretFile: $0.signingSecretFile, types: $0.eventTypes.map(\.rawValue).sorted())
+                    },
                     credentials: credentials
                 )
             )

@@ -27,8 +27,12 @@ struct OperatorStore: Sendable {
             [apps, first]
         ).rows {
             let counts = ActivityTally.Counts(
-                webhooks: try row.decode(Int64.self, at: 2), delivered: try row.decode(Int64.self, at: 3), failed: try row.decode(Int64.self, at: 4),
-                expired: try row.decode(Int64.self, at: 5), deadToken: try row.decode(Int64.self, at: 6), skipped: try row.decode(Int64.self, at: 7)
+                webhooks: try row.decode(Int64.self, at: 2),
+                delivered: try row.decode(Int64.self, at: 3),
+                failed: try row.decode(Int64.self, at: 4),
+                expired: try row.decode(Int64.self, at: 5),
+                deadToken: try row.decode(Int64.self, at: 6),
+                skipped: try row.decode(Int64.self, at: 7)
             )
             minutes[try row.decode(String.self, at: 0), default: [:]][try row.decode(Int64.self, at: 1)] = counts
         }
@@ -57,8 +61,10 @@ struct OperatorStore: Sendable {
             [apps, Int64(cap)]
         ).rows {
             depths[try row.decode(String.self, at: 0)] = Depths(
-                pending: Int(try row.decode(Int64.self, at: 1)), sending: Int(try row.decode(Int64.self, at: 2)),
-                retrying: Int(try row.decode(Int64.self, at: 3)), zendesk: Int(try row.decode(Int64.self, at: 4)),
+                pending: Int(try row.decode(Int64.self, at: 1)),
+                sending: Int(try row.decode(Int64.self, at: 2)),
+                retrying: Int(try row.decode(Int64.self, at: 3)),
+                zendesk: Int(try row.decode(Int64.self, at: 4)),
                 events: Int(try row.decode(Int64.self, at: 5))
             )
         }
@@ -70,7 +76,8 @@ struct OperatorStore: Sendable {
         guard !credentials.isEmpty else { return [:] }
         var refreshed: [String: (issued: Date, expires: Date)] = [:]
         for row in try await client.query(
-            "SELECT credential, issued_at, expires_at FROM provider_tokens WHERE credential = ANY($1)", [credentials]
+            "SELECT credential, issued_at, expires_at FROM provider_tokens WHERE credential = ANY($1)",
+            [credentials]
         ).rows {
             refreshed[try row.decode(String.self, at: 0)] = (try row.decode(Date.self, at: 1), try row.decode(Date.self, at: 2))
         }
@@ -80,7 +87,8 @@ struct OperatorStore: Sendable {
     /// The last credential rejection of each app and platform.
     func rejections(apps: [String]) async throws -> [(app: String, platform: String, at: Date, reason: String)] {
         try await client.query(
-            "SELECT app_id, platform, rejected_at, reason FROM credential_rejections WHERE app_id = ANY($1)", [apps]
+            "SELECT app_id, platform, rejected_at, reason FROM credential_rejections WHERE app_id = ANY($1)",
+            [apps]
         ).rows.map {
             (try $0.decode(String.self, at: 0), try $0.decode(String.self, at: 1), try $0.decode(Date.self, at: 2), try $0.decode(String.self, at: 3))
         }

@@ -248,7 +248,11 @@ extension Dispatcher {
             switch outcome {
             case .delivered(let providerID, let environment):
                 return DeliveryResult(
-                    delivery: delivery, status: .delivered, outcome: .delivered, providerID: providerID, learnedEnvironment: environment
+                    delivery: delivery,
+                    status: .delivered,
+                    outcome: .delivered,
+                    providerID: providerID,
+                    learnedEnvironment: environment
                 )
             case .deadToken(let reason, let since):
                 return DeliveryResult(delivery: delivery, status: .deadToken, outcome: .deadToken, reason: clean(reason), deadSince: since)
@@ -258,8 +262,12 @@ extension Dispatcher {
                 return DeliveryResult(delivery: delivery, status: .failed, outcome: .unsendable, reason: clean(reason))
             case .credential(let reason, _):
                 return DeliveryResult(
-                    delivery: delivery, status: .pending, outcome: .credential,
-                    nextAttemptAt: now.addingTimeInterval(settings.credentialRetry.timeInterval), reason: clean(reason), countsAttempt: false
+                    delivery: delivery,
+                    status: .pending,
+                    outcome: .credential,
+                    nextAttemptAt: now.addingTimeInterval(settings.credentialRetry.timeInterval),
+                    reason: clean(reason),
+                    countsAttempt: false
                 )
             case .retry(let reason, let retryAfter):
                 let delay = settings.retryDelay(attempt: delivery.attempts, retryAfter: retryAfter, jitter: jitter()).timeInterval

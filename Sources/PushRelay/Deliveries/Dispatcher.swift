@@ -41,8 +41,13 @@ final class Dispatcher: Service, Sendable {
     private let events: [String: Set<DeliveryEventType>]
 
     init(
-        queue: DeliveryQueue, providers: ProviderSet, settings: DeliverySettings, apps: [String],
-        wakeUps: AsyncStream<PostgresListenerEvent>?, events: [String: Set<DeliveryEventType>] = [:], metrics: RelayMetrics = RelayMetrics(),
+        queue: DeliveryQueue,
+        providers: ProviderSet,
+        settings: DeliverySettings,
+        apps: [String],
+        wakeUps: AsyncStream<PostgresListenerEvent>?,
+        events: [String: Set<DeliveryEventType>] = [:],
+        metrics: RelayMetrics = RelayMetrics(),
         logger: Logger
     ) {
         self.events = events
@@ -241,7 +246,9 @@ final class Dispatcher: Service, Sendable {
         case .expired:
             logger.warning(
                 "giving up on a delivery",
-                metadata: ["push.app": "\(delivery.appID)", "push.device": "\(token())", "push.attempts": "\(delivery.attempts)", "push.reason": "\(reason)"]
+                metadata: [
+                    "push.app": "\(delivery.appID)", "push.device": "\(token())", "push.attempts": "\(delivery.attempts)", "push.reason": "\(reason)",
+                ]
             )
         case .retry:
             let delay = result.nextAttemptAt.map { $0.timeIntervalSinceNow } ?? 0

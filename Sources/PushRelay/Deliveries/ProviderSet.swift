@@ -45,7 +45,10 @@ final class ProviderSet: Sendable {
                                 manager = existing
                             } else {
                                 manager = try await APNsTokenManager(
-                                    privateKeyPEM: String(decoding: pem, as: UTF8.self), keyID: token.keyID, teamID: token.teamID, store: tokens
+                                    privateKeyPEM: String(decoding: pem, as: UTF8.self),
+                                    keyID: token.keyID,
+                                    teamID: token.teamID,
+                                    store: tokens
                                 )
                             }
                         } catch {
@@ -53,17 +56,25 @@ final class ProviderSet: Sendable {
                         }
                         apnsManagers["\(token.teamID):\(token.keyID)"] = manager
                         apns = APNsProvider(
-                            settings: apnsSettings, client: try client("apns-token:\(token.teamID):\(token.keyID)"), tokens: manager,
-                            pushTTL: settings.pushTTL, timeout: settings.requestTimeout
+                            settings: apnsSettings,
+                            client: try client("apns-token:\(token.teamID):\(token.keyID)"),
+                            tokens: manager,
+                            pushTTL: settings.pushTTL,
+                            timeout: settings.requestTimeout
                         )
                     } else if let certificate = apnsSettings.certificate {
                         let identity = HTTP2ClientConfiguration.ClientCertificate(
-                            path: certificate.file, type: certificate.resolvedType, keyPath: certificate.keyFile,
+                            path: certificate.file,
+                            type: certificate.resolvedType,
+                            keyPath: certificate.keyFile,
                             password: try apnsSettings.certificatePassword()
                         )
                         apns = APNsProvider(
-                            settings: apnsSettings, client: try client("apns-certificate:\(certificate.file)", certificate: identity), tokens: nil,
-                            pushTTL: settings.pushTTL, timeout: settings.requestTimeout
+                            settings: apnsSettings,
+                            client: try client("apns-certificate:\(certificate.file)", certificate: identity),
+                            tokens: nil,
+                            pushTTL: settings.pushTTL,
+                            timeout: settings.requestTimeout
                         )
                     }
                 }
@@ -76,7 +87,9 @@ final class ProviderSet: Sendable {
                             manager = existing
                         } else {
                             manager = try await FCMAccessTokenManager(
-                                account: account, exchange: FCMProvider.exchange(client: http, timeout: settings.requestTimeout), store: tokens
+                                account: account,
+                                exchange: FCMProvider.exchange(client: http, timeout: settings.requestTimeout),
+                                store: tokens
                             )
                         }
                     } catch {
@@ -84,7 +97,11 @@ final class ProviderSet: Sendable {
                     }
                     fcmManagers[account.clientEmail] = manager
                     fcm = FCMProvider(
-                        settings: fcmSettings, projectID: account.projectID, client: http, tokens: manager, pushTTL: settings.pushTTL,
+                        settings: fcmSettings,
+                        projectID: account.projectID,
+                        client: http,
+                        tokens: manager,
+                        pushTTL: settings.pushTTL,
                         timeout: settings.requestTimeout
                     )
                 }

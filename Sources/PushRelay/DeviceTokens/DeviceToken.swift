@@ -24,7 +24,11 @@ enum DeviceToken {
         case .android:
             guard isPrintable(token) else {
                 return .failure(
-                    APIError(.badRequest, code: "invalid_field", message: "token must be 1-\(InputRules.maxTokenBytes) bytes of printable characters without spaces")
+                    APIError(
+                        .badRequest,
+                        code: "invalid_field",
+                        message: "token must be 1-\(InputRules.maxTokenBytes) bytes of printable characters without spaces"
+                    )
                 )
             }
             return .success(token)
@@ -48,7 +52,8 @@ enum DeviceToken {
     }
 
     static func isPrintable(_ token: String) -> Bool {
-        !token.isEmpty && token.utf8.count <= InputRules.maxTokenBytes && token.unicodeScalars.allSatisfy { $0.value > 0x20 && $0.value != 0x7f && $0.isASCII }
+        !token.isEmpty && token.utf8.count <= InputRules.maxTokenBytes
+            && token.unicodeScalars.allSatisfy { $0.value > 0x20 && $0.value != 0x7f && $0.isASCII }
     }
 
     static func isHex(_ byte: UInt8) -> Bool {

@@ -53,7 +53,12 @@ struct DeviceController<Repository: DeviceRepository, Context: RequestContext>: 
         try principal.require(app, scope: .devicesWrite, user: userID)
 
         let registration = DeviceRegistration(
-            appID: app, token: token, platform: platform, userID: userID, environment: environment, locale: locale
+            appID: app,
+            token: token,
+            platform: platform,
+            userID: userID,
+            environment: environment,
+            locale: locale
         )
         switch try await repository.upsert(registration, onlyForUser: onlyForUser) {
         case .created(let device):

@@ -76,14 +76,23 @@ struct EventQueue: Sendable {
             SELECT id, type, delivery_id, notification_id, ticket_id, platform, token_hint, reason, at
             FROM delivery_events WHERE app_id = $1 ORDER BY id LIMIT $2
             """,
-            [app, limit], prepare: true
+            [app, limit],
+            prepare: true
         ).rows.map { row in
             let (id, type, delivery, notification, ticket, platform, hint, reason, at) = try row.decode(
                 (Int64, String, Int64, Int64?, String?, String, String, String?, Date).self
             )
             return DeliveryEvent(
-                id: id, type: type, app: app, deliveryID: delivery, notificationID: notification, ticketID: ticket, platform: platform,
-                tokenHint: hint, reason: reason, at: at
+                id: id,
+                type: type,
+                app: app,
+                deliveryID: delivery,
+                notificationID: notification,
+                ticketID: ticket,
+                platform: platform,
+                tokenHint: hint,
+                reason: reason,
+                at: at
             )
         }
     }
@@ -96,7 +105,8 @@ struct EventQueue: Sendable {
     /// How many events of the app wait, counted up to `cap`.
     func queued(app: String, cap: Int) async throws -> Int {
         try await client.query(
-            "SELECT count(*)::int FROM (SELECT 1 FROM delivery_events WHERE app_id = $1 LIMIT $2) q", [app, cap]
+            "SELECT count(*)::int FROM (SELECT 1 FROM delivery_events WHERE app_id = $1 LIMIT $2) q",
+            [app, cap]
         ).rows.first?.decode(Int.self) ?? 0
     }
 }
@@ -139,7 +149,14 @@ final class EventForwarder: Service, Sendable {
     /// Leases this instance may hold, given back at shutdown.
     private let held = Mutex<Set<String>>([])
 
-    init(client: PostgresClient, apps: [(id: String, events: EventSettings)], settings: EventForwarderSettings, caFile: String?, metrics: RelayMetrics, logger: Logger) throws {
+    init(
+        client: PostgresClient,
+        apps: [(id: String, events: EventSettings)],
+        settings: EventForwarderSettings,
+        caFile: String?,
+        metrics: RelayMetrics,
+        logger: Logger
+    ) throws {
         queue = EventQueue(client: client)
         leases = Leases(client: client, owner: leaseOwnerName(role: "events"))
         targets = try apps.map { app in Target(app: app.id, url: app.events.url, secret: try app.events.secret(app: app.id)) }
@@ -208,7 +225,10 @@ final class EventForwarder: Service, Sendable {
             case .failed(let retryAfter):
                 failures += 1
                 let delay = backoffDelay(
-                    base: settings.retryBase, cap: settings.retryMax, attempt: failures, retryAfter: retryAfter,
+                    base: settings.retryBase,
+                    cap: settings.retryMax,
+                    attempt: failures,
+                    retryAfter: retryAfter,
                     maxRetryAfter: settings.maxRetryAfter
                 )
                 // Wait, renewing the lease (and the queue gauge) meanwhile.
@@ -245,7 +265,8 @@ final class EventForwarder: Service, Sendable {
                         ("content-type", "application/json"), ("user-agent", "PushRelay"), (EventSignature.timestampHeader, timestamp),
                         (EventSignature.signatureHeader, EventSignature.sign(body: body, timestamp: timestamp, secret: target.secret)),
                     ],
-                    body: body, timeout: settings.requestTimeout
+                    body: body,
+                    timeout: settings.requestTimeout
                 )
             )
             if !(200..<300).contains(response.status) {

@@ -53,7 +53,10 @@ actor FCMAccessTokenManager {
     nonisolated var credential: String { "fcm:\(account.clientEmail)" }
 
     init(
-        account: ServiceAccount, exchange: @escaping Exchange, store: ProviderTokenStore? = nil, now: @escaping @Sendable () -> Date = { Date() }
+        account: ServiceAccount,
+        exchange: @escaping Exchange,
+        store: ProviderTokenStore? = nil,
+        now: @escaping @Sendable () -> Date = { Date() }
     ) async throws {
         self.account = account
         keys = await JWTKeyCollection().add(rsa: try Insecure.RSA.PrivateKey(pem: account.privateKey), digestAlgorithm: .sha256)
@@ -84,8 +87,11 @@ actor FCMAccessTokenManager {
         let issued = Date(timeIntervalSince1970: time.timeIntervalSince1970.rounded(.down))
         let assertion = try await keys.sign(
             Assertion(
-                iss: .init(value: account.clientEmail), scope: Self.scope, aud: .init(value: [account.tokenURI]),
-                iat: .init(value: issued), exp: .init(value: issued.addingTimeInterval(3600))
+                iss: .init(value: account.clientEmail),
+                scope: Self.scope,
+                aud: .init(value: [account.tokenURI]),
+                iat: .init(value: issued),
+                exp: .init(value: issued.addingTimeInterval(3600))
             )
         )
         let form = "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=\(assertion)"

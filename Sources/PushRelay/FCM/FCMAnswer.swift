@@ -1,5 +1,5 @@
-import StrictJSON
 import Foundation
+import StrictJSON
 
 /// The error code of an FCM HTTP v1 answer: `error.details[].errorCode`, else `error.status`
 /// (FCM's `ErrorCode` and Google's canonical codes); any other is kept as ``ProviderReason/unknown(_:)``.

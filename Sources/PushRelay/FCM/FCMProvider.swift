@@ -18,7 +18,11 @@ struct FCMProvider: PushProvider {
             delivery.kind == .badgeSync
             ? FCMMessage.badgeSync(token: delivery.token, unreadCount: delivery.badge ?? 0)
             : FCMMessage.reply(
-                token: delivery.token, title: delivery.title, body: delivery.body, ticketID: delivery.ticketID, unreadCount: delivery.badge,
+                token: delivery.token,
+                title: delivery.title,
+                body: delivery.body,
+                ticketID: delivery.ticketID,
+                unreadCount: delivery.badge,
                 ttl: pushTTL
             )
         let url = "\(settings.baseURL)/v1/projects/\(projectID)/messages:send"
@@ -38,7 +42,9 @@ struct FCMProvider: PushProvider {
             do {
                 response = try await client.send(
                     HTTP2Request(
-                        url: url, headers: [("authorization", "Bearer \(bearer)"), ("content-type", "application/json")], body: body,
+                        url: url,
+                        headers: [("authorization", "Bearer \(bearer)"), ("content-type", "application/json")],
+                        body: body,
                         timeout: deadline.timeout(timeout)
                     )
                 )
@@ -62,7 +68,9 @@ struct FCMProvider: PushProvider {
         { url, form in
             let response = try await client.send(
                 HTTP2Request(
-                    url: url, headers: [("content-type", "application/x-www-form-urlencoded")], body: Array(form.utf8),
+                    url: url,
+                    headers: [("content-type", "application/x-www-form-urlencoded")],
+                    body: Array(form.utf8),
                     timeout: SendDeadline.current?.timeout(timeout) ?? timeout
                 )
             )

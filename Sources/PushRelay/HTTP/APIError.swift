@@ -1,9 +1,9 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import Logging
 import NIOCore
 import NIOHTTP1
-import Logging
 import Postgres
 
 /// An error that the HTTP API reports to the caller as `{"error":{"code","message"}}`.

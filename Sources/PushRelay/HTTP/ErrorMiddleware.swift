@@ -15,7 +15,9 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             guard !allowed.isEmpty else { return APIError.from(error, logger: context.logger).response() }
             let list = allowed.joined(separator: ", ")
             return APIError(
-                .methodNotAllowed, code: "method_not_allowed", message: "this path does not accept \(RequestLogMiddleware<Context>.method(request.method.rawValue)); it accepts \(list)",
+                .methodNotAllowed,
+                code: "method_not_allowed",
+                message: "this path does not accept \(RequestLogMiddleware<Context>.method(request.method.rawValue)); it accepts \(list)",
                 headers: [.allow: list]
             ).response()
         } catch {

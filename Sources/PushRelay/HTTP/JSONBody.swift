@@ -1,6 +1,6 @@
-import StrictJSON
 import Hummingbird
 import NIOCore
+import StrictJSON
 
 /// A JSON object read from a request body, with accessors that fail with a 400 naming the field.
 ///

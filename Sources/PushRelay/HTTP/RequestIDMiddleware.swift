@@ -36,7 +36,9 @@ struct RequestIDMiddleware<Context: RequestContext>: RouterMiddleware {
     /// Letters, digits, `-`, `_` and `.`, at most 128 characters: safe to log and echo.
     static func acceptable(_ value: String) -> String? {
         guard !value.isEmpty, value.utf8.count <= 128,
-            value.utf8.allSatisfy({ $0 < 128 && (Character(Unicode.Scalar($0)).isLetter || Character(Unicode.Scalar($0)).isNumber || $0 == 45 || $0 == 95 || $0 == 46) })
+            value.utf8.allSatisfy({
+                $0 < 128 && (Character(Unicode.Scalar($0)).isLetter || Character(Unicode.Scalar($0)).isNumber || $0 == 45 || $0 == 95 || $0 == 46)
+            })
         else { return nil }
         return value
     }

@@ -15,8 +15,11 @@ struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
         let start = ContinuousClock.now
         let response = try await next(request, context)
         Self.log(
-            context.logger, method: Self.method(request.method.rawValue), route: Self.route(context.endpointPath, parameters: context.parameters),
-            status: response.status.code, elapsed: ContinuousClock.now - start
+            context.logger,
+            method: Self.method(request.method.rawValue),
+            route: Self.route(context.endpointPath, parameters: context.parameters),
+            status: response.status.code,
+            elapsed: ContinuousClock.now - start
         )
         return response
     }

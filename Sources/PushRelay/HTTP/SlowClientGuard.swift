@@ -139,7 +139,8 @@ final class IntakeShareHandler: ChannelDuplexHandler, RemovableChannelHandler {
         typealias IDs = RequestIDMiddleware<AppRequestContext>
         let id = IDs.id(for: head)
         let response = HTTPResponseHead(
-            version: .http1_1, status: .serviceUnavailable,
+            version: .http1_1,
+            status: .serviceUnavailable,
             headers: [
                 "Content-Type": "application/json", "Content-Length": "\(body.readableBytes)", "Retry-After": "1", "Connection": "close",
                 IDs.headerName.rawName: id, "Date": HTTPDate.now(), "Server": shares.serverName,

@@ -43,9 +43,10 @@ struct HealthController<Context: RequestContext>: Sendable {
         do {
             applied = try await migrator.appliedVersion(client)
             // A standby, or a primary demoted during failover, answers reads and refuses writes.
-            writable = try await client.query(
-                "SELECT NOT pg_is_in_recovery() AND current_setting('transaction_read_only') = 'off'"
-            ).rows.first?.decode(Bool.self, at: 0) ?? false
+            writable =
+                try await client.query(
+                    "SELECT NOT pg_is_in_recovery() AND current_setting('transaction_read_only') = 'off'"
+                ).rows.first?.decode(Bool.self, at: 0) ?? false
         } catch let error as PostgresError {
             context.logger.debug("readiness check failed", metadata: ["error": "\(error)"])
             throw APIError.databaseUnavailable()

@@ -58,7 +58,10 @@ public final class RelayMetrics: Sendable {
             counter.increment()
             return
         }
-        let counter = registry.makeCounter(descriptor: Metric.pushOutcomes.descriptor, labels: [("app", app), ("platform", platform), ("outcome", outcome.rawValue)])
+        let counter = registry.makeCounter(
+            descriptor: Metric.pushOutcomes.descriptor,
+            labels: [("app", app), ("platform", platform), ("outcome", outcome.rawValue)]
+        )
         outcomeCounters.withLock { $0[key] = counter }
         counter.increment()
     }
@@ -70,7 +73,9 @@ public final class RelayMetrics: Sendable {
             latencyHistograms.withLock { $0[app] }
             ?? {
                 let made = registry.makeDurationHistogram(
-                    descriptor: Metric.deliveryLatency.descriptor, labels: [("app", app)], buckets: Self.latencyBuckets
+                    descriptor: Metric.deliveryLatency.descriptor,
+                    labels: [("app", app)],
+                    buckets: Self.latencyBuckets
                 )
                 latencyHistograms.withLock { $0[app] = made }
                 return made
@@ -188,7 +193,8 @@ struct MetricsController<Context: RequestContext>: Sendable {
 
     @Sendable func serve(_ request: Request, context: Context) async throws -> Response {
         Response(
-            status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+            status: .ok,
+            headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
             body: .init(byteBuffer: ByteBuffer(string: metrics.text))
         )
     }

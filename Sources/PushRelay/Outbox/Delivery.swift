@@ -84,14 +84,19 @@ extension ClaimedDelivery {
         let platform = try row.decode(String.self, at: offset + 3)
         let kind = try row.decode(String.self, at: offset + 4)
         self.init(
-            id: try row.decode(Int64.self, at: offset), appID: try row.decode(String.self, at: offset + 1),
+            id: try row.decode(Int64.self, at: offset),
+            appID: try row.decode(String.self, at: offset + 1),
             token: try row.decode(String.self, at: offset + 2),
             platform: try Platform(rawValue: platform).orThrow("unknown platform \(platform)"),
             kind: try DeliveryKind(rawValue: kind).orThrow("unknown delivery kind \(kind)"),
-            attempts: try row.decode(Int.self, at: offset + 5), createdAt: try row.decode(Date.self, at: offset + 6),
-            ticketID: try row.decode(String?.self, at: offset + 7) ?? "", title: try row.decode(String?.self, at: offset + 8) ?? "",
-            body: try row.decode(String?.self, at: offset + 9) ?? "", environment: try row.decode(String?.self, at: offset + 10),
-            deviceActive: try row.decode(Bool.self, at: offset + 11), badge: try row.decode(Int?.self, at: offset + 12),
+            attempts: try row.decode(Int.self, at: offset + 5),
+            createdAt: try row.decode(Date.self, at: offset + 6),
+            ticketID: try row.decode(String?.self, at: offset + 7) ?? "",
+            title: try row.decode(String?.self, at: offset + 8) ?? "",
+            body: try row.decode(String?.self, at: offset + 9) ?? "",
+            environment: try row.decode(String?.self, at: offset + 10),
+            deviceActive: try row.decode(Bool.self, at: offset + 11),
+            badge: try row.decode(Int?.self, at: offset + 12),
             claimedAt: claimedAt
         )
     }

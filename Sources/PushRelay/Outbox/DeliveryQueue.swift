@@ -51,9 +51,15 @@ struct DeliveryQueue: Sendable {
     /// lookup (a plain join is planned as a hash join over a sequential scan of `devices` on small
     /// tables), unread counters through the `(app_id, owner)` prefix.
     func enqueue(_ items: [IntakeItem], reservation: DeliveryReservation?) async throws -> (receipts: [IntakeReceipt], claimed: [ClaimedDelivery]) {
-        var apps: [String] = [], tickets: [String] = [], titles: [String] = [], bodies: [String] = []
+        var apps: [String] = []
+        var tickets: [String] = []
+        var titles: [String] = []
+        var bodies: [String] = []
         var requestIDs: [String?] = []
-        var ordinals: [Int] = [], deviceApps: [String] = [], tokens: [String] = [], platforms: [String] = []
+        var ordinals: [Int] = []
+        var deviceApps: [String] = []
+        var tokens: [String] = []
+        var platforms: [String] = []
         for (index, item) in items.enumerated() {
             apps.append(item.appID)
             tickets.append(item.notification.ticketID)
@@ -144,7 +150,8 @@ struct DeliveryQueue: Sendable {
                 apps, tickets, titles, bodies, requestIDs, ordinals, tokens, platforms, claims, reservation?.owner ?? "",
                 (reservation?.lease ?? .seconds(60)).timeInterval,
             ],
-            prepare: true, planning: .cached
+            prepare: true,
+            planning: .cached
         )
         var queued = Array(repeating: 0, count: items.count)
         var ids = Array(repeating: Int64(0), count: items.count)
@@ -313,11 +320,20 @@ struct DeliveryQueue: Sendable {
     /// events (``DeliveryEventType``) of the apps that want them (`events[app]`). Rows whose lease
     /// another instance has taken over are left to it, and make no event.
     func store(_ batch: [DeliveryResult], owner: String, events: [String: Set<DeliveryEventType>] = [:]) async throws {
-        var ids: [Int64] = [], statuses: [String] = [], next: [Date?] = [], providerIDs: [String?] = [], reasons: [String?] = []
+        var ids: [Int64] = []
+        var statuses: [String] = []
+        var next: [Date?] = []
+        var providerIDs: [String?] = []
+        var reasons: [String?] = []
         var adjustments: [Int] = []
-        var deadApps: [String] = [], deadTokens: [String] = [], deadPlatforms: [String] = [], deadReasons: [String] = []
+        var deadApps: [String] = []
+        var deadTokens: [String] = []
+        var deadPlatforms: [String] = []
+        var deadReasons: [String] = []
         var deadSince: [Date?] = []
-        var learnedApps: [String] = [], learnedTokens: [String] = [], learnedEnvironments: [String] = []
+        var learnedApps: [String] = []
+        var learnedTokens: [String] = []
+        var learnedEnvironments: [String] = []
         var eventRows = EventRows()
         for result in batch {
             if let type = DeliveryEventType(result), events[result.delivery.appID]?.contains(type) == true {
@@ -481,7 +497,8 @@ struct DeliveryQueue: Sendable {
             SELECT (SELECT max(id) FROM batch), (SELECT count(*) FROM doomed)::int,
                    coalesce((SELECT max(created_at) FROM batch) >= now() - make_interval(days => least($3, $4)), true)
             """,
-            [cursor, limit, deliveredDays, failedDays], prepare: true
+            [cursor, limit, deliveredDays, failedDays],
+            prepare: true
         ).first
         guard let row else { return (nil, 0, true) }
         let (last, deleted, done) = try row.decode((Int64?, Int, Bool).self)
@@ -513,7 +530,12 @@ struct DeliveryQueue: Sendable {
     /// unregister inside the caller's transaction (`session`), recording `reason` and the bulk
     /// unregister `job` that removed them. Bulk-unregister jobs (``JobStore``) queue through it.
     func queueForZendesk(
-        app: String, tokens: [String], platforms: [String], reason: String, job: UUID, in session: PostgresSession
+        app: String,
+        tokens: [String],
+        platforms: [String],
+        reason: String,
+        job: UUID,
+        in session: PostgresSession
     ) async throws {
         guard !tokens.isEmpty else { return }
         try await session.query(
@@ -564,7 +586,8 @@ struct DeliveryQueue: Sendable {
             )
             SELECT count(*)::int FROM doomed
             """,
-            [limit, days], prepare: true
+            [limit, days],
+            prepare: true
         ).first?.decode(Int.self) ?? 0
     }
 

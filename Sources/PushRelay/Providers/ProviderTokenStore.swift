@@ -48,7 +48,11 @@ struct ProviderTokenStore: Sendable {
     /// runs with no database connection or transaction held, so a slow token endpoint costs the
     /// pool nothing.
     func token(
-        credential: String, now: Date, reuseFor: TimeInterval, rejected: String?, make: @escaping @Sendable () async throws -> Entry
+        credential: String,
+        now: Date,
+        reuseFor: TimeInterval,
+        rejected: String?,
+        make: @escaping @Sendable () async throws -> Entry
     ) async throws -> Entry {
         try await inFlight.run(credential) {
             try await refresh(credential: credential, now: now, reuseFor: reuseFor, rejected: rejected, make: make)
@@ -56,7 +60,11 @@ struct ProviderTokenStore: Sendable {
     }
 
     private func refresh(
-        credential: String, now: Date, reuseFor: TimeInterval, rejected: String?, make: @Sendable () async throws -> Entry
+        credential: String,
+        now: Date,
+        reuseFor: TimeInterval,
+        rejected: String?,
+        make: @Sendable () async throws -> Entry
     ) async throws -> Entry {
         func usable(_ entry: Entry?) -> Entry? {
             guard let entry, entry.token != rejected, now.timeIntervalSince(entry.issuedAt) < reuseFor, now < entry.expiresAt else { return nil }
@@ -98,7 +106,11 @@ struct ProviderTokenStore: Sendable {
             let row = try await client.query("SELECT token, issued_at, expires_at FROM provider_tokens WHERE credential = $1", [credential]).rows
                 .first
         else { return nil }
-        return Entry(token: try row.decode(String.self, at: 0), issuedAt: try row.decode(Date.self, at: 1), expiresAt: try row.decode(Date.self, at: 2))
+        return Entry(
+            token: try row.decode(String.self, at: 0),
+            issuedAt: try row.decode(Date.self, at: 1),
+            expiresAt: try row.decode(Date.self, at: 2)
+        )
     }
 }
 

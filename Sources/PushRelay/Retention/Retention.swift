@@ -84,7 +84,8 @@ struct RetentionStore: Sendable {
             SELECT (SELECT max(id) FROM batch), (SELECT count(*) FROM doomed)::int,
                    coalesce((SELECT max(received_at) FROM batch) >= now() - make_interval(days => $3), true)
             """,
-            [cursor, limit, days], prepare: true
+            [cursor, limit, days],
+            prepare: true
         ).first
         guard let row else { return (nil, 0, true) }
         let (last, deleted, done) = try row.decode((Int64?, Int, Bool).self)
@@ -110,7 +111,8 @@ struct RetentionStore: Sendable {
             )
             SELECT count(*)::int FROM tokens
             """,
-            [limit], prepare: true
+            [limit],
+            prepare: true
         ).first?.decode(Int.self) ?? 0
     }
 
@@ -135,7 +137,8 @@ struct RetentionStore: Sendable {
             )
             SELECT count(*)::int FROM doomed
             """,
-            [limit, days], prepare: true
+            [limit, days],
+            prepare: true
         ).first?.decode(Int.self) ?? 0
     }
 
@@ -152,7 +155,8 @@ struct RetentionStore: Sendable {
             )
             SELECT count(*)::int FROM doomed
             """,
-            [limit, days], prepare: true
+            [limit, days],
+            prepare: true
         ).first?.decode(Int.self) ?? 0
     }
 }
@@ -204,7 +208,7 @@ final class RetentionService: Service, Sendable {
                             ]
                         )
                     }
-                } catch where error is CancellationError || Task.isCancelled {
+                } catch  where error is CancellationError || Task.isCancelled {
                     interrupted.withLock { $0 = true }
                     return
                 } catch {
@@ -234,7 +238,10 @@ final class RetentionService: Service, Sendable {
             try Task.checkCancellation()
             guard try await lease.hold(with: leases) else { return stopped() }
             let step = try await queue.prune(
-                after: cursor, limit: settings.batchSize, deliveredDays: settings.deliveredDays, failedDays: settings.failedDays
+                after: cursor,
+                limit: settings.batchSize,
+                deliveredDays: settings.deliveredDays,
+                failedDays: settings.failedDays
             )
             report.deliveries += step.deleted
             metrics.pruned(table: "deliveries", rows: step.deleted)
@@ -272,7 +279,8 @@ final class RetentionService: Service, Sendable {
             try await drain("job_tokens", into: &report.jobTokens, { try await store.pruneFinishedJobTokens(limit: limit) }),
             try await drain("jobs", into: &report.jobs, { try await store.pruneJobs(limit: limit, days: settings.jobsDays) }),
             try await drain(
-                "zendesk_unregister_queue", into: &report.zendeskForwarded,
+                "zendesk_unregister_queue",
+                into: &report.zendeskForwarded,
                 { try await queue.pruneForwardedZendesk(limit: limit, days: settings.zendeskForwardedDays) }
             )
         else { return stopped() }

@@ -60,8 +60,18 @@ extension DeliveryStatusRecord {
             (Int64, Int64?, String?, String, String, String, String, Int, String?, String?, Date, Date, Date?).self
         )
         self.init(
-            id: id, notificationID: notification, ticketID: ticket, token: fullTokens ? token : Redaction.token(token), platform: platform,
-            kind: kind, status: status, attempts: attempts, lastReason: reason, providerID: provider, createdAt: created, updatedAt: updated,
+            id: id,
+            notificationID: notification,
+            ticketID: ticket,
+            token: fullTokens ? token : Redaction.token(token),
+            platform: platform,
+            kind: kind,
+            status: status,
+            attempts: attempts,
+            lastReason: reason,
+            providerID: provider,
+            createdAt: created,
+            updatedAt: updated,
             deliveredAt: delivered
         )
     }
@@ -130,7 +140,8 @@ struct DeliveryStatusStore: Sendable {
         guard
             var notification = try await client.query(
                 "SELECT \(NotificationStatusRecord.columns) FROM notifications n \(NotificationStatusRecord.countsJoin) WHERE n.id = $1 AND n.app_id = $2",
-                [id, app], prepare: true
+                [id, app],
+                prepare: true
             ).first.map(NotificationStatusRecord.init(row:))
         else { return nil }
         notification.deliveries = try await client.query(
@@ -138,7 +149,8 @@ struct DeliveryStatusStore: Sendable {
             SELECT \(DeliveryStatusRecord.columns) FROM deliveries d JOIN notifications n ON n.id = d.notification_id
             WHERE d.notification_id = $1 ORDER BY d.id LIMIT $2
             """,
-            [id, Self.maxDeliveriesShown], prepare: true
+            [id, Self.maxDeliveriesShown],
+            prepare: true
         ).rows.map { try DeliveryStatusRecord(row: $0, fullTokens: fullTokens) }
         return notification
     }
@@ -153,13 +165,20 @@ struct DeliveryStatusStore: Sendable {
             \(NotificationStatusRecord.countsJoin)
             ORDER BY n.id DESC
             """,
-            [app, ticket, before, limit + 1], prepare: true
+            [app, ticket, before, limit + 1],
+            prepare: true
         ).rows.map(NotificationStatusRecord.init(row:))
         return (Array(rows.prefix(limit)), rows.count > limit)
     }
 
     /// A device's deliveries, newest first, older than `before` when given.
-    func deliveries(app: String, token: String, before: Int64?, limit: Int, fullTokens: Bool) async throws -> (page: [DeliveryStatusRecord], more: Bool) {
+    func deliveries(
+        app: String,
+        token: String,
+        before: Int64?,
+        limit: Int,
+        fullTokens: Bool
+    ) async throws -> (page: [DeliveryStatusRecord], more: Bool) {
         let rows = try await client.query(
             """
             SELECT \(DeliveryStatusRecord.columns) FROM (
@@ -171,7 +190,8 @@ struct DeliveryStatusStore: Sendable {
             LEFT JOIN notifications n ON n.id = d.notification_id
             ORDER BY d.id DESC
             """,
-            [app, token, before, limit + 1], prepare: true
+            [app, token, before, limit + 1],
+            prepare: true
         ).rows.map { try DeliveryStatusRecord(row: $0, fullTokens: fullTokens) }
         return (Array(rows.prefix(limit)), rows.count > limit)
     }

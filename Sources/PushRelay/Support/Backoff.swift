@@ -13,7 +13,12 @@ import Foundation
 /// - Parameter jitter: where in the random half the delay lands, from 0 to 1; random unless given
 ///   (tests pass it to check the bounds).
 func backoffDelay(
-    base: Duration, cap: Duration, attempt: Int, retryAfter: Int?, maxRetryAfter: Duration, jitter: Double = .random(in: 0...1)
+    base: Duration,
+    cap: Duration,
+    attempt: Int,
+    retryAfter: Int?,
+    maxRetryAfter: Duration,
+    jitter: Double = .random(in: 0...1)
 ) -> Duration {
     let doublings = Double(min(max(attempt, 1), 31) - 1)
     let exponential = min(max(cap.timeInterval, 0), max(base.timeInterval, 0) * pow(2, doublings))

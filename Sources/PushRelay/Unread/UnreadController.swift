@@ -119,7 +119,8 @@ struct UnreadController<Context: RequestContext>: Sendable {
         let endAt = ContinuousClock.now + hub.streamLifetime
         let headers: HTTPFields = [.contentType: "text/event-stream", .cacheControl: "no-cache", HTTPField.Name("X-Accel-Buffering")!: "no"]
         return Response(
-            status: .ok, headers: headers,
+            status: .ok,
+            headers: headers,
             body: ResponseBody { writer in
                 defer { hub.unsubscribe(subscription.id) }
                 try await writer.write(try Self.event(first))
@@ -211,7 +212,9 @@ struct UnreadController<Context: RequestContext>: Sendable {
         switch body.object["up_to_notification_id"] {
         case nil, .null?: break
         case let value?:
-            guard let id = value.int, id >= 1 else { throw JSONBody.invalidField("up_to_notification_id", "must be a notification id, an integer of at least 1") }
+            guard let id = value.int, id >= 1 else {
+                throw JSONBody.invalidField("up_to_notification_id", "must be a notification id, an integer of at least 1")
+            }
             upTo = id
         }
         guard let device = try body.optionalString("device") else { return (nil, upTo) }

@@ -124,8 +124,13 @@ final class UnreadHub: Service, Sendable {
 
     /// - Parameter events: the listener's events on ``UnreadChannel`` (``PostgresListener/events(on:)``).
     init(
-        events: AsyncStream<PostgresListenerEvent>, heartbeat: Duration, pollAfter: Int = 10, maxStreams: Int = 1024, maxStreamsPerOwner: Int = 4,
-        streamLifetime: Duration = .seconds(3600), maxCacheBytes: Int = UnreadHub.defaultCacheBytes
+        events: AsyncStream<PostgresListenerEvent>,
+        heartbeat: Duration,
+        pollAfter: Int = 10,
+        maxStreams: Int = 1024,
+        maxStreamsPerOwner: Int = 4,
+        streamLifetime: Duration = .seconds(3600),
+        maxCacheBytes: Int = UnreadHub.defaultCacheBytes
     ) {
         self.streamLifetime = streamLifetime
         self.events = events

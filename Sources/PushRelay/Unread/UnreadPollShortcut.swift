@@ -103,9 +103,12 @@ struct UnreadPollShortcut: Sendable {
     func requestID(_ head: HTTPRequestHead, answer: Answer, elapsed: Duration) -> String {
         let id = RequestIDMiddleware<AppRequestContext>.id(for: head)
         FastPathRequest.log(
-            logger, requestID: id, method: "GET",
+            logger,
+            requestID: id,
+            method: "GET",
             route: "/v1/apps/\(FastPathRequest.redacted("app", answer.app))/users/\(FastPathRequest.redacted("user", answer.owner))/unread",
-            status: 304, elapsed: elapsed
+            status: 304,
+            elapsed: elapsed
         )
         return id
     }

@@ -76,8 +76,14 @@ final class IntakeWriter: Service, Sendable {
     private let overlapAfter: Duration
 
     init(
-        queue: DeliveryQueue, logger: Logger, maxBatch: Int = 500, maxConcurrentWrites: Int = 2, dispatcher: Dispatcher? = nil,
-        paceWaiting: Int = 0, paceMaxWait: Duration = .zero, overlapAfter: Duration = .zero
+        queue: DeliveryQueue,
+        logger: Logger,
+        maxBatch: Int = 500,
+        maxConcurrentWrites: Int = 2,
+        dispatcher: Dispatcher? = nil,
+        paceWaiting: Int = 0,
+        paceMaxWait: Duration = .zero,
+        overlapAfter: Duration = .zero
     ) {
         self.overlapAfter = max(.zero, overlapAfter)
         self.dispatcher = dispatcher
@@ -238,7 +244,8 @@ final class IntakeWriter: Service, Sendable {
             }
             // An unavailable database is logged once by the pool, when the fault begins.
             logger.log(
-                level: postgres?.isUnavailable == true ? .debug : .warning, "storing a webhook batch failed",
+                level: postgres?.isUnavailable == true ? .debug : .warning,
+                "storing a webhook batch failed",
                 metadata: ["error": "\(error)", "push.batch_size": "\(batch.count)"]
             )
             let failure: any Error =

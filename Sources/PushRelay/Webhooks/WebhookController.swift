@@ -42,8 +42,10 @@ struct WebhookController<Context: RequestContext>: Sendable {
 
         var request = request
         let webhook = try settings.notification(
-            body: try await request.collectJSONBytes(context: context), signingSecret: configuration.webhookSigningSecret,
-            signature: request.headers[.zendeskSignature], timestamp: request.headers[.zendeskSignatureTimestamp]
+            body: try await request.collectJSONBytes(context: context),
+            signingSecret: configuration.webhookSigningSecret,
+            signature: request.headers[.zendeskSignature],
+            timestamp: request.headers[.zendeskSignatureTimestamp]
         )
         let requestID = context.logger[metadataKey: "request.id"].map { "\($0)" }
         // An `IntakeError` becomes its answer in `APIError.from`, as on the event loop's path.

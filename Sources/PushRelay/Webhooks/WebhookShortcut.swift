@@ -79,8 +79,12 @@ struct WebhookShortcut: Sendable {
         else { return nil }
         typealias IDs = RequestIDMiddleware<AppRequestContext>
         return Taken(
-            app: app, signingSecret: configuration.webhookSigningSecret, contentLength: contentLength, signature: signature,
-            signatureTimestamp: timestamp, requestID: (seen == 1 ? requestID.flatMap(IDs.acceptable) : nil) ?? IDs.newID()
+            app: app,
+            signingSecret: configuration.webhookSigningSecret,
+            contentLength: contentLength,
+            signature: signature,
+            signatureTimestamp: timestamp,
+            requestID: (seen == 1 ? requestID.flatMap(IDs.acceptable) : nil) ?? IDs.newID()
         )
     }
 
@@ -102,7 +106,10 @@ struct WebhookShortcut: Sendable {
     func item(_ taken: Taken, body: ByteBuffer) -> IntakeItem? {
         guard
             let webhook = try? settings.notification(
-                body: body, signingSecret: taken.signingSecret, signature: taken.signature, timestamp: taken.signatureTimestamp
+                body: body,
+                signingSecret: taken.signingSecret,
+                signature: taken.signature,
+                timestamp: taken.signatureTimestamp
             )
         else { return nil }
         return IntakeItem(appID: taken.app, notification: webhook, requestID: taken.requestID)
@@ -128,9 +135,12 @@ struct WebhookShortcut: Sendable {
         headers.add(name: "Content-Length", value: String(body.readableBytes))
         FastPathRequest.addCommonHeaders(&headers, requestID: taken.requestID, serverName: serverName)
         FastPathRequest.log(
-            logger, requestID: taken.requestID, method: "POST",
+            logger,
+            requestID: taken.requestID,
+            method: "POST",
             route: "/v1/webhooks/zendesk/\(FastPathRequest.redacted("app", taken.app))/\(FastPathRequest.redacted("secret", ""))",
-            status: Int(status.code), elapsed: elapsed
+            status: Int(status.code),
+            elapsed: elapsed
         )
         return (HTTPResponseHead(version: .http1_1, status: status, headers: headers), body)
     }
@@ -252,7 +262,8 @@ final class WebhookShortcutHandler: ChannelDuplexHandler, RemovableChannelHandle
         for part in parts { context.fireChannelRead(wrapInboundOut(part)) }
     }
 
-    private func answer(_ taken: WebhookShortcut.Taken, _ result: Result<IntakeReceipt, any Error>, elapsed: Duration, context: ChannelHandlerContext) {
+    private func answer(_ taken: WebhookShortcut.Taken, _ result: Result<IntakeReceipt, any Error>, elapsed: Duration, context: ChannelHandlerContext)
+    {
         guard case .storing = state else { return }
         let (head, body) = shortcut.answer(taken, result, elapsed: elapsed)
         context.write(wrapOutboundOut(.head(head)), promise: nil)
@@ -302,7 +313,8 @@ final class WebhookShortcutHandler: ChannelDuplexHandler, RemovableChannelHandle
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if event is ChannelShouldQuiesceEvent {
             quiescing = true
-            if case .idle = state {} else {
+            if case .idle = state {
+            } else {
                 quiesceHeld = true
                 return
             }

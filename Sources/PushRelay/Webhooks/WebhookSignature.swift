@@ -1,6 +1,6 @@
-import HTTPTypes
 import Crypto
 import Foundation
+import HTTPTypes
 import NIOCore
 
 /// Zendesk's webhook signature: `X-Zendesk-Webhook-Signature` =

@@ -11,7 +11,9 @@ extension PushNotification {
         let title = try InputRules.text(try notification.string("title"), field: "notification.title")
         let body = try InputRules.text(try notification.string("body"), field: "notification.body")
         let ticketID = try InputRules.identifier(
-            try notification.string("ticket_id"), field: "notification.ticket_id", maxBytes: InputRules.maxTicketBytes
+            try notification.string("ticket_id"),
+            field: "notification.ticket_id",
+            maxBytes: InputRules.maxTicketBytes
         )
         let list = try json.array("devices")
         guard !list.isEmpty else { throw JSONBody.invalidField("devices", "must list at least one device") }

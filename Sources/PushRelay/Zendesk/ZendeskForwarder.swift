@@ -32,14 +32,19 @@ final class ZendeskForwarder: Service, Sendable {
     private let pausedUntil = Mutex<[String: ContinuousClock.Instant]>([:])
 
     init(
-        client: PostgresClient, apps: [(id: String, zendesk: ZendeskSettings)], settings: ZendeskForwarderSettings, caFile: String?, metrics: RelayMetrics = RelayMetrics(),
+        client: PostgresClient,
+        apps: [(id: String, zendesk: ZendeskSettings)],
+        settings: ZendeskForwarderSettings,
+        caFile: String?,
+        metrics: RelayMetrics = RelayMetrics(),
         logger: Logger
     ) throws {
         queue = DeliveryQueue(client: client)
         self.metrics = metrics
         targets = try apps.map { app in
             Target(
-                app: app.id, url: app.zendesk.baseURL + "/api/v2/push_notification_devices/destroy_many",
+                app: app.id,
+                url: app.zendesk.baseURL + "/api/v2/push_notification_devices/destroy_many",
                 authorization: try app.zendesk.authorization(app: app.id)
             )
         }
@@ -86,7 +91,9 @@ final class ZendeskForwarder: Service, Sendable {
         do {
             let response = try await http.send(
                 HTTP2Request(
-                    url: target.url, headers: [("authorization", target.authorization), ("content-type", "application/json")], body: Array(body),
+                    url: target.url,
+                    headers: [("authorization", target.authorization), ("content-type", "application/json")],
+                    body: Array(body),
                     timeout: .seconds(30)
                 )
             )
@@ -107,7 +114,10 @@ final class ZendeskForwarder: Service, Sendable {
             if let problem {
                 // The batch's most tried token sets the pace (doubling stops after 12 attempts).
                 let backoff = backoffDelay(
-                    base: retryBase, cap: retryBase * 4096, attempt: claimed.map(\.attempts).max() ?? 1, retryAfter: retryAfter,
+                    base: retryBase,
+                    cap: retryBase * 4096,
+                    attempt: claimed.map(\.attempts).max() ?? 1,
+                    retryAfter: retryAfter,
                     maxRetryAfter: maxRetryAfter
                 )
                 let delay = backoff.timeInterval
@@ -116,7 +126,9 @@ final class ZendeskForwarder: Service, Sendable {
                 metrics.zendeskFailure(app: target.app, reason: problem.hasPrefix("transport") ? "transport" : problem)
                 logger.warning(
                     "Zendesk bulk unregister failed; will retry",
-                    metadata: ["push.app": "\(target.app)", "push.tokens": "\(batch.count)", "push.reason": "\(problem)", "push.retry_in_s": "\(delay)"]
+                    metadata: [
+                        "push.app": "\(target.app)", "push.tokens": "\(batch.count)", "push.reason": "\(problem)", "push.retry_in_s": "\(delay)",
+                    ]
                 )
                 return false
             }

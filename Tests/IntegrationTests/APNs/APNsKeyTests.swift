@@ -25,12 +25,17 @@ struct APNsKeyTests {
     /// status and APNs' reason.
     static func push(_ client: HTTP2Client, gateway: String, bearer: String) async throws -> (Int, String?) {
         let headers = APNsHeaders.make(
-            type: .alert, topic: "com.example.support", bearer: bearer, ticketID: "1", expiration: Date().addingTimeInterval(60),
+            type: .alert,
+            topic: "com.example.support",
+            bearer: bearer,
+            ticketID: "1",
+            expiration: Date().addingTimeInterval(60),
             apnsID: UUID.unique()
         )
         let response = try await client.send(
             HTTP2Request(
-                url: gateway + APNsHeaders.devicePath(token: apnsToken()), headers: headers,
+                url: gateway + APNsHeaders.devicePath(token: apnsToken()),
+                headers: headers,
                 body: APNsPayload.alert(title: "t", body: "b", badge: nil, ticketID: "1")
             )
         )
@@ -61,7 +66,9 @@ struct APNsKeyTests {
         }
     }
 
-    @Test("instances sharing the database share one provider token per key and one access token per service account; an expiry reported by several leads to one new token")
+    @Test(
+        "instances sharing the database share one provider token per key and one access token per service account; an expiry reported by several leads to one new token"
+    )
     func sharedProviderTokens() async throws {
         let test = try await TestApp.make()
         _ = try await test.application()  // applies the migrations
@@ -71,7 +78,13 @@ struct APNsKeyTests {
         let clock = Mutex(Date(timeIntervalSince1970: 1_900_000_000))
         let now: @Sendable () -> Date = { clock.withLock { $0 } }
         func manager() async throws -> APNsTokenManager {
-            try await APNsTokenManager(privateKeyPEM: pem, keyID: SandboxCredentials.apnsKeyID, teamID: SandboxCredentials.apnsTeamID, store: store, now: now)
+            try await APNsTokenManager(
+                privateKeyPEM: pem,
+                keyID: SandboxCredentials.apnsKeyID,
+                teamID: SandboxCredentials.apnsTeamID,
+                store: store,
+                now: now
+            )
         }
         let (a, b) = (try await manager(), try await manager())
         let first = try await a.token()
@@ -121,7 +134,9 @@ struct APNsKeyTests {
             let credentials = try await DeliveryHarness.credentials()
             let first = try await Self.tokens(keyFile: credentials.apnsKeyFile, keyID: SandboxCredentials.apnsKeyID).token()
             let second = try await Self.tokens(keyFile: secondFile, keyID: Self.secondKeyID).token()
-            func push(_ client: HTTP2Client, bearer: String) async throws -> (Int, String?) { try await Self.push(client, gateway: harness.gateway, bearer: bearer) }
+            func push(_ client: HTTP2Client, bearer: String) async throws -> (Int, String?) {
+                try await Self.push(client, gateway: harness.gateway, bearer: bearer)
+            }
             // One connection: the first key's token ties it; the second key's is refused on it.
             let shared = try HTTP2Client(configuration: .init(maxConnectionsPerHost: 1, caFile: harness.sandbox.certificates.caFile))
             #expect(try await push(shared, bearer: first) == (200, nil))
@@ -150,20 +165,29 @@ struct APNsKeyTests {
                     for chunk in stride(from: 0, to: tokens.count, by: 10) {
                         let devices = tokens[chunk..<(chunk + 10)].map { ($0, "ios") }
                         let response = try await client.execute(
-                            uri: url, method: .post, headers: DeliveryTests.json, body: jsonBody(webhook(devices: devices))
+                            uri: url,
+                            method: .post,
+                            headers: DeliveryTests.json,
+                            body: jsonBody(webhook(devices: devices))
                         )
                         #expect(response.status == .accepted)
                     }
                 }
-                #expect(try await eventually {
-                    try await harness.test.count("SELECT count(*) FROM deliveries WHERE status = 'delivered'") == support.count + others.count
-                })
+                #expect(
+                    try await eventually {
+                        try await harness.test.count("SELECT count(*) FROM deliveries WHERE status = 'delivered'") == support.count + others.count
+                    }
+                )
             }
             let answers = harness.state.requests(service: "apns")
             #expect(answers.count == support.count + others.count)
             #expect(answers.allSatisfy { $0.status == 200 }, "\(Set(answers.compactMap(\.reason)))")
             // Both keys signed provider tokens: the apps did not fall back to one shared key.
-            #expect(Set(harness.state.presentedCredentials().compactMap { providerTokenKeyID("bearer " + $0) }) == [SandboxCredentials.apnsKeyID, Self.secondKeyID])
+            #expect(
+                Set(harness.state.presentedCredentials().compactMap { providerTokenKeyID("bearer " + $0) }) == [
+                    SandboxCredentials.apnsKeyID, Self.secondKeyID,
+                ]
+            )
         }
     }
 }

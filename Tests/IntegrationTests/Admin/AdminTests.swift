@@ -23,7 +23,8 @@ struct AdminTests {
         )
     }
 
-    static func waitForJob(_ client: some TestClientProtocol, _ id: String, key: String, status: String = "succeeded") async throws -> [String: Any]? {
+    static func waitForJob(_ client: some TestClientProtocol, _ id: String, key: String, status: String = "succeeded") async throws -> [String: Any]?
+    {
         var last: [String: Any]?
         _ = try await eventually(timeout: .seconds(30)) {
             last = try await client.execute(uri: "/v1/admin/jobs/\(id)", method: .get, headers: bearer(key)).json
@@ -99,20 +100,27 @@ struct AdminTests {
                 let admin = try await harness.test.key(app: nil)
                 let tokens = (0..<250).map { "\"bulk-\($0)\"" }.joined(separator: ",") + ",\"never-registered\""
                 let response = try await client.execute(
-                    uri: Self.url, method: .post, headers: bearer(admin), body: jsonBody(#"{"tokens":[\#(tokens)],"propagate_to_zendesk":true}"#)
+                    uri: Self.url,
+                    method: .post,
+                    headers: bearer(admin),
+                    body: jsonBody(#"{"tokens":[\#(tokens)],"propagate_to_zendesk":true}"#)
                 )
                 #expect(response.status == .accepted)
                 let id = try #require(response.json?["job_id"] as? String)
                 _ = try await Self.waitForJob(client, id, key: admin)
-                #expect(try await eventually {
-                    try await client.execute(uri: "/v1/admin/jobs/\(id)", method: .get, headers: bearer(admin)).json?["forwarded"] as? Int == 250
-                })
+                #expect(
+                    try await eventually {
+                        try await client.execute(uri: "/v1/admin/jobs/\(id)", method: .get, headers: bearer(admin)).json?["forwarded"] as? Int == 250
+                    }
+                )
                 // The forwarder counts a batch just after recording it, so the last count may trail the job's.
                 var metrics = ""
-                #expect(try await eventually {
-                    metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
-                    return metricValue(metrics, "push_relay_zendesk_forwarded_tokens_total", ["app": "support"]) == 250
-                })
+                #expect(
+                    try await eventually {
+                        metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+                        return metricValue(metrics, "push_relay_zendesk_forwarded_tokens_total", ["app": "support"]) == 250
+                    }
+                )
                 #expect(metricValue(metrics, "push_relay_zendesk_forward_failures_total", ["app": "support", "reason": "HTTP 429"]) == 1)
                 #expect(metricValue(metrics, "push_relay_bulk_unregister_removed_total", ["app": "support"]) == 250)
                 #expect(metricValue(metrics, "push_relay_bulk_unregister_not_found_total", ["app": "support"]) == 1)
@@ -121,7 +129,9 @@ struct AdminTests {
             #expect(calls.first?.status == 429)
             var forwarded: [String] = []
             for call in calls where call.status == 200 {
-                let list = try #require((try JSONSerialization.jsonObject(with: Data(call.body.utf8)) as? [String: Any])?["push_notification_devices"] as? [String])
+                let list = try #require(
+                    (try JSONSerialization.jsonObject(with: Data(call.body.utf8)) as? [String: Any])?["push_notification_devices"] as? [String]
+                )
                 #expect(list.count <= 100)
                 forwarded += list
             }
@@ -172,7 +182,9 @@ struct AdminTests {
             #expect(try await client.execute(uri: "/v1/admin/jobs/\(UUID())", method: .get, headers: bearer(admin)).status == .notFound)
             for type in ["application/json", "text/plain"] {
                 let flagged = try await client.execute(
-                    uri: Self.url + "?propagate_to_zendesk=maybe", method: .post, headers: [.authorization: "Bearer \(admin)", .contentType: type],
+                    uri: Self.url + "?propagate_to_zendesk=maybe",
+                    method: .post,
+                    headers: [.authorization: "Bearer \(admin)", .contentType: type],
                     body: ByteBuffer(string: type == "text/plain" ? "abc\n" : #"{"tokens":["abc"]}"#)
                 )
                 #expect(flagged.status == .badRequest, "\(type)")

@@ -6,9 +6,10 @@ import HummingbirdTesting
 import Logging
 import NIOCore
 import Postgres
-@testable import PushRelay
 import TestSupport
 import Testing
+
+@testable import PushRelay
 
 /// Bulk-unregister uploads are bounded and do not hold the database while they arrive; what jobs
 /// and the Zendesk queue leave behind is deleted.
@@ -63,7 +64,8 @@ struct JobUploadTests {
             let answer = try await RawConnection.with(port: client.port!) { connection in
                 try await connection.send(
                     RawConnection.request(
-                        "POST", Self.url,
+                        "POST",
+                        Self.url,
                         headers: [("Authorization", "Bearer \(admin)"), ("Content-Type", "text/plain"), ("Content-Length", "\(body.count)")]
                     ) + body[..<half]
                 )
@@ -128,9 +130,16 @@ struct JobUploadTests {
                 """,
                 [id]
             )
-            try await test.client.query("INSERT INTO job_tokens (job_id, line, token) SELECT $1::uuid, i, 'never-' || i FROM generate_series(1, 5000) i", [id])
+            try await test.client.query(
+                "INSERT INTO job_tokens (job_id, line, token) SELECT $1::uuid, i, 'never-' || i FROM generate_series(1, 5000) i",
+                [id]
+            )
             try await test.client.query("INSERT INTO job_batches (job_id, first_line, last_line, removed, not_found) VALUES ($1, 1, 10, 0, 10)", [id])
-            let cancelled = try await client.execute(uri: "/v1/admin/jobs/\(id.uuidString.lowercased())/cancel", method: .post, headers: bearer(admin))
+            let cancelled = try await client.execute(
+                uri: "/v1/admin/jobs/\(id.uuidString.lowercased())/cancel",
+                method: .post,
+                headers: bearer(admin)
+            )
             #expect(cancelled.json?["status"] as? String == "cancelled")
             #expect(try await test.count("SELECT count(*) FROM job_tokens WHERE job_id = $1", [id]) == 0)
             #expect(try await test.count("SELECT count(*) FROM job_batches WHERE job_id = $1", [id]) == 0)
@@ -145,7 +154,10 @@ struct JobUploadTests {
         let test = try await TestApp.make()
         _ = try await test.application()
         let sql = test.client
-        let old = UUID(), recent = UUID(), leftover = UUID(), running = UUID()
+        let old = UUID()
+        let recent = UUID()
+        let leftover = UUID()
+        let running = UUID()
         for (id, status, age) in [(old, "succeeded", 40), (recent, "cancelled", 2), (leftover, "cancelled", 1), (running, "running", 40)] {
             try await sql.query(
                 """
@@ -187,7 +199,9 @@ struct JobUploadTests {
             let admin = try await test.key(app: nil)
             func removeJob() async throws {
                 let response = try await client.execute(
-                    uri: Self.url + "?propagate_to_zendesk=true", method: .post, headers: AdminTests.text(admin),
+                    uri: Self.url + "?propagate_to_zendesk=true",
+                    method: .post,
+                    headers: AdminTests.text(admin),
                     body: ByteBuffer(string: "again-1\nagain-2\n")
                 )
                 let id = try #require(response.json?["job_id"] as? String)

@@ -5,9 +5,10 @@ import Hummingbird
 import HummingbirdTesting
 import Logging
 import Postgres
-@testable import PushRelay
 import TestSupport
 import Testing
+
+@testable import PushRelay
 
 /// Builds the application on a database of its own.
 func makeApp(conninfo: String, extra: [AbsoluteConfigKey: ConfigValue] = [:]) async throws -> some ApplicationProtocol {

@@ -1,12 +1,13 @@
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import Postgres
 import PushRelay
 import PushSandbox
 import TestSupport
 import Testing
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 
 /// The `push-relay` executable, run as a separate process so it can be killed with SIGKILL.
 struct RelayProcess {
@@ -116,7 +117,11 @@ struct CrashRecoveryTests {
         var accepted = 0
         for chunk in stride(from: 0, to: tokens.count, by: 3) {
             let devices = tokens[chunk..<(chunk + 3)].map { ($0, "ios") }
-            let response = try await first.request("POST", "/v1/webhooks/zendesk/support/\(TestApp.webhookSecret)", body: webhook(devices: devices, ticket: "\(chunk)"))
+            let response = try await first.request(
+                "POST",
+                "/v1/webhooks/zendesk/support/\(TestApp.webhookSecret)",
+                body: webhook(devices: devices, ticket: "\(chunk)")
+            )
             if response.status == 202 { accepted += 1 }
         }
         #expect(accepted == 10)
@@ -133,7 +138,9 @@ struct CrashRecoveryTests {
         second.stop()
         await harness.shutdown()
         #expect(done, "log: \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
-        let answered = Set(harness.state.requests(service: "apns").filter { $0.status == 200 }.compactMap { $0.path.split(separator: "/").last.map(String.init) })
+        let answered = Set(
+            harness.state.requests(service: "apns").filter { $0.status == 200 }.compactMap { $0.path.split(separator: "/").last.map(String.init) }
+        )
         #expect(Set(tokens).subtracting(answered).isEmpty)
         #expect(try await harness.test.count("SELECT count(*) FROM notifications") == 10)
     }

@@ -5,10 +5,11 @@ import Hummingbird
 import HummingbirdTesting
 import NIOCore
 import Postgres
-@testable import PushRelay
 import Synchronization
 import TestSupport
 import Testing
+
+@testable import PushRelay
 
 /// A database that stops answering, or answers "not now", costs the helpdesk a 503 with
 /// `Retry-After` and nothing else: no hang, no 500, no acknowledged webhook lost.
@@ -85,7 +86,11 @@ struct DatabaseFaultTests {
                             load.answers.withLock {
                                 $0.append(
                                     Answer(
-                                        status: response.status, retryAfter: response.header("Retry-After"), code: code, notificationID: id, sent: sent,
+                                        status: response.status,
+                                        retryAfter: response.header("Retry-After"),
+                                        code: code,
+                                        notificationID: id,
+                                        sent: sent,
                                         answered: clock.now
                                     )
                                 )
@@ -117,8 +122,10 @@ struct DatabaseFaultTests {
                 #expect(distrusted != nil, "unread polls were still answered 304 from the cache 10 s into the freeze")
                 // Everything is either stored or refused as retryable; nothing else.
                 for answer in all {
-                    #expect(answer.status == 202 || (answer.status == 503 && answer.retryAfter != nil && answer.code == "database_unavailable"),
-                            "\(answer.status) \(answer.code ?? "")")
+                    #expect(
+                        answer.status == 202 || (answer.status == 503 && answer.retryAfter != nil && answer.code == "database_unavailable"),
+                        "\(answer.status) \(answer.code ?? "")"
+                    )
                     #expect(
                         answer.answered - answer.sent < .seconds(8),
                         "a webhook sent \(answer.sent - frozeAt) after the freeze waited \(answer.answered - answer.sent) for \(answer.status)"
@@ -135,7 +142,8 @@ struct DatabaseFaultTests {
                 let directClient = PostgresClient(configuration: .init(conninfo: direct, maxConnections: 1), logger: TestDatabase.logger)
                 defer { Task { await directClient.close() } }
                 let stored = try await directClient.query(
-                    "SELECT count(*) FROM notifications WHERE id = ANY($1::bigint[])", ["{" + acknowledged.map(String.init).joined(separator: ",") + "}"]
+                    "SELECT count(*) FROM notifications WHERE id = ANY($1::bigint[])",
+                    ["{" + acknowledged.map(String.init).joined(separator: ",") + "}"]
                 ).rows.first!.decode(Int.self, at: 0)
                 #expect(acknowledged.count > 10)
                 #expect(stored == acknowledged.count)
@@ -186,8 +194,10 @@ struct DatabaseFaultTests {
             let response = try #require(refused)
             #expect(response.headers[.retryAfter] != nil)
             let device = try await client.execute(
-                uri: "/v1/apps/support/devices/\(apnsToken())", method: .put,
-                headers: [.authorization: "Bearer \(key)", .contentType: "application/json"], body: jsonBody(#"{"platform":"ios"}"#)
+                uri: "/v1/apps/support/devices/\(apnsToken())",
+                method: .put,
+                headers: [.authorization: "Bearer \(key)", .contentType: "application/json"],
+                body: jsonBody(#"{"platform":"ios"}"#)
             )
             #expect(device.status == .serviceUnavailable)
             #expect(device.errorBody?.code == "database_unavailable")

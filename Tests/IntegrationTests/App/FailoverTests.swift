@@ -39,10 +39,13 @@ struct ReplicatedPostgres {
         chmod(standbyDirectory + "/pgdata", 0o700)
         if let user = getpwnam("postgres"), geteuid() == 0 { chown(standbyDirectory + "/pgdata", user.pointee.pw_uid, user.pointee.pw_gid) }
         try FileManager.default.copyItem(atPath: root + "/primary/password", toPath: standbyDirectory + "/password")
-        try run(bin + "/pg_basebackup", [
-            "-D", standbyDirectory + "/pgdata", "-R", "-X", "stream", "-c", "fast",
-            "-d", "host=127.0.0.1 port=\(primaryPort) user=\(EmbeddedPostgres.databaseName) password=\(password) application_name=standby1",
-        ])
+        try run(
+            bin + "/pg_basebackup",
+            [
+                "-D", standbyDirectory + "/pgdata", "-R", "-X", "stream", "-c", "fast",
+                "-d", "host=127.0.0.1 port=\(primaryPort) user=\(EmbeddedPostgres.databaseName) password=\(password) application_name=standby1",
+            ]
+        )
         // Synchronous from now on: a commit waits until standby1 has it.
         let admin = PostgresClient(configuration: .init(conninfo: primaryConninfo, maxConnections: 1), logger: logger)
         _ = try await admin.query("ALTER SYSTEM SET synchronous_standby_names = 'standby1'")
@@ -51,9 +54,18 @@ struct ReplicatedPostgres {
 
         let standby = EmbeddedPostgres(configuration: .init(directory: standbyDirectory, durable: true, maxConnections: 100), logger: logger)
         _ = try await standby.start()
-        let replicated = ReplicatedPostgres(primary: primary, standby: standby, primaryPort: primaryPort, standbyPort: try standby.port(), password: password)
+        let replicated = ReplicatedPostgres(
+            primary: primary,
+            standby: standby,
+            primaryPort: primaryPort,
+            standbyPort: try standby.port(),
+            password: password
+        )
         let synchronous = await eventually(timeout: .seconds(20)) {
-            (try? await admin.query("SELECT sync_state FROM pg_stat_replication WHERE application_name = 'standby1'").rows.first?.decode(String.self, at: 0)) == "sync"
+            (try? await admin.query("SELECT sync_state FROM pg_stat_replication WHERE application_name = 'standby1'").rows.first?.decode(
+                String.self,
+                at: 0
+            )) == "sync"
         }
         await admin.close()
         guard synchronous else { throw PostgresError(code: .embeddedServer, message: "the standby did not become synchronous") }
@@ -111,7 +123,9 @@ struct FailoverTests {
         func stop() { done.store(true, ordering: .relaxed) }
     }
 
-    @Test("the primary stops hard under load, the standby is promoted: the relay reconnects by itself, /ready is 503 then 200 within 10 s, webhooks get 503 with Retry-After and never 500, nothing acknowledged is lost")
+    @Test(
+        "the primary stops hard under load, the standby is promoted: the relay reconnects by itself, /ready is 503 then 200 within 10 s, webhooks get 503 with Retry-After and never 500, nothing acknowledged is lost"
+    )
     func failover() async throws {
         let database = try await ReplicatedPostgres.start()
         let directory = (NSTemporaryDirectory() as NSString).appendingPathComponent("push-relay-failover-relay-\(UUID().uuidString.prefix(8))")
@@ -143,10 +157,17 @@ struct FailoverTests {
                                 while !record.stopped {
                                     number += 1
                                     let body = Array(webhook(devices: [(apnsToken(), "ios")], ticket: "\(worker)-\(number)").utf8)
-                                    try await connection.send(RawConnection.request("POST", path, headers: [("Content-Type", "application/json")], body: body))
+                                    try await connection.send(
+                                        RawConnection.request("POST", path, headers: [("Content-Type", "application/json")], body: body)
+                                    )
                                     guard let answer = try await connection.next() else { return }
-                                    let id = (try? JSONSerialization.jsonObject(with: Data(answer.body)) as? [String: Any])?["notification_id"] as? Int
-                                    record.outcomes.withLock { $0.append(Outcome(status: answer.status, retryAfter: answer.header("Retry-After"), notificationID: id, at: .now)) }
+                                    let id =
+                                        (try? JSONSerialization.jsonObject(with: Data(answer.body)) as? [String: Any])?["notification_id"] as? Int
+                                    record.outcomes.withLock {
+                                        $0.append(
+                                            Outcome(status: answer.status, retryAfter: answer.header("Retry-After"), notificationID: id, at: .now)
+                                        )
+                                    }
                                     try await Task.sleep(for: .milliseconds(20))
                                 }
                             }
@@ -190,10 +211,16 @@ struct FailoverTests {
         #expect(back.map { $0 < .seconds(10) } == true, "ready again \(String(describing: back)) after the promotion")
 
         // Every acknowledged webhook is on the promoted server.
-        let client = PostgresClient(configuration: .init(conninfo: try database.standby.conninfo(database: EmbeddedPostgres.databaseName), maxConnections: 1), logger: ReplicatedPostgres.logger)
-        let found = try await client.query("SELECT count(*) FROM notifications WHERE id = ANY($1)", [acknowledged.map(Int64.init)]).rows.first?.decode(Int.self, at: 0)
+        let client = PostgresClient(
+            configuration: .init(conninfo: try database.standby.conninfo(database: EmbeddedPostgres.databaseName), maxConnections: 1),
+            logger: ReplicatedPostgres.logger
+        )
+        let found = try await client.query("SELECT count(*) FROM notifications WHERE id = ANY($1)", [acknowledged.map(Int64.init)]).rows.first?
+            .decode(Int.self, at: 0)
         #expect(found == acknowledged.count, "\(acknowledged.count) acknowledged, \(found ?? -1) on the promoted server")
-        print("failover: statuses \(statuses); ready again \(String(describing: back)) after the promotion; \(acknowledged.count) acknowledged, \(found ?? -1) found after it")
+        print(
+            "failover: statuses \(statuses); ready again \(String(describing: back)) after the promotion; \(acknowledged.count) acknowledged, \(found ?? -1) found after it"
+        )
         await client.close()
         relay.stop()
         await database.shutdown()

@@ -47,7 +47,9 @@ struct RelayCluster {
 
     static func launch(configFile: String, directory: String, index: Int) async throws -> RelayProcess {
         try await RelayProcess.start(
-            configFile: configFile, port: try EmbeddedPostgres.freePort(), log: directory + "/relay-\(index).log"
+            configFile: configFile,
+            port: try EmbeddedPostgres.freePort(),
+            log: directory + "/relay-\(index).log"
         )
     }
 
@@ -110,7 +112,9 @@ enum ClusterLoad {
     /// connection, so a restarted instance's new port is used), each webhook once, never retried.
     /// Returns the items acknowledged with a 202 and those that were not.
     static func send(
-        _ items: [LoadItem], connectionsPerPort: Int, ports: @escaping @Sendable () -> [Int]
+        _ items: [LoadItem],
+        connectionsPerPort: Int,
+        ports: @escaping @Sendable () -> [Int]
     ) async -> (acknowledged: [LoadItem], unacknowledged: [LoadItem]) {
         let numbers = Numbers()
         let initial = ports()
@@ -130,7 +134,12 @@ enum ClusterLoad {
                                     let item = items[number]
                                     let body = Array(webhook(devices: [(item.token, item.platform)], ticket: "\(number)").utf8)
                                     try await connection.send(
-                                        RawConnection.request("POST", RelayCluster.hookPaths[item.app]!, headers: [("Content-Type", "application/json")], body: body)
+                                        RawConnection.request(
+                                            "POST",
+                                            RelayCluster.hookPaths[item.app]!,
+                                            headers: [("Content-Type", "application/json")],
+                                            body: body
+                                        )
                                     )
                                     let answer = try await connection.next()
                                     if answer?.status == 202 { acknowledged.append(item) } else { unacknowledged.append(item) }
@@ -185,7 +194,9 @@ enum ClusterLoad {
 
 @Suite("Scale-out: several relay processes on one database", .serialized)
 struct ScaleOutTests {
-    @Test("three instances, 20,000 webhooks spread over them: every push delivered once, each instance a fair share; dead tokens and a bulk job handled once")
+    @Test(
+        "three instances, 20,000 webhooks spread over them: every push delivered once, each instance a fair share; dead tokens and a bulk job handled once"
+    )
     func threeInstances() async throws {
         try await DeliveryHarness.with { harness in
             let cluster = try await RelayCluster.start(3, harness: harness)
@@ -223,16 +234,24 @@ struct ScaleOutTests {
             let admin = try await harness.test.key(app: nil)
             let removed = Array(live.filter { $0.hasPrefix("android-") }.prefix(300))
             let upload = try await cluster.relays[1].request(
-                "POST", "/v1/admin/apps/support/devices/bulk-unregister",
-                body: #"{"tokens":[\#(removed.map { "\"\($0)\"" }.joined(separator: ","))],"propagate_to_zendesk":true}"#, bearer: admin
+                "POST",
+                "/v1/admin/apps/support/devices/bulk-unregister",
+                body: #"{"tokens":[\#(removed.map { "\"\($0)\"" }.joined(separator: ","))],"propagate_to_zendesk":true}"#,
+                bearer: admin
             )
             #expect(upload.status == 202)
             let job = try #require((try JSONSerialization.jsonObject(with: upload.body) as? [String: Any])?["job_id"] as? String)
             var state: [String: Any] = [:]
-            #expect(try await eventually(timeout: .seconds(60)) {
-                state = (try JSONSerialization.jsonObject(with: try await cluster.relays[2].request("GET", "/v1/admin/jobs/\(job)", bearer: admin).body) as? [String: Any]) ?? [:]
-                return state["status"] as? String == "succeeded" && state["forwarded"] as? Int == state["removed"] as? Int
-            }, "\(state)")
+            #expect(
+                try await eventually(timeout: .seconds(60)) {
+                    state =
+                        (try JSONSerialization.jsonObject(
+                            with: try await cluster.relays[2].request("GET", "/v1/admin/jobs/\(job)", bearer: admin).body
+                        ) as? [String: Any]) ?? [:]
+                    return state["status"] as? String == "succeeded" && state["forwarded"] as? Int == state["removed"] as? Int
+                },
+                "\(state)"
+            )
             let supportRemoved = removed.filter { token in acknowledged.contains { $0.token == token && $0.app == "support" } }
             #expect(state["processed"] as? Int == removed.count)
             #expect(state["removed"] as? Int == supportRemoved.count)
@@ -246,7 +265,9 @@ struct ScaleOutTests {
         }
     }
 
-    @Test("rolling restart under load: each instance stopped with SIGTERM and started again in turn; nothing acknowledged is lost, nothing is sent twice")
+    @Test(
+        "rolling restart under load: each instance stopped with SIGTERM and started again in turn; nothing acknowledged is lost, nothing is sent twice"
+    )
     func rollingRestart() async throws {
         try await DeliveryHarness.with { harness in
             var cluster = try await RelayCluster.start(3, harness: harness)
@@ -265,11 +286,15 @@ struct ScaleOutTests {
             let pushes = await ClusterLoad.waitForPushes(expected, harness.state)
             #expect(pushes.values.allSatisfy { $0 == 1 }, "sent twice: \(pushes.filter { $0.value > 1 }.count)")
             #expect(acknowledged.count > 3_000, "\(acknowledged.count) acknowledged, \(unacknowledged.count) not")
-            print("rolling restart: \(acknowledged.count) webhooks acknowledged, \(unacknowledged.count) refused or cut off while an instance restarted")
+            print(
+                "rolling restart: \(acknowledged.count) webhooks acknowledged, \(unacknowledged.count) refused or cut off while an instance restarted"
+            )
         }
     }
 
-    @Test("SIGKILL of one instance under load: its claimed deliveries are sent by the others after the lease; duplicates at most what it had in flight")
+    @Test(
+        "SIGKILL of one instance under load: its claimed deliveries are sent by the others after the lease; duplicates at most what it had in flight"
+    )
     func killOneInstance() async throws {
         try await DeliveryHarness.with { harness in
             let cluster = try await RelayCluster.start(3, harness: harness, leaseSeconds: 3)
@@ -285,7 +310,8 @@ struct ScaleOutTests {
             victim.kill()
             ports.removeFirst()
             let inFlight = try await harness.test.count(
-                "SELECT count(*) FROM deliveries WHERE status = 'sending' AND lease_owner LIKE $1", ["%-\(pid)-%"]
+                "SELECT count(*) FROM deliveries WHERE status = 'sending' AND lease_owner LIKE $1",
+                ["%-\(pid)-%"]
             )
             let (acknowledged, _) = await load
             let expected = Set(acknowledged.map(\.token))
@@ -305,7 +331,10 @@ struct ScaleOutTests {
             let user = try await TestApp.userToken("sse-user")
             let device = "android-sse-\(UUID().uuidString.prefix(8))"
             let registered = try await cluster.relays[1].request(
-                "PUT", "/v1/apps/support/devices/\(device)", body: #"{"platform":"android","user_id":"sse-user"}"#, bearer: user
+                "PUT",
+                "/v1/apps/support/devices/\(device)",
+                body: #"{"platform":"android","user_id":"sse-user"}"#,
+                bearer: user
             )
             #expect(registered.status == 201)
             let first = cluster.relays[0].port

@@ -3,9 +3,10 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Postgres
-@testable import PushRelay
 import TestSupport
 import Testing
+
+@testable import PushRelay
 
 /// API keys verified from memory: what a request with a key costs the database, and how soon a
 /// revocation made elsewhere takes effect.

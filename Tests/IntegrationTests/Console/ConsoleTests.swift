@@ -5,9 +5,10 @@ import Hummingbird
 import HummingbirdTesting
 import NIOCore
 import Postgres
-@testable import PushRelay
 import TestSupport
 import Testing
+
+@testable import PushRelay
 
 /// The operator console's sessions and checks, over HTTP against a real database. The pages as a
 /// person sees them are tested in a real browser by Deploy/console-test.sh.
@@ -50,7 +51,10 @@ struct ConsoleTests {
         headers[.cookie] = "pushrelay_login=\(check)"
         headers.append(contentsOf: extra)
         let response = try await client.execute(
-            uri: "/console/login", method: .post, headers: headers, body: encoded([("login_check", check), ("key", key)])
+            uri: "/console/login",
+            method: .post,
+            headers: headers,
+            body: encoded([("login_check", check), ("key", key)])
         )
         guard let session = cookieValue("pushrelay_session", in: response), !session.isEmpty else { return (response, nil) }
         let overview = try await client.execute(uri: "/console", method: .get, headers: [.cookie: "pushrelay_session=\(session)"])
@@ -77,7 +81,10 @@ struct ConsoleTests {
 
             // The check value must match the cookie set with the form.
             let forged = try await client.execute(
-                uri: "/console/login", method: .post, headers: Self.form, body: Self.encoded([("login_check", "x"), ("key", admin)])
+                uri: "/console/login",
+                method: .post,
+                headers: Self.form,
+                body: Self.encoded([("login_check", "x"), ("key", admin)])
             )
             #expect(forged.status == .forbidden)
             #expect(Self.cookieValue("pushrelay_session", in: forged) == nil)
@@ -122,7 +129,10 @@ struct ConsoleTests {
             headers[.cookie] = "\(loginName)=\(check)"
             headers.append(contentsOf: https)
             let response = try await client.execute(
-                uri: "/console/login", method: .post, headers: headers, body: Self.encoded([("login_check", check), ("key", admin)])
+                uri: "/console/login",
+                method: .post,
+                headers: headers,
+                body: Self.encoded([("login_check", check), ("key", admin)])
             )
             #expect(response.status == .seeOther)
             let sessionName = trusted ? "__Host-pushrelay_session" : "pushrelay_session"
@@ -151,21 +161,33 @@ struct ConsoleTests {
             let browser = try #require(try await Self.signIn(client, key: admin).1)
             for token in ["android-console-1", "android-console-2"] {
                 let put = try await client.execute(
-                    uri: "/v1/apps/support/devices/\(token)", method: .put, headers: bearer(admin), body: ByteBuffer(string: #"{"platform":"android","user_id":"carol"}"#)
+                    uri: "/v1/apps/support/devices/\(token)",
+                    method: .put,
+                    headers: bearer(admin),
+                    body: ByteBuffer(string: #"{"platform":"android","user_id":"carol"}"#)
                 )
                 #expect(put.status == .created)
             }
             var headers = Self.form
             headers[.cookie] = browser.cookie
             // The console's form without its token, then with a wrong one: refused, nothing removed.
-            for fields in [[("app", "support"), ("token", "android-console-1")], [("app", "support"), ("token", "android-console-1"), ("csrf_token", "wrong")]] {
-                let refused = try await client.execute(uri: "/console/devices/unregister", method: .post, headers: headers, body: Self.encoded(fields))
+            for fields in [
+                [("app", "support"), ("token", "android-console-1")], [("app", "support"), ("token", "android-console-1"), ("csrf_token", "wrong")],
+            ] {
+                let refused = try await client.execute(
+                    uri: "/console/devices/unregister",
+                    method: .post,
+                    headers: headers,
+                    body: Self.encoded(fields)
+                )
                 #expect(refused.status == .forbidden)
                 #expect(Self.html(refused).contains("CSRF token"))
             }
             #expect(try await test.count("SELECT count(*) FROM devices WHERE token = 'android-console-1'") == 1)
             let done = try await client.execute(
-                uri: "/console/devices/unregister", method: .post, headers: headers,
+                uri: "/console/devices/unregister",
+                method: .post,
+                headers: headers,
                 body: Self.encoded([("app", "support"), ("token", "android-console-1"), ("csrf_token", browser.csrf)])
             )
             #expect(done.status == .seeOther)
@@ -195,14 +217,19 @@ struct ConsoleTests {
     func cancelJob() async throws {
         let test = try await TestApp.make()
         // 10,000 tokens two at a time: the job is still queued or running when the forms are posted.
-        try await test.application(extra: ["jobs.batch_size": .init(.int(2), isSecret: false), "jobs.parallel_batches": .init(.int(1), isSecret: false)])
-            .test(.router) { client in
+        try await test.application(extra: [
+            "jobs.batch_size": .init(.int(2), isSecret: false), "jobs.parallel_batches": .init(.int(1), isSecret: false),
+        ])
+        .test(.router) { client in
             try await AdminTests.register(test, count: 10_000)
             let admin = try await test.key(app: nil)
             let browser = try #require(try await Self.signIn(client, key: admin).1)
             let lines = (0..<10_000).map { "bulk-\($0)" }.joined(separator: "\n")
             let started = try await client.execute(
-                uri: "/v1/admin/apps/support/devices/bulk-unregister", method: .post, headers: AdminTests.text(admin), body: ByteBuffer(string: lines)
+                uri: "/v1/admin/apps/support/devices/bulk-unregister",
+                method: .post,
+                headers: AdminTests.text(admin),
+                body: ByteBuffer(string: lines)
             )
             let id = try #require(started.json?["job_id"] as? String)
             let page = Self.html(try await client.execute(uri: "/console/jobs", method: .get, headers: browser.headers))
@@ -214,7 +241,10 @@ struct ConsoleTests {
             let status = { try await client.execute(uri: "/v1/admin/jobs/\(id)", method: .get, headers: bearer(admin)).json?["status"] as? String }
             #expect(["queued", "running"].contains(try await status()), "the refused form changed nothing")
             let done = try await client.execute(
-                uri: "/console/jobs/\(id)/cancel", method: .post, headers: headers, body: Self.encoded([("csrf_token", browser.csrf)])
+                uri: "/console/jobs/\(id)/cancel",
+                method: .post,
+                headers: headers,
+                body: Self.encoded([("csrf_token", browser.csrf)])
             )
             #expect(done.status == .seeOther)
             #expect(done.headers[.location]?.contains("done=cancelled") == true)
@@ -257,7 +287,12 @@ struct ConsoleTests {
             headers[.cookie] = fourth.cookie
             let refused = try await client.execute(uri: "/console/logout", method: .post, headers: headers, body: Self.encoded([]))
             #expect(refused.status == .forbidden)
-            let out = try await client.execute(uri: "/console/logout", method: .post, headers: headers, body: Self.encoded([("csrf_token", fourth.csrf)]))
+            let out = try await client.execute(
+                uri: "/console/logout",
+                method: .post,
+                headers: headers,
+                body: Self.encoded([("csrf_token", fourth.csrf)])
+            )
             #expect(out.status == .seeOther)
             #expect(Self.setCookie("pushrelay_session", in: out)?.contains("Max-Age=0") == true)
             #expect(try await client.execute(uri: "/v1/overview", method: .get, headers: fourth.headers).status == .unauthorized)
@@ -282,7 +317,10 @@ struct ConsoleTests {
             upload[HTTPField.Name("X-CSRF-Token")!] = browser.csrf
             upload[.contentType] = "text/plain"
             let start = try await client.execute(
-                uri: "/v1/admin/apps/support/devices/bulk-unregister", method: .post, headers: upload, body: ByteBuffer(string: "a\nb\n")
+                uri: "/v1/admin/apps/support/devices/bulk-unregister",
+                method: .post,
+                headers: upload,
+                body: ByteBuffer(string: "a\nb\n")
             )
             #expect(start.status == .forbidden)
             // Another app's notification through Find: the API's 403, shown on the page.
@@ -308,8 +346,13 @@ struct ConsoleTests {
             let admin = try await test.key(app: nil)
             for ticket in 1...3 {
                 let response = try await client.execute(
-                    uri: "/v1/webhooks/zendesk/support/\(TestApp.webhookSecret)", method: .post, headers: [.contentType: "application/json"],
-                    body: ByteBuffer(string: #"{"devices":[{"identifier":"android-overview","type":"android"}],"notification":{"title":"t","body":"b","ticket_id":"\#(ticket)"}}"#)
+                    uri: "/v1/webhooks/zendesk/support/\(TestApp.webhookSecret)",
+                    method: .post,
+                    headers: [.contentType: "application/json"],
+                    body: ByteBuffer(
+                        string:
+                            #"{"devices":[{"identifier":"android-overview","type":"android"}],"notification":{"title":"t","body":"b","ticket_id":"\#(ticket)"}}"#
+                    )
                 )
                 #expect(response.status == .accepted)
             }

@@ -35,7 +35,9 @@ struct DeliveryTests {
                 #expect(metricValue(metrics, "push_relay_webhooks_accepted_total", ["app": "support"]) == 1)
                 #expect(metricValue(metrics, "push_relay_deliveries_queued_total", ["app": "support"]) == 2)
                 for platform in ["ios", "android"] {
-                    #expect(metricValue(metrics, "push_relay_push_outcomes_total", ["app": "support", "platform": platform, "outcome": "delivered"]) == 1)
+                    #expect(
+                        metricValue(metrics, "push_relay_push_outcomes_total", ["app": "support", "platform": platform, "outcome": "delivered"]) == 1
+                    )
                 }
                 // Both pushes' time from the webhook's commit to the provider's answer: well under the 30 s bucket.
                 #expect(metricValue(metrics, "push_relay_delivery_latency_seconds_count", ["app": "support"]) == 2)
@@ -75,13 +77,18 @@ struct DeliveryTests {
             #expect(android["collapse_key"] as? String == "zendesk-ticket-5")
             // One OAuth exchange; the sandbox only accepts access tokens it issued.
             #expect(harness.state.requests(service: "oauth").count == 1)
-            let ids = try await harness.test.client.query("SELECT provider_id FROM deliveries ORDER BY platform").rows.map { try $0.decode(String?.self, at: 0) }
+            let ids = try await harness.test.client.query("SELECT provider_id FROM deliveries ORDER BY platform").rows.map {
+                try $0.decode(String?.self, at: 0)
+            }
             #expect(ids[0]?.hasPrefix("projects/\(SandboxCredentials.fcmProjectID)/messages/") == true)
             #expect(ids[1] == apns.headers["apns-id"])
         }
     }
 
-    @Test("410 Unregistered or ExpiredToken marks the device invalid, queues it for Zendesk, and later webhooks skip it", arguments: ["Unregistered", "ExpiredToken"])
+    @Test(
+        "410 Unregistered or ExpiredToken marks the device invalid, queues it for Zendesk, and later webhooks skip it",
+        arguments: ["Unregistered", "ExpiredToken"]
+    )
     func deadToken(reason: String) async throws {
         try await DeliveryHarness.with { harness in
             let dead = apnsToken()
@@ -89,14 +96,20 @@ struct DeliveryTests {
             harness.state.setBehaviour(SandboxBehaviour(status: 410, reason: reason), for: dead)
             try await harness.application().test(.router) { client in
                 let first = try await client.execute(
-                    uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(dead, "ios"), (alive, "ios")]))
+                    uri: Self.url,
+                    method: .post,
+                    headers: Self.json,
+                    body: jsonBody(webhook(devices: [(dead, "ios"), (alive, "ios")]))
                 )
                 #expect(first.status == .accepted)
                 #expect(try await eventually { try await harness.deliveries(token: dead).first?.status == "dead_token" })
                 #expect(try await eventually { try await harness.deliveries(token: alive).first?.status == "delivered" })
-                let device = try #require(try await harness.test.client.query(
-                    "SELECT status, invalid_reason FROM devices WHERE app_id = 'support' AND token = $1", [dead]
-                ).first).decode((String, String?).self)
+                let device = try #require(
+                    try await harness.test.client.query(
+                        "SELECT status, invalid_reason FROM devices WHERE app_id = 'support' AND token = $1",
+                        [dead]
+                    ).first
+                ).decode((String, String?).self)
                 #expect(device.0 == "invalid")
                 #expect(device.1 == reason)
                 let queued = try await harness.test.client.query(
@@ -107,21 +120,30 @@ struct DeliveryTests {
                 #expect(queued.first?.2 == reason)
 
                 let second = try await client.execute(
-                    uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(dead, "ios"), (alive, "ios")], ticket: "6"))
+                    uri: Self.url,
+                    method: .post,
+                    headers: Self.json,
+                    body: jsonBody(webhook(devices: [(dead, "ios"), (alive, "ios")], ticket: "6"))
                 )
                 #expect(second.json?["skipped"] as? Int == 1)
                 // The forwarder hands the dead token to the app's Zendesk (destroy_many), once.
-                #expect(await eventually {
-                    harness.state.requests(service: "zendesk").contains { $0.status == 200 && $0.body.contains(dead) }
-                })
+                #expect(
+                    await eventually {
+                        harness.state.requests(service: "zendesk").contains { $0.status == 200 && $0.body.contains(dead) }
+                    }
+                )
                 // Recorded once Zendesk's answer is back (the sandbox logs the call before answering).
-                #expect(try await eventually {
-                    try await harness.test.count("SELECT count(*) FROM zendesk_unregister_queue WHERE forwarded_at IS NOT NULL") == 1
-                })
-                #expect(try await eventually {
-                    let rows = try await harness.deliveries(token: alive)
-                    return rows.count == 2 && rows.allSatisfy { $0.status == "delivered" }
-                })
+                #expect(
+                    try await eventually {
+                        try await harness.test.count("SELECT count(*) FROM zendesk_unregister_queue WHERE forwarded_at IS NOT NULL") == 1
+                    }
+                )
+                #expect(
+                    try await eventually {
+                        let rows = try await harness.deliveries(token: alive)
+                        return rows.count == 2 && rows.allSatisfy { $0.status == "delivered" }
+                    }
+                )
             }
             // The dead token was sent to once only.
             #expect(harness.requests(token: dead).count == 1)
@@ -134,7 +156,10 @@ struct DeliveryTests {
             let token = apnsToken()
             // APNs says the token died a minute ago; the webhook below registers it now.
             let minuteAgo = Int64((Date().timeIntervalSince1970 - 60) * 1000)
-            harness.state.setBehaviour(SandboxBehaviour(status: 410, reason: "Unregistered", times: 1, invalidSinceMilliseconds: minuteAgo), for: token)
+            harness.state.setBehaviour(
+                SandboxBehaviour(status: 410, reason: "Unregistered", times: 1, invalidSinceMilliseconds: minuteAgo),
+                for: token
+            )
             try await harness.application().test(.router) { client in
                 _ = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(token, "ios")])))
                 #expect(try await eventually { try await harness.deliveries(token: token).first?.status == "dead_token" })
@@ -142,7 +167,10 @@ struct DeliveryTests {
                 #expect(try await harness.test.count("SELECT count(*) FROM zendesk_unregister_queue WHERE token = $1", [token]) == 0)
                 // The next webhook is sent to it.
                 let next = try await client.execute(
-                    uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(token, "ios")], ticket: "6"))
+                    uri: Self.url,
+                    method: .post,
+                    headers: Self.json,
+                    body: jsonBody(webhook(devices: [(token, "ios")], ticket: "6"))
                 )
                 #expect(next.json?["skipped"] as? Int == 0)
                 #expect(try await eventually { try await harness.deliveries(token: token).last?.status == "delivered" })
@@ -158,7 +186,10 @@ struct DeliveryTests {
             var test = base.test
             let index = try #require(test.apps.firstIndex { $0.id == "support" })
             test.apps[index].apns = APNsSettings(
-                topic: "com.example.support", productionURL: base.gateway, sandboxURL: base.gateway + "/apns-sandbox", token: test.apps[index].apns?.token
+                topic: "com.example.support",
+                productionURL: base.gateway,
+                sandboxURL: base.gateway + "/apns-sandbox",
+                token: test.apps[index].apns?.token
             )
             let harness = DeliveryHarness(sandbox: base.sandbox, test: test, directory: base.directory)
             let development = apnsToken()
@@ -168,7 +199,9 @@ struct DeliveryTests {
             harness.state.setBehaviour(SandboxBehaviour(status: 400, reason: "BadDeviceToken"), for: bad)
             try await harness.application().test(.router) { client in
                 let first = try await client.execute(
-                    uri: Self.url, method: .post, headers: Self.json,
+                    uri: Self.url,
+                    method: .post,
+                    headers: Self.json,
                     body: jsonBody(webhook(devices: [(development, "ios"), (production, "ios"), (bad, "ios")]))
                 )
                 #expect(first.status == .accepted)
@@ -176,14 +209,24 @@ struct DeliveryTests {
                 #expect(try await eventually { try await harness.deliveries(token: production).first?.status == "delivered" })
                 #expect(try await eventually { try await harness.deliveries(token: bad).first?.status == "dead_token" })
                 // Remembered, still registered, not forwarded to Zendesk.
-                #expect(try await eventually {
-                    try await harness.test.count("SELECT count(*) FROM devices WHERE token = $1 AND environment = 'sandbox' AND status = 'active'", [development]) == 1
-                })
+                #expect(
+                    try await eventually {
+                        try await harness.test.count(
+                            "SELECT count(*) FROM devices WHERE token = $1 AND environment = 'sandbox' AND status = 'active'",
+                            [development]
+                        ) == 1
+                    }
+                )
                 #expect(try await harness.test.count("SELECT count(*) FROM zendesk_unregister_queue WHERE token = $1", [development]) == 0)
                 // A token bad on both hosts is dead.
                 #expect(try await harness.test.count("SELECT count(*) FROM devices WHERE token = $1 AND status = 'invalid'", [bad]) == 1)
                 // The next push goes straight to the development environment.
-                _ = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(development, "ios")], ticket: "6")))
+                _ = try await client.execute(
+                    uri: Self.url,
+                    method: .post,
+                    headers: Self.json,
+                    body: jsonBody(webhook(devices: [(development, "ios")], ticket: "6"))
+                )
                 #expect(try await eventually { try await harness.deliveries(token: development).last?.status == "delivered" })
             }
             let sent = harness.requests(token: development).map {
@@ -218,7 +261,10 @@ struct DeliveryTests {
             harness.state.setBehaviour(SandboxBehaviour(status: 503, reason: "UNAVAILABLE", times: 1), for: "android-retry")
             try await harness.application().test(.router) { client in
                 let response = try await client.execute(
-                    uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios"), ("android-retry", "android")]))
+                    uri: Self.url,
+                    method: .post,
+                    headers: Self.json,
+                    body: jsonBody(webhook(devices: [(ios, "ios"), ("android-retry", "android")]))
                 )
                 #expect(response.status == .accepted)
                 #expect(try await eventually { try await harness.test.count("SELECT count(*) FROM deliveries WHERE status = 'delivered'") == 2 })
@@ -237,7 +283,10 @@ struct DeliveryTests {
             harness.state.setBehaviour(SandboxBehaviour(status: 429, reason: "TooManyRequests", retryAfter: 2, times: 1), for: ios)
             try await harness.application().test(.router) { client in
                 _ = try await client.execute(
-                    uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios")]))
+                    uri: Self.url,
+                    method: .post,
+                    headers: Self.json,
+                    body: jsonBody(webhook(devices: [(ios, "ios")]))
                 )
                 #expect(try await eventually { try await harness.deliveries(token: ios).first?.status == "delivered" })
             }
@@ -260,7 +309,10 @@ struct DeliveryTests {
             let extra: [AbsoluteConfigKey: ConfigValue] = ["delivery.max_retry_after_seconds": .init(.int(3), isSecret: false)]
             try await harness.application(extra: extra).test(.router) { client in
                 let response = try await client.execute(
-                    uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios"), ("android-huge", "android")]))
+                    uri: Self.url,
+                    method: .post,
+                    headers: Self.json,
+                    body: jsonBody(webhook(devices: [(ios, "ios"), ("android-huge", "android")]))
                 )
                 #expect(response.status == .accepted)
                 #expect(try await eventually { try await harness.test.count("SELECT count(*) FROM deliveries WHERE status = 'delivered'") == 2 })
@@ -293,7 +345,10 @@ struct DeliveryTests {
             harness.state.setBehaviour(SandboxBehaviour(status: 503, reason: "UNAVAILABLE", times: 1, retryAfterText: date), for: "android-date")
             try await harness.application().test(.router) { client in
                 let response = try await client.execute(
-                    uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios"), ("android-date", "android")]))
+                    uri: Self.url,
+                    method: .post,
+                    headers: Self.json,
+                    body: jsonBody(webhook(devices: [(ios, "ios"), ("android-date", "android")]))
                 )
                 #expect(response.status == .accepted)
                 #expect(try await eventually { try await harness.test.count("SELECT count(*) FROM deliveries WHERE status = 'delivered'") == 2 })
@@ -317,7 +372,8 @@ struct DeliveryTests {
             // Each of the first two requests takes 2.5 s and is refused as UNAUTHENTICATED; a 4 s lease
             // cannot hold a request, a token fetch and a second request of up to 3 s.
             harness.state.setBehaviour(
-                SandboxBehaviour(status: 401, reason: "UNAUTHENTICATED", delayMilliseconds: 2500, times: 2), for: token
+                SandboxBehaviour(status: 401, reason: "UNAUTHENTICATED", delayMilliseconds: 2500, times: 2),
+                for: token
             )
             let extra: [AbsoluteConfigKey: ConfigValue] = [
                 "delivery.lease_seconds": .init(.int(4), isSecret: false),
@@ -326,7 +382,10 @@ struct DeliveryTests {
             ]
             try await harness.application(extra: extra).test(.router) { client in
                 let response = try await client.execute(
-                    uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(token, "android")]))
+                    uri: Self.url,
+                    method: .post,
+                    headers: Self.json,
+                    body: jsonBody(webhook(devices: [(token, "android")]))
                 )
                 #expect(response.status == .accepted)
                 #expect(try await eventually(timeout: .seconds(30)) { try await harness.deliveries(token: token).first?.status == "delivered" })
@@ -349,11 +408,17 @@ struct DeliveryTests {
             harness.state.setBehaviour(SandboxBehaviour(status: 429, reason: "TooManyRequests", retryAfter: 2, times: 1), for: ios)
             try await harness.application().test(.router) { client in
                 _ = try await client.execute(
-                    uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios")]))
+                    uri: Self.url,
+                    method: .post,
+                    headers: Self.json,
+                    body: jsonBody(webhook(devices: [(ios, "ios")]))
                 )
                 #expect(await eventually { harness.requests(token: ios).count == 1 })
                 // What a bulk unregister does to a device row.
-                #expect(try await harness.test.count("WITH gone AS (DELETE FROM devices WHERE token = $1 RETURNING 1) SELECT count(*) FROM gone", [ios]) == 1)
+                #expect(
+                    try await harness.test.count("WITH gone AS (DELETE FROM devices WHERE token = $1 RETURNING 1) SELECT count(*) FROM gone", [ios])
+                        == 1
+                )
                 #expect(try await eventually { try await harness.deliveries(token: ios).first?.status == "skipped" })
             }
             #expect(harness.requests(token: ios).map(\.status) == [429])
@@ -373,14 +438,22 @@ struct DeliveryTests {
             ]).test(.router) { client in
                 for chunk in stride(from: 0, to: failing.count, by: 10) {
                     let devices = failing[chunk..<(chunk + 10)].map { ($0, "ios") }
-                    let response = try await client.execute(uri: Self.otherURL, method: .post, headers: Self.json, body: jsonBody(webhook(devices: devices)))
+                    let response = try await client.execute(
+                        uri: Self.otherURL,
+                        method: .post,
+                        headers: Self.json,
+                        body: jsonBody(webhook(devices: devices))
+                    )
                     #expect(response.status == .accepted)
                 }
                 // Let the failing app fill its share of sends.
                 #expect(await eventually { harness.state.requests(service: "apns").count >= 8 })
                 let start = ContinuousClock.now
                 _ = try await client.execute(
-                    uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: healthy.map { ($0, "ios") }))
+                    uri: Self.url,
+                    method: .post,
+                    headers: Self.json,
+                    body: jsonBody(webhook(devices: healthy.map { ($0, "ios") }))
                 )
                 let delivered = try await eventually(timeout: .seconds(5)) {
                     try await harness.test.count("SELECT count(*) FROM deliveries WHERE app_id = 'support' AND status = 'delivered'") == healthy.count
@@ -420,12 +493,23 @@ struct DeliveryTests {
                 "delivery.poll_interval_ms": .init(.int(100), isSecret: false),
             ]).test(.router) { client in
                 // The connection and the provider token first, so the timed sends are only answers.
-                _ = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(warmUp, "ios")], ticket: "1")))
+                _ = try await client.execute(
+                    uri: Self.url,
+                    method: .post,
+                    headers: Self.json,
+                    body: jsonBody(webhook(devices: [(warmUp, "ios")], ticket: "1"))
+                )
                 #expect(try await eventually { try await harness.deliveries(token: warmUp).first?.status == "delivered" })
-                let response = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: tokens.map { ($0, "ios") })))
+                let response = try await client.execute(
+                    uri: Self.url,
+                    method: .post,
+                    headers: Self.json,
+                    body: jsonBody(webhook(devices: tokens.map { ($0, "ios") }))
+                )
                 #expect(response.status == .accepted)
                 let delivered = try await eventually(timeout: .seconds(40)) {
-                    try await harness.test.count("SELECT count(*) FROM deliveries WHERE app_id = 'support' AND status = 'delivered'") == tokens.count + 1
+                    try await harness.test.count("SELECT count(*) FROM deliveries WHERE app_id = 'support' AND status = 'delivered'") == tokens.count
+                        + 1
                 }
                 #expect(delivered)
                 // Outlasting the last send: a duplicate would have arrived by now.
@@ -448,25 +532,35 @@ struct DeliveryTests {
             harness.state.setBehaviour(SandboxBehaviour(status: 403, reason: "InvalidProviderToken"), for: ios)
             try await harness.application(extra: ["delivery.credential_retry_seconds": .init(.int(60), isSecret: false)]).test(.router) { client in
                 _ = try await client.execute(
-                    uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios")]))
+                    uri: Self.url,
+                    method: .post,
+                    headers: Self.json,
+                    body: jsonBody(webhook(devices: [(ios, "ios")]))
                 )
-                #expect(try await eventually {
-                    let rows = try await harness.deliveries(token: ios)
-                    return rows.first?.status == "pending" && harness.requests(token: ios).count == 1
-                })
+                #expect(
+                    try await eventually {
+                        let rows = try await harness.deliveries(token: ios)
+                        return rows.first?.status == "pending" && harness.requests(token: ios).count == 1
+                    }
+                )
                 // The console's Apps page (GET /v1/apps) shows the rejection with its reason.
                 let admin = try await harness.test.key(app: nil)
-                #expect(try await eventually(timeout: .seconds(15)) {
-                    let apps = try await client.execute(uri: "/v1/apps", method: .get, headers: bearer(admin)).json?["apps"] as? [[String: Any]]
-                    let credentials = apps?.first { $0["id"] as? String == "support" }?["credentials"] as? [[String: Any]]
-                    let rejection = credentials?.first { $0["platform"] as? String == "ios" }?["last_rejection"] as? [String: Any]
-                    return rejection?["reason"] as? String == "InvalidProviderToken"
-                })
+                #expect(
+                    try await eventually(timeout: .seconds(15)) {
+                        let apps = try await client.execute(uri: "/v1/apps", method: .get, headers: bearer(admin)).json?["apps"] as? [[String: Any]]
+                        let credentials = apps?.first { $0["id"] as? String == "support" }?["credentials"] as? [[String: Any]]
+                        let rejection = credentials?.first { $0["platform"] as? String == "ios" }?["last_rejection"] as? [String: Any]
+                        return rejection?["reason"] as? String == "InvalidProviderToken"
+                    }
+                )
                 try await Task.sleep(for: .milliseconds(300))
             }
-            let row = try #require(try await harness.test.client.query(
-                "SELECT status, attempts, last_error, next_attempt_at > now() + interval '50 seconds' FROM deliveries WHERE device_token = $1", [ios]
-            ).first).decode((String, Int, String?, Bool).self)
+            let row = try #require(
+                try await harness.test.client.query(
+                    "SELECT status, attempts, last_error, next_attempt_at > now() + interval '50 seconds' FROM deliveries WHERE device_token = $1",
+                    [ios]
+                ).first
+            ).decode((String, Int, String?, Bool).self)
             #expect(row.0 == "pending")
             #expect(row.1 == 0)
             #expect(row.2 == "InvalidProviderToken")
@@ -482,15 +576,23 @@ struct DeliveryTests {
             let ios = apnsToken()
             try await harness.application(extra: ["delivery.credential_retry_seconds": .init(.int(60), isSecret: false)]).test(.router) { client in
                 _ = try await client.execute(
-                    uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios")]))
+                    uri: Self.url,
+                    method: .post,
+                    headers: Self.json,
+                    body: jsonBody(webhook(devices: [(ios, "ios")]))
                 )
-                #expect(try await eventually {
-                    try await harness.deliveries(token: ios).first?.status == "pending" && !harness.requests(token: ios).isEmpty
-                })
+                #expect(
+                    try await eventually {
+                        try await harness.deliveries(token: ios).first?.status == "pending" && !harness.requests(token: ios).isEmpty
+                    }
+                )
             }
-            let row = try #require(try await harness.test.client.query(
-                "SELECT status, attempts, last_error FROM deliveries WHERE device_token = $1", [ios]
-            ).first).decode((String, Int, String?).self)
+            let row = try #require(
+                try await harness.test.client.query(
+                    "SELECT status, attempts, last_error FROM deliveries WHERE device_token = $1",
+                    [ios]
+                ).first
+            ).decode((String, Int, String?).self)
             #expect(row.0 == "pending")
             #expect(row.1 == 0)
             #expect(row.2 == "BadEnvironmentKeyInToken")
@@ -507,7 +609,10 @@ struct DeliveryTests {
                 "delivery.max_attempts": .init(.int(3), isSecret: false), "delivery.retry_base_ms": .init(.int(20), isSecret: false),
             ]).test(.router) { client in
                 _ = try await client.execute(
-                    uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios")]))
+                    uri: Self.url,
+                    method: .post,
+                    headers: Self.json,
+                    body: jsonBody(webhook(devices: [(ios, "ios")]))
                 )
                 #expect(try await eventually { try await harness.deliveries(token: ios).first?.status == "expired" })
             }
@@ -523,7 +628,10 @@ struct DeliveryTests {
             harness.state.setBehaviour(SandboxBehaviour(status: -1, times: 1), for: ios)
             try await harness.application().test(.router) { client in
                 _ = try await client.execute(
-                    uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios")]))
+                    uri: Self.url,
+                    method: .post,
+                    headers: Self.json,
+                    body: jsonBody(webhook(devices: [(ios, "ios")]))
                 )
                 #expect(try await eventually { try await harness.deliveries(token: ios).first?.status == "delivered" })
             }
@@ -532,7 +640,10 @@ struct DeliveryTests {
         }
     }
 
-    @Test("intake pacing: while more deliveries than pace_waiting_deliveries wait for a sender, the next webhook is held back up to pace_max_wait_ms, then stored", arguments: [true, false])
+    @Test(
+        "intake pacing: while more deliveries than pace_waiting_deliveries wait for a sender, the next webhook is held back up to pace_max_wait_ms, then stored",
+        arguments: [true, false]
+    )
     func intakePacing(paced: Bool) async throws {
         try await DeliveryHarness.with { harness in
             // One stream, so one sender: the first of these is sent slowly, the other five wait.
@@ -546,14 +657,20 @@ struct DeliveryTests {
                 "webhooks.pace_max_wait_ms": .init(.int(1_000), isSecret: false),
             ]).test(.router) { client in
                 let first = try await client.execute(
-                    uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: slow.map { ($0, "ios") }))
+                    uri: Self.url,
+                    method: .post,
+                    headers: Self.json,
+                    body: jsonBody(webhook(devices: slow.map { ($0, "ios") }))
                 )
                 #expect(first.status == .accepted)
                 // Handed to the dispatcher just after the commit: one sending, five waiting.
                 try await Task.sleep(for: .milliseconds(200))
                 let started = ContinuousClock.now
                 let second = try await client.execute(
-                    uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(next, "ios")], ticket: "6"))
+                    uri: Self.url,
+                    method: .post,
+                    headers: Self.json,
+                    body: jsonBody(webhook(devices: [(next, "ios")], ticket: "6"))
                 )
                 let elapsed = ContinuousClock.now - started
                 #expect(second.status == .accepted)
@@ -581,12 +698,17 @@ struct DeliveryTests {
                 "delivery.streams_per_connection": .init(.int(1), isSecret: false),
             ]).test(.router) { client in
                 _ = try await client.execute(
-                    uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios")]))
+                    uri: Self.url,
+                    method: .post,
+                    headers: Self.json,
+                    body: jsonBody(webhook(devices: [(ios, "ios")]))
                 )
                 // In flight: handed to the sender, not yet answered. Leaving the closure shuts the relay down.
                 #expect(try await eventually { try await harness.deliveries(token: ios).first?.status == "sending" })
                 _ = try await client.execute(
-                    uri: Self.url, method: .post, headers: Self.json,
+                    uri: Self.url,
+                    method: .post,
+                    headers: Self.json,
                     body: jsonBody(webhook(devices: waiting.map { ($0, "ios") }, ticket: "6"))
                 )
                 #expect(harness.requests(token: ios).isEmpty)
@@ -608,19 +730,25 @@ struct DeliveryTests {
         }
     }
 
-    @Test("outcomes: the first after a quiet time is written at once; those answered while the writer waits outcome_write_interval_ms share one statement")
+    @Test(
+        "outcomes: the first after a quiet time is written at once; those answered while the writer waits outcome_write_interval_ms share one statement"
+    )
     func outcomeWriteInterval() async throws {
         try await DeliveryHarness.with { harness in
             let first = apnsToken()
             let later = (0..<3).map { _ in apnsToken() }
-            try await harness.application(extra: ["delivery.outcome_write_interval_ms": .init(.int(1_000), isSecret: false)]).test(.router) { client in
+            try await harness.application(extra: ["delivery.outcome_write_interval_ms": .init(.int(1_000), isSecret: false)]).test(.router) {
+                client in
                 _ = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(first, "ios")])))
                 #expect(try await eventually { try await harness.deliveries(token: first).first?.status == "delivered" })
                 // The writer now waits a second before its next write: these three webhooks, each
                 // stored and sent on its own, are answered meanwhile.
                 for (index, token) in later.enumerated() {
                     let response = try await client.execute(
-                        uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(token, "ios")], ticket: "\(10 + index)"))
+                        uri: Self.url,
+                        method: .post,
+                        headers: Self.json,
+                        body: jsonBody(webhook(devices: [(token, "ios")], ticket: "\(10 + index)"))
                     )
                     #expect(response.status == .accepted)
                 }
@@ -631,7 +759,8 @@ struct DeliveryTests {
             func written(_ token: String) async throws -> (transaction: String, at: Date) {
                 let row = try #require(
                     try await harness.test.client.query(
-                        "SELECT xmin::text, extract(epoch FROM updated_at)::float8 FROM deliveries WHERE device_token = $1", [token]
+                        "SELECT xmin::text, extract(epoch FROM updated_at)::float8 FROM deliveries WHERE device_token = $1",
+                        [token]
                     ).rows.first
                 )
                 let (transaction, seconds) = try row.decode((String, Double).self)
@@ -655,10 +784,14 @@ struct DeliveryTests {
             var harness = made
             let certificates = harness.sandbox.certificates
             let pem = try certificates.issueAPNsClientCertificate(
-                topic: "com.example.support", directory: harness.directory, name: "support"
+                topic: "com.example.support",
+                directory: harness.directory,
+                name: "support"
             )
             let elsewhere = try certificates.issueAPNsClientCertificate(
-                topic: "com.example.elsewhere", directory: harness.directory, name: "elsewhere"
+                topic: "com.example.elsewhere",
+                directory: harness.directory,
+                name: "elsewhere"
             )
             // The .p12 form, as Apple's Keychain exports it, with its password in a file.
             let p12 = harness.directory + "/other.p12"
@@ -667,7 +800,10 @@ struct DeliveryTests {
             let other = try certificates.issueAPNsClientCertificate(topic: "com.example.other", directory: harness.directory, name: "other")
             let openssl = Process()
             openssl.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            openssl.arguments = ["openssl", "pkcs12", "-export", "-in", other.certificateFile, "-inkey", other.keyFile, "-out", p12, "-passout", "pass:p12-password-42"]
+            openssl.arguments = [
+                "openssl", "pkcs12", "-export", "-in", other.certificateFile, "-inkey", other.keyFile, "-out", p12, "-passout",
+                "pass:p12-password-42",
+            ]
             try openssl.run()
             openssl.waitUntilExit()
             try #require(openssl.terminationStatus == 0)
@@ -675,18 +811,24 @@ struct DeliveryTests {
             let gateway = harness.gateway
             for index in harness.test.apps.indices {
                 let id = harness.test.apps[index].id
-                let certificate: APNsSettings.Certificate = switch id {
-                case "support": .init(file: pem.certificateFile, type: "PEM", keyFile: pem.keyFile)
-                case "other": .init(file: p12, passwordFile: passwordFile)
-                default: .init(file: elsewhere.certificateFile, keyFile: elsewhere.keyFile)
-                }
+                let certificate: APNsSettings.Certificate =
+                    switch id {
+                    case "support": .init(file: pem.certificateFile, type: "PEM", keyFile: pem.keyFile)
+                    case "other": .init(file: p12, passwordFile: passwordFile)
+                    default: .init(file: elsewhere.certificateFile, keyFile: elsewhere.keyFile)
+                    }
                 harness.test.apps[index].apns = APNsSettings(topic: "com.example.\(id)", url: gateway, certificate: certificate)
             }
             let (support, otherToken) = (apnsToken(), apnsToken())
             let configured = harness
             try await configured.application().test(.router) { client in
                 for (url, token) in [(Self.url, support), (Self.otherURL, otherToken)] {
-                    let response = try await client.execute(uri: url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(token, "ios")])))
+                    let response = try await client.execute(
+                        uri: url,
+                        method: .post,
+                        headers: Self.json,
+                        body: jsonBody(webhook(devices: [(token, "ios")]))
+                    )
                     #expect(response.status == .accepted)
                 }
                 #expect(try await eventually { try await configured.test.count("SELECT count(*) FROM deliveries WHERE status = 'delivered'") == 2 })
@@ -702,7 +844,8 @@ struct DeliveryTests {
             let wrong = apnsToken()
             for index in harness.test.apps.indices where harness.test.apps[index].id == "support" {
                 harness.test.apps[index].apns = APNsSettings(
-                    topic: "com.example.support", url: gateway,
+                    topic: "com.example.support",
+                    url: gateway,
                     certificate: .init(file: elsewhere.certificateFile, keyFile: elsewhere.keyFile)
                 )
             }

@@ -19,7 +19,9 @@ struct DeviceAPITests {
         try await test.application().test(.router) { client in
             let key = try await test.key(app: "support")
             let created = try await client.execute(
-                uri: Self.path(Self.iosToken), method: .put, headers: bearer(key),
+                uri: Self.path(Self.iosToken),
+                method: .put,
+                headers: bearer(key),
                 body: jsonBody(#"{"platform":"ios","user_id":"u-1","environment":"sandbox","locale":"fr-CA"}"#)
             )
             #expect(created.status == .created)
@@ -27,7 +29,9 @@ struct DeviceAPITests {
             #expect(created.json?["status"] as? String == "active")
 
             let updated = try await client.execute(
-                uri: Self.path(Self.iosToken), method: .put, headers: bearer(key),
+                uri: Self.path(Self.iosToken),
+                method: .put,
+                headers: bearer(key),
                 body: jsonBody(#"{"platform":"ios","user_id":"u-1","environment":"production"}"#)
             )
             #expect(updated.status == .ok)
@@ -39,7 +43,10 @@ struct DeviceAPITests {
             #expect(fetched.json?["user_id"] as? String == "u-1")
 
             _ = try await client.execute(
-                uri: Self.path(Self.androidToken), method: .put, headers: bearer(key), body: jsonBody(#"{"platform":"android","user_id":"u-1"}"#)
+                uri: Self.path(Self.androidToken),
+                method: .put,
+                headers: bearer(key),
+                body: jsonBody(#"{"platform":"android","user_id":"u-1"}"#)
             )
             let listed = try await client.execute(uri: "/v1/apps/support/users/u-1/devices", method: .get, headers: bearer(key))
             #expect(listed.status == .ok)
@@ -67,7 +74,10 @@ struct DeviceAPITests {
                 [Self.androidToken]
             )
             let response = try await client.execute(
-                uri: Self.path(Self.androidToken), method: .put, headers: bearer(key), body: jsonBody(#"{"platform":"android"}"#)
+                uri: Self.path(Self.androidToken),
+                method: .put,
+                headers: bearer(key),
+                body: jsonBody(#"{"platform":"android"}"#)
             )
             #expect(response.status == .ok)
             #expect(response.json?["status"] as? String == "active")
@@ -96,14 +106,20 @@ struct DeviceAPITests {
             }
             for token in ["abc", String(repeating: "g", count: 64), String(repeating: "a", count: 63), String(repeating: "ab", count: 101)] {
                 let response = try await client.execute(
-                    uri: Self.path(token), method: .put, headers: bearer(key), body: jsonBody(#"{"platform":"ios"}"#)
+                    uri: Self.path(token),
+                    method: .put,
+                    headers: bearer(key),
+                    body: jsonBody(#"{"platform":"ios"}"#)
                 )
                 #expect(response.status == .badRequest, "\(token)")
                 #expect(response.errorBody?.message.contains("token") == true)
             }
             let longAndroid = String(repeating: "x", count: 4097)
             let tooLong = try await client.execute(
-                uri: Self.path(longAndroid), method: .put, headers: bearer(key), body: jsonBody(#"{"platform":"android"}"#)
+                uri: Self.path(longAndroid),
+                method: .put,
+                headers: bearer(key),
+                body: jsonBody(#"{"platform":"android"}"#)
             )
             #expect(tooLong.status == .badRequest)
             #expect(try await test.count("SELECT count(*) FROM devices") == 0)
@@ -115,7 +131,12 @@ struct DeviceAPITests {
         let test = try await TestApp.make()
         try await test.application().test(.router) { client in
             let put = jsonBody(#"{"platform":"android","user_id":"alice"}"#)
-            let none = try await client.execute(uri: Self.path(Self.androidToken), method: .put, headers: [.contentType: "application/json"], body: put)
+            let none = try await client.execute(
+                uri: Self.path(Self.androidToken),
+                method: .put,
+                headers: [.contentType: "application/json"],
+                body: put
+            )
             #expect(none.status == .unauthorized)
             #expect(none.headers[.wwwAuthenticate] == "Bearer")
             let bogus = try await client.execute(uri: Self.path(Self.androidToken), method: .put, headers: bearer("prk_0123456789ab_nope"), body: put)
@@ -160,7 +181,10 @@ struct DeviceAPITests {
             // The other app has no user tokens configured.
             let alice = try await TestApp.userToken("alice")
             let elsewhere = try await client.execute(
-                uri: Self.path(Self.androidToken, app: "other"), method: .put, headers: bearer(alice), body: put
+                uri: Self.path(Self.androidToken, app: "other"),
+                method: .put,
+                headers: bearer(alice),
+                body: put
             )
             #expect(elsewhere.status == .unauthorized)
             #expect(try await test.count("SELECT count(*) FROM devices") == 0)
@@ -180,7 +204,10 @@ struct DeviceAPITests {
 
             // user_id defaults to the token's subject.
             let created = try await client.execute(
-                uri: Self.path(Self.iosToken), method: .put, headers: bearer(alice), body: jsonBody(#"{"platform":"ios"}"#)
+                uri: Self.path(Self.iosToken),
+                method: .put,
+                headers: bearer(alice),
+                body: jsonBody(#"{"platform":"ios"}"#)
             )
             #expect(created.status == .created)
             #expect(created.json?["user_id"] as? String == "alice")
@@ -195,7 +222,10 @@ struct DeviceAPITests {
 
             // Bob can neither take over nor delete Alice's device.
             let takeover = try await client.execute(
-                uri: Self.path(Self.iosToken), method: .put, headers: bearer(bob), body: jsonBody(#"{"platform":"ios"}"#)
+                uri: Self.path(Self.iosToken),
+                method: .put,
+                headers: bearer(bob),
+                body: jsonBody(#"{"platform":"ios"}"#)
             )
             #expect(takeover.status == .forbidden)
             let removal = try await client.execute(uri: Self.path(Self.iosToken), method: .delete, headers: bearer(bob))

@@ -4,17 +4,19 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Postgres
-@testable import PushRelay
 import PushSandbox
 import TestSupport
 import Testing
+
+@testable import PushRelay
 
 extension DeliveryVisibilityTests {
     @Test("a dead token makes a dead_token event; events are signed, and carry no token or text")
     func deadTokenEvent() async throws {
         try await DeliveryHarness.with { base in
             let harness = try base.sendingEvents()
-            let dead = apnsToken(), alive = apnsToken()
+            let dead = apnsToken()
+            let alive = apnsToken()
             harness.state.setBehaviour(SandboxBehaviour(status: 410, reason: "Unregistered"), for: dead)
             try await harness.application(extra: ["events.poll_interval_ms": .init(.int(50), isSecret: false)]).test(.router) { client in
                 let id = try await Self.accept(client, webhook(devices: [(dead, "ios"), (alive, "ios")], ticket: "4711", title: "Secret title"))
@@ -88,13 +90,17 @@ extension DeliveryVisibilityTests {
                 // While support's receiver hangs and then fails, other's events go through at once.
                 let started = ContinuousClock.now
                 let other = try await client.execute(
-                    uri: "/v1/webhooks/zendesk/other/\(TestApp.otherSecret)", method: .post, headers: Self.json,
+                    uri: "/v1/webhooks/zendesk/other/\(TestApp.otherSecret)",
+                    method: .post,
+                    headers: Self.json,
                     body: jsonBody(webhook(devices: [(apnsToken(), "ios")]))
                 )
                 #expect(other.status == .accepted)
-                #expect(await eventually(timeout: .seconds(10)) {
-                    harness.state.requests(service: "events").contains { $0.path == "/events/other" && $0.status == 200 }
-                })
+                #expect(
+                    await eventually(timeout: .seconds(10)) {
+                        harness.state.requests(service: "events").contains { $0.path == "/events/other" && $0.status == 200 }
+                    }
+                )
                 #expect(ContinuousClock.now - started < .seconds(2))
                 // support waits out its Retry-After holding the lease (past its 6 s): one try so far, the event kept.
                 try await Task.sleep(for: .seconds(8))
@@ -110,14 +116,17 @@ extension DeliveryVisibilityTests {
         try await DeliveryHarness.with { base in
             let directory = base.directory + "/http1"
             let receiver = try await SandboxServer.start(
-                configuration: .init(directory: directory, eventSigningSecret: DeliveryHarness.eventSecret, http1Only: true), logger: DeliveryHarness.logger
+                configuration: .init(directory: directory, eventSigningSecret: DeliveryHarness.eventSecret, http1Only: true),
+                logger: DeliveryHarness.logger
             )
             var configured = try base.sendingEvents()
             configured.test.apps[0].events?.url = "https://localhost:\(receiver.port)/events/support"
             let harness = configured
             // The relay trusts one extra CA (tls.ca_file): this receiver's, while the providers stay on the harness' sandbox.
             let bundle = directory + "/both-ca.pem"
-            try (String(contentsOfFile: base.sandbox.certificates.caFile, encoding: .utf8) + "\n" + String(contentsOfFile: receiver.certificates.caFile, encoding: .utf8))
+            try
+                (String(contentsOfFile: base.sandbox.certificates.caFile, encoding: .utf8) + "\n"
+                + String(contentsOfFile: receiver.certificates.caFile, encoding: .utf8))
                 .write(toFile: bundle, atomically: true, encoding: .utf8)
             let extra: [AbsoluteConfigKey: ConfigValue] = [
                 "events.poll_interval_ms": .init(.int(50), isSecret: false), "tls.ca_file": .init(.string(bundle), isSecret: false),

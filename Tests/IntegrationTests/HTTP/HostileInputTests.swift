@@ -18,8 +18,10 @@ struct HostileRelay {
 
     /// `appYAML` replaces the default app entry; `extraYAML` adds top-level sections.
     static func start(
-        logLevel: String = "warning", appYAML: String? = nil,
-        extraYAML: String = "http:\n  header_timeout_seconds: 2\n  body_timeout_seconds: 2", delivery: Bool = false
+        logLevel: String = "warning",
+        appYAML: String? = nil,
+        extraYAML: String = "http:\n  header_timeout_seconds: 2\n  body_timeout_seconds: 2",
+        delivery: Bool = false
     ) async throws -> HostileRelay {
         let directory = (NSTemporaryDirectory() as NSString).appendingPathComponent("push-relay-hostile-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -39,7 +41,10 @@ struct HostileRelay {
         """)
         """.write(toFile: configFile, atomically: true, encoding: .utf8)
         let relay = try await RelayProcess.start(
-            configFile: configFile, port: try EmbeddedPostgres.freePort(), log: directory + "/relay.log", logLevel: logLevel
+            configFile: configFile,
+            port: try EmbeddedPostgres.freePort(),
+            log: directory + "/relay.log",
+            logLevel: logLevel
         )
         let apiKey = try await test.key(app: "support")
         return HostileRelay(relay: relay, test: test, apiKey: apiKey, directory: directory)
@@ -127,7 +132,11 @@ enum Fuzz {
             // Control characters and NUL, escaped (legal JSON) or raw (not), in every string field.
             let control = Unicode.Scalar(UInt8([0, 1, 7, 8, 9, 10, 13, 27, 31, 127].randomElement(using: &rng)!))
             let text = "a\(Character(control))b"
-            var title = "t", body = "b", ticket = "7", identifier = hexToken(&rng), type = "ios"
+            var title = "t"
+            var body = "b"
+            var ticket = "7"
+            var identifier = hexToken(&rng)
+            var type = "ios"
             let field = rng.next() % 5
             switch field {
             case 0: title = text
@@ -143,12 +152,15 @@ enum Fuzz {
             // tokens and types take no control character at all.
             let acceptable = field < 2 && control.value != 0 && (control.value == 127 || !raw)
             return FuzzCase(
-                label: "control character \(control.value) in field \(field)\(raw ? ", raw" : "")", bytes: post(hookPath, Array(json.utf8)),
-                mustBeAccepted: acceptable, mustBeRefused: !acceptable
+                label: "control character \(control.value) in field \(field)\(raw ? ", raw" : "")",
+                bytes: post(hookPath, Array(json.utf8)),
+                mustBeAccepted: acceptable,
+                mustBeRefused: !acceptable
             )
         case 4:
             let number = ["1e999999", String(repeating: "9", count: 400), "-0", "1.5", "-1e-999999", "0"].randomElement(using: &rng)!
-            let json = #"{"devices":[{"identifier":"\#(hexToken(&rng))","type":"ios"}],"notification":{"title":"t","body":"b","ticket_id":\#(number)}}"#
+            let json =
+                #"{"devices":[{"identifier":"\#(hexToken(&rng))","type":"ios"}],"notification":{"title":"t","body":"b","ticket_id":\#(number)}}"#
             return FuzzCase(label: "number as ticket_id", bytes: post(hookPath, Array(json.utf8)), mustBeRefused: true)
         case 5:
             let text = String(decoding: valid, as: UTF8.self)
@@ -199,7 +211,8 @@ enum Fuzz {
                 rest = rest.dropFirst(size)
             }
             return FuzzCase(
-                label: "chunked body", bytes: RawHTTP.request("POST", hookPath, headers: [("Content-Type", "application/json")], chunks: chunks),
+                label: "chunked body",
+                bytes: RawHTTP.request("POST", hookPath, headers: [("Content-Type", "application/json")], chunks: chunks),
                 mustBeAccepted: true
             )
         case 10:
@@ -225,16 +238,24 @@ enum Fuzz {
             let body = #"{"platform":\#(platform),"user_id":\#(user),"locale":\#(locale)}"#
             return FuzzCase(
                 label: "device registration",
-                bytes: RawHTTP.request("PUT", "/v1/apps/support/devices/\(token)", headers: [("Content-Type", "application/json")] + auth, body: Array(body.utf8))
+                bytes: RawHTTP.request(
+                    "PUT",
+                    "/v1/apps/support/devices/\(token)",
+                    headers: [("Content-Type", "application/json")] + auth,
+                    body: Array(body.utf8)
+                )
             )
         case 12:
-            let user = ["alice", "Jos%C3%A9%20%C3%9Cnal%20%2F%2042", "a%00b", "%E0%80%80", "a%0Db", String(repeating: "u", count: 1500)].randomElement(using: &rng)!
+            let user = ["alice", "Jos%C3%A9%20%C3%9Cnal%20%2F%2042", "a%00b", "%E0%80%80", "a%0Db", String(repeating: "u", count: 1500)]
+                .randomElement(using: &rng)!
             let ticket = ["5", "a%09b", "%00", String(repeating: "9", count: 300), "t%C3%A9"].randomElement(using: &rng)!
             let body = [#"{"device":"\#(hexToken(&rng))"}"#, #"{"device":"a\u0000"}"#, "{", "", #"{"device":7}"#].randomElement(using: &rng)!
             return FuzzCase(
                 label: "read",
                 bytes: RawHTTP.request(
-                    "POST", "/v1/apps/support/users/\(user)/tickets/\(ticket)/read", headers: [("Content-Type", "application/json")] + auth,
+                    "POST",
+                    "/v1/apps/support/users/\(user)/tickets/\(ticket)/read",
+                    headers: [("Content-Type", "application/json")] + auth,
                     body: Array(body.utf8)
                 )
             )
@@ -242,7 +263,8 @@ enum Fuzz {
             let request = [
                 post(hookPath, valid, type: "text/plain"), post(hookPath, valid, type: nil), RawHTTP.request("TRACE", "/health"),
                 RawHTTP.request("PATCH", hookPath, body: valid), RawHTTP.request("GET", hookPath),
-                RawHTTP.request("GET", "/v1/admin/jobs?limit=501", headers: auth), RawHTTP.request("GET", "/v1/apps/support/users/%00/devices", headers: auth),
+                RawHTTP.request("GET", "/v1/admin/jobs?limit=501", headers: auth),
+                RawHTTP.request("GET", "/v1/apps/support/users/%00/devices", headers: auth),
             ].randomElement(using: &rng)!
             return FuzzCase(label: "method or type", bytes: request)
         case 14:
@@ -274,7 +296,8 @@ struct HostileInputTests {
         var cases = (0..<hostile).map { _ in Fuzz.hostile(&rng, apiKey: relay.apiKey) }
         cases += (0..<valid).map { index in
             FuzzCase(
-                label: "valid neighbour", bytes: Fuzz.post(Fuzz.hookPath, Array(Fuzz.validWebhook(&rng, ticket: "v\(seed % 100_000)-\(index)").utf8)),
+                label: "valid neighbour",
+                bytes: Fuzz.post(Fuzz.hookPath, Array(Fuzz.validWebhook(&rng, ticket: "v\(seed % 100_000)-\(index)").utf8)),
                 mustBeAccepted: true
             )
         }
@@ -297,11 +320,16 @@ struct HostileInputTests {
                 }
                 answers += 1
                 #expect(answer.status < 500, "seed \(seed): \(item.label) got \(answer.status) \(answer.text.prefix(300))")
-                if item.mustBeAccepted { #expect(answer.status == 202, "seed \(seed): \(item.label) got \(answer.status) \(answer.text.prefix(300))") }
+                if item.mustBeAccepted {
+                    #expect(answer.status == 202, "seed \(seed): \(item.label) got \(answer.status) \(answer.text.prefix(300))")
+                }
                 if item.mustBeRefused { #expect((400..<500).contains(answer.status), "seed \(seed): \(item.label) got \(answer.status)") }
                 if answer.status >= 400 && !item.brokenFraming {
                     let error = try? JSONDecoder().decode(ErrorEnvelope.self, from: Data(answer.body))
-                    #expect(error != nil && error?.error.code.isEmpty == false, "seed \(seed): \(item.label) got a non-JSON \(answer.status): \(answer.text.prefix(200))")
+                    #expect(
+                        error != nil && error?.error.code.isEmpty == false,
+                        "seed \(seed): \(item.label) got a non-JSON \(answer.status): \(answer.text.prefix(200))"
+                    )
                     #expect(answer.header("content-type")?.hasPrefix("application/json") == true)
                 }
                 if answer.status == 202,

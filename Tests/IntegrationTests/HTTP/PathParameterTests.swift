@@ -7,10 +7,11 @@ import Logging
 import NIOCore
 import NIOPosix
 import Postgres
-@testable import PushRelay
 import PushSandbox
 import TestSupport
 import Testing
+
+@testable import PushRelay
 
 @Suite("Hardening: path parameters")
 struct PathParameterTests {
@@ -24,7 +25,9 @@ struct PathParameterTests {
         let token = apnsToken()
         try await app.test(.router) { client in
             let registered = try await client.execute(
-                uri: "/v1/apps/support/devices/\(token)", method: .put, headers: bearer(key),
+                uri: "/v1/apps/support/devices/\(token)",
+                method: .put,
+                headers: bearer(key),
                 body: jsonBody(#"{"platform":"ios","user_id":"\#(user)"}"#)
             )
             #expect(registered.status == .created)
@@ -32,14 +35,20 @@ struct PathParameterTests {
             #expect(list.status == .ok)
             #expect((list.json?["devices"] as? [[String: Any]])?.first?["user_id"] as? String == user)
             let hook = try await client.execute(
-                uri: "/v1/webhooks/zendesk/support/\(TestApp.webhookSecret)", method: .post, headers: [.contentType: "application/json"],
+                uri: "/v1/webhooks/zendesk/support/\(TestApp.webhookSecret)",
+                method: .post,
+                headers: [.contentType: "application/json"],
                 body: jsonBody(webhook(devices: [(token, "ios")], ticket: "T 1/é"))
             )
             #expect(hook.status == .accepted)
             let unread = try await client.execute(uri: "/v1/apps/support/users/\(encoded)/unread", method: .get, headers: bearer(key))
             #expect(unread.status == .ok)
             #expect(unread.json?["total"] as? Int == 1)
-            let read = try await client.execute(uri: "/v1/apps/support/users/\(encoded)/tickets/T%201%2F%C3%A9/read", method: .post, headers: bearer(key))
+            let read = try await client.execute(
+                uri: "/v1/apps/support/users/\(encoded)/tickets/T%201%2F%C3%A9/read",
+                method: .post,
+                headers: bearer(key)
+            )
             #expect(read.status == .ok)
             #expect(read.json?["total"] as? Int == 0)
             let readAll = try await client.execute(uri: "/v1/apps/support/users/\(encoded)/read-all", method: .post, headers: bearer(key))

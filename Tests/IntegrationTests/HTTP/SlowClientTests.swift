@@ -7,10 +7,11 @@ import Logging
 import NIOCore
 import NIOPosix
 import Postgres
-@testable import PushRelay
 import PushSandbox
 import TestSupport
 import Testing
+
+@testable import PushRelay
 
 @Suite("Hardening: slow clients")
 struct SlowClientTests {
@@ -63,18 +64,39 @@ struct SlowClientTests {
         let limit = Duration.seconds(15)
         let result = try await withThrowingTaskGroup(of: (String, Duration).self) { group in
             for _ in 0..<60 {
-                group.addTask { ("header", try await Self.trickle(port: port, head + Array(String(repeating: "X-Pad: 1\r\n", count: 200).utf8), interval: .milliseconds(200), limit: limit)) }
+                group.addTask {
+                    (
+                        "header",
+                        try await Self.trickle(
+                            port: port,
+                            head + Array(String(repeating: "X-Pad: 1\r\n", count: 200).utf8),
+                            interval: .milliseconds(200),
+                            limit: limit
+                        )
+                    )
+                }
             }
             for _ in 0..<5 {
                 group.addTask {
-                    ("body", try await Self.trickle(port: port, head + Array("Content-Length: 500\r\n\r\n".utf8) + Array(repeating: 0x20, count: 500), interval: .milliseconds(20), limit: limit))
+                    (
+                        "body",
+                        try await Self.trickle(
+                            port: port,
+                            head + Array("Content-Length: 500\r\n\r\n".utf8) + Array(repeating: 0x20, count: 500),
+                            interval: .milliseconds(20),
+                            limit: limit
+                        )
+                    )
                 }
                 group.addTask { ("idle", try await Self.trickle(port: port, [], interval: .milliseconds(100), limit: limit)) }
             }
             group.addTask {
                 try await Task.sleep(for: .seconds(1))
                 let start = ContinuousClock.now
-                let answer = try await relay.send(Fuzz.post(Fuzz.hookPath, Array(webhook(devices: [(apnsToken(), "ios")]).utf8)), timeout: .seconds(14))
+                let answer = try await relay.send(
+                    Fuzz.post(Fuzz.hookPath, Array(webhook(devices: [(apnsToken(), "ios")]).utf8)),
+                    timeout: .seconds(14)
+                )
                 return ("valid \(answer?.status ?? 0)", ContinuousClock.now - start)
             }
             var all: [(String, Duration)] = []

@@ -7,10 +7,11 @@ import Logging
 import NIOCore
 import NIOPosix
 import Postgres
-@testable import PushRelay
 import PushSandbox
 import TestSupport
 import Testing
+
+@testable import PushRelay
 
 @Suite("Hardening: input PostgreSQL and HTTP headers cannot carry")
 struct StorableInputTests {
@@ -32,7 +33,9 @@ struct StorableInputTests {
                 for field in ["title", "body", "ticket_id"] {
                     for _ in 0..<3 {
                         group.addTask {
-                            var title = "T", text = "B", ticket = "9"
+                            var title = "T"
+                            var text = "B"
+                            var ticket = "9"
                             switch field {
                             case "title": title = #"a\u0000b"#
                             case "body": text = #"a\u0000b"#
@@ -76,7 +79,10 @@ struct StorableInputTests {
                 for webhook in valid + bad {
                     group.addTask {
                         do {
-                            return (webhook.title == "ok", .success(try await writer.submit(IntakeItem(appID: "support", notification: webhook, requestID: nil))))
+                            return (
+                                webhook.title == "ok",
+                                .success(try await writer.submit(IntakeItem(appID: "support", notification: webhook, requestID: nil)))
+                            )
                         } catch {
                             return (webhook.title == "ok", .failure(error))
                         }
@@ -118,7 +124,11 @@ struct StorableInputTests {
         var seen: [String: String] = [:]
         let samples = ["5", "4711", "a b", "tab\there", "new\nline", "ü", String(repeating: "9", count: 49), String(repeating: "9", count: 50), "~x"]
         let random = (0..<5000).map { _ in
-            String(String.UnicodeScalarView((0..<Int.random(in: 1...80, using: &rng)).compactMap { _ in Unicode.Scalar(UInt32.random(in: 1...0x2FF, using: &rng)) }))
+            String(
+                String.UnicodeScalarView(
+                    (0..<Int.random(in: 1...80, using: &rng)).compactMap { _ in Unicode.Scalar(UInt32.random(in: 1...0x2FF, using: &rng)) }
+                )
+            )
         }
         for ticket in samples + random {
             let id = TicketCollapseID.make(ticketID: ticket)
@@ -134,10 +144,18 @@ struct StorableInputTests {
 
     @Test("below HTTP, only a TLS set-up that fails on configuration waits as credential; a request curl refuses is unsendable, the rest retry")
     func transportFailures() {
-        #expect(PushOutcome.transportFailure(CurlError(code: CurlError.invalidHeader, message: "bad")) == .unsendable(reason: "the relay could not build the request: bad"))
+        #expect(
+            PushOutcome.transportFailure(CurlError(code: CurlError.invalidHeader, message: "bad"))
+                == .unsendable(reason: "the relay could not build the request: bad")
+        )
         #expect(PushOutcome.transportFailure(CurlError(code: 3, message: "URL")) == .unsendable(reason: "the relay could not build the request: URL"))
-        #expect(PushOutcome.transportFailure(CurlError(code: 60, message: "verify")) == .credential(reason: "transport: curl 60: verify", refreshToken: false))
-        #expect(PushOutcome.transportFailure(CurlError(code: 58, message: "cert")) == .credential(reason: "transport: curl 58: cert", refreshToken: false))
+        #expect(
+            PushOutcome.transportFailure(CurlError(code: 60, message: "verify"))
+                == .credential(reason: "transport: curl 60: verify", refreshToken: false)
+        )
+        #expect(
+            PushOutcome.transportFailure(CurlError(code: 58, message: "cert")) == .credential(reason: "transport: curl 58: cert", refreshToken: false)
+        )
         for code in [7, 8, 16, 28, 56, 92] {
             guard case .retry = PushOutcome.transportFailure(CurlError(code: code, message: "x")) else {
                 Issue.record("curl \(code) should be retried")
@@ -153,10 +171,14 @@ struct StorableInputTests {
             // A topic no HTTP header can carry: every APNs request of the app fails to build.
             made.test.apps[0].apns?.topic = "com.example.support\tbroken"
             let harness = made
-            let ios = apnsToken(), android = "android-\(UUID().uuidString)"
+            let ios = apnsToken()
+            let android = "android-\(UUID().uuidString)"
             try await harness.application().test(.router) { client in
                 let response = try await client.execute(
-                    uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios"), (android, "android")]))
+                    uri: Self.url,
+                    method: .post,
+                    headers: Self.json,
+                    body: jsonBody(webhook(devices: [(ios, "ios"), (android, "android")]))
                 )
                 #expect(response.status == .accepted)
                 let done = try await eventually {
@@ -170,7 +192,9 @@ struct StorableInputTests {
                 #expect(rows.first { $0.0 == "android" }?.1 == "delivered")
                 let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
                 #expect(metricValue(metrics, "push_relay_push_outcomes_total", ["app": "support", "platform": "ios", "outcome": "unsendable"]) == 1)
-                #expect(metricValue(metrics, "push_relay_push_outcomes_total", ["app": "support", "platform": "ios", "outcome": "credential"]) == nil)
+                #expect(
+                    metricValue(metrics, "push_relay_push_outcomes_total", ["app": "support", "platform": "ios", "outcome": "credential"]) == nil
+                )
             }
             #expect(harness.state.requests(service: "apns").isEmpty)
         }
@@ -182,7 +206,12 @@ struct StorableInputTests {
             let ios = apnsToken()
             let ticket = "Ticket / José #" + String(repeating: "x", count: 60)
             try await harness.application().test(.router) { client in
-                let response = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(ios, "ios")], ticket: ticket)))
+                let response = try await client.execute(
+                    uri: Self.url,
+                    method: .post,
+                    headers: Self.json,
+                    body: jsonBody(webhook(devices: [(ios, "ios")], ticket: ticket))
+                )
                 #expect(response.status == .accepted)
                 #expect(try await eventually { try await harness.test.count("SELECT count(*) FROM deliveries WHERE status = 'delivered'") == 1 })
             }

@@ -7,10 +7,11 @@ import Logging
 import NIOCore
 import NIOPosix
 import Postgres
-@testable import PushRelay
 import PushSandbox
 import TestSupport
 import Testing
+
+@testable import PushRelay
 
 @Suite("Hardening: strict JSON on every route")
 struct StrictJSONRouteTests {
@@ -36,7 +37,9 @@ struct StrictJSONRouteTests {
         try await app.test(.router) { client in
             for (problem, body) in Self.notJSON {
                 // The webhook with the same defect: its own closing brace replaced by the defective object's members.
-                let hook = problem == "byte order mark" ? [0xEF, 0xBB, 0xBF] + valid : Array(valid.dropLast()) + [UInt8(ascii: ",")] + Array(body.dropFirst())
+                let hook =
+                    problem == "byte order mark"
+                    ? [0xEF, 0xBB, 0xBF] + valid : Array(valid.dropLast()) + [UInt8(ascii: ",")] + Array(body.dropFirst())
                 let requests: [(String, HTTPRequest.Method, HTTPFields, [UInt8])] = [
                     ("/v1/webhooks/zendesk/support/\(TestApp.webhookSecret)", .post, [.contentType: "application/json"], hook),
                     ("/v1/apps/support/devices/\(apnsToken())", .put, bearer(key), body),

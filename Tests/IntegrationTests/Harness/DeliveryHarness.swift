@@ -63,7 +63,9 @@ struct DeliveryHarness: Sendable {
     /// - Parameter apnsKeyEnvironment: ties the sandbox's APNs key to `production` or `sandbox` only.
     /// - Parameter moreAPNsKeys: more keys the sandbox accepts, by key id, beside the shared one.
     static func make(
-        conninfo: String? = nil, apnsKeyEnvironment: String? = nil, moreAPNsKeys: [String: SandboxConfiguration.APNsKey] = [:]
+        conninfo: String? = nil,
+        apnsKeyEnvironment: String? = nil,
+        moreAPNsKeys: [String: SandboxConfiguration.APNsKey] = [:]
     ) async throws -> DeliveryHarness {
         let directory = (NSTemporaryDirectory() as NSString).appendingPathComponent("push-relay-delivery-\(UUID().uuidString.prefix(8))")
         let credentials = try await credentials()
@@ -74,7 +76,8 @@ struct DeliveryHarness: Sendable {
         }
         keys.merge(moreAPNsKeys) { $1 }
         let sandbox = try await SandboxServer.start(
-            configuration: .init(directory: directory, apnsKeys: keys, eventSigningSecret: eventSecret), logger: logger
+            configuration: .init(directory: directory, apnsKeys: keys, eventSigningSecret: eventSecret),
+            logger: logger
         )
         var test = try await TestApp.make(conninfo: conninfo)
         let gateway = "https://localhost:\(sandbox.port)"
@@ -83,7 +86,8 @@ struct DeliveryHarness: Sendable {
         try "zendesk-api-token-0123456789".write(toFile: zendeskToken, atomically: true, encoding: .utf8)
         for index in test.apps.indices {
             test.apps[index].apns = APNsSettings(
-                topic: "com.example.\(test.apps[index].id)", url: gateway,
+                topic: "com.example.\(test.apps[index].id)",
+                url: gateway,
                 token: .init(keyFile: credentials.apnsKeyFile, keyID: SandboxCredentials.apnsKeyID, teamID: SandboxCredentials.apnsTeamID)
             )
             test.apps[index].fcm = FCMSettings(serviceAccountFile: serviceAccount, url: gateway)
@@ -97,7 +101,9 @@ struct DeliveryHarness: Sendable {
     /// A test that changes the harness (its apps' settings) works on a copy: every copy shares the
     /// one sandbox that this shuts down.
     static func with<T: Sendable>(
-        conninfo: String? = nil, apnsKeyEnvironment: String? = nil, moreAPNsKeys: [String: SandboxConfiguration.APNsKey] = [:],
+        conninfo: String? = nil,
+        apnsKeyEnvironment: String? = nil,
+        moreAPNsKeys: [String: SandboxConfiguration.APNsKey] = [:],
         _ body: (DeliveryHarness) async throws -> T
     ) async throws -> T {
         let harness = try await make(conninfo: conninfo, apnsKeyEnvironment: apnsKeyEnvironment, moreAPNsKeys: moreAPNsKeys)
@@ -176,7 +182,8 @@ struct DeliveryHarness: Sendable {
     /// The delivery rows of a token: status, attempts.
     func deliveries(token: String) async throws -> [(status: String, attempts: Int)] {
         try await test.client.query(
-            "SELECT status, attempts FROM deliveries WHERE device_token = $1 ORDER BY id", [token]
+            "SELECT status, attempts FROM deliveries WHERE device_token = $1 ORDER BY id",
+            [token]
         ).rows.map { try $0.decode((String, Int).self) }
     }
 }
@@ -191,4 +198,3 @@ func webhook(devices: [(String, String)], ticket: String = "5", title: String = 
     let list = devices.map { #"{"identifier":"\#($0.0)","type":"\#($0.1)"}"# }.joined(separator: ",")
     return #"{"devices":[\#(list)],"notification":{"title":"\#(title)","body":"\#(body)","ticket_id":"\#(ticket)"}}"#
 }
-

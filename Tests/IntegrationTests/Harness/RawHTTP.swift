@@ -19,7 +19,11 @@ enum RawHTTP {
 
     /// Builds a request with `Connection: close` and, unless `chunks` is given, a `Content-Length`.
     static func request(
-        _ method: String, _ target: String, headers: [(String, String)] = [], body: [UInt8]? = nil, chunks: [[UInt8]]? = nil
+        _ method: String,
+        _ target: String,
+        headers: [(String, String)] = [],
+        body: [UInt8]? = nil,
+        chunks: [[UInt8]]? = nil
     ) -> [UInt8] {
         var head = "\(method) \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
         for (name, value) in headers { head += "\(name): \(value)\r\n" }

@@ -53,7 +53,9 @@ struct TestApp {
         ]
         values.merge(extra) { $1 }
         return try await buildApplication(
-            reader: ConfigReader(provider: InMemoryProvider(values: values)), logger: TestDatabase.logger, apps: apps
+            reader: ConfigReader(provider: InMemoryProvider(values: values)),
+            logger: TestDatabase.logger,
+            apps: apps
         )
     }
 

@@ -7,14 +7,17 @@ import Logging
 import NIOCore
 import NIOPosix
 import Postgres
-@testable import PushRelay
 import PushSandbox
 import TestSupport
 import Testing
 
+@testable import PushRelay
+
 @Suite("Hardening: logs")
 struct LogRedactionTests {
-    @Test("at log level trace, every path variant and a full delivery round leave no secret, full token, API key, provider token or notification text in the log")
+    @Test(
+        "at log level trace, every path variant and a full delivery round leave no secret, full token, API key, provider token or notification text in the log"
+    )
     func nothingSecretLogged() async throws {
         try await DeliveryHarness.with { harness in
             let secret = HostileRelay.secret
@@ -29,8 +32,12 @@ struct LogRedactionTests {
                     """,
                 delivery: true
             )
-            let title = "Title-\(UUID().uuidString)", text = "Body-\(UUID().uuidString)"
-            let ios = apnsToken(), android = "android-\(UUID().uuidString)-token", dead = apnsToken(), registered = apnsToken()
+            let title = "Title-\(UUID().uuidString)"
+            let text = "Body-\(UUID().uuidString)"
+            let ios = apnsToken()
+            let android = "android-\(UUID().uuidString)-token"
+            let dead = apnsToken()
+            let registered = apnsToken()
             harness.state.setBehaviour(SandboxBehaviour(status: 410, reason: "Unregistered"), for: dead)
             let body = Array(webhook(devices: [(ios, "ios"), (android, "android"), (dead, "ios")], title: title, body: text).utf8)
             let json = [("Content-Type", "application/json")]
@@ -56,7 +63,10 @@ struct LogRedactionTests {
                 for method in ["PUT", "GET", "DELETE"] {
                     let answer = try await relay.send(
                         RawHTTP.request(
-                            method, path, headers: json + auth, body: method == "PUT" ? Array(#"{"platform":"ios"}"#.utf8) : nil
+                            method,
+                            path,
+                            headers: json + auth,
+                            body: method == "PUT" ? Array(#"{"platform":"ios"}"#.utf8) : nil
                         )
                     )
                     #expect((answer?.status ?? 0) < 500)
@@ -84,7 +94,10 @@ struct LogRedactionTests {
             for (name, value) in secrets {
                 // The lines themselves, not the whole log, so a failure says where it leaked.
                 let leaking = log.split(separator: "\n").filter { $0.contains(value) }
-                #expect(leaking.isEmpty, "the log holds the \(name): \(leaking.prefix(3).map { $0.replacingOccurrences(of: value, with: "<\(name)>") })")
+                #expect(
+                    leaking.isEmpty,
+                    "the log holds the \(name): \(leaking.prefix(3).map { $0.replacingOccurrences(of: value, with: "<\(name)>") })"
+                )
             }
         }
     }

@@ -1,11 +1,12 @@
 import Configuration
 import Foundation
-import Postgres
 import HummingbirdTesting
-@testable import PushRelay
+import Postgres
 import TestSupport
 import Testing
 import Yams
+
+@testable import PushRelay
 
 @Suite("OpenAPI document")
 struct OpenAPITests {
@@ -24,7 +25,13 @@ struct OpenAPITests {
         let hub = UnreadHub(events: listener.events(), heartbeat: .seconds(15))
         let authenticator = Authenticator(keys: APIKeyStore(client: database.client), apps: apps)
         let (_, routes) = buildRouter(
-            database: database, apps: apps, authenticator: authenticator, writer: writer, settings: settings, hub: hub, metrics: RelayMetrics()
+            database: database,
+            apps: apps,
+            authenticator: authenticator,
+            writer: writer,
+            settings: settings,
+            hub: hub,
+            metrics: RelayMetrics()
         )
 
         let document = try #require(try Yams.load(yaml: OpenAPIDocument.yaml) as? [String: Any])
@@ -37,7 +44,10 @@ struct OpenAPITests {
                 documented.insert(Route(method: method.uppercased(), path: path))
             }
         }
-        #expect(documented == Set(routes), "documented but not served: \(documented.subtracting(routes)); served but not documented: \(Set(routes).subtracting(documented))")
+        #expect(
+            documented == Set(routes),
+            "documented but not served: \(documented.subtracting(routes)); served but not documented: \(Set(routes).subtracting(documented))"
+        )
         #expect(routes.count >= 8)
         await database.client.close()
     }

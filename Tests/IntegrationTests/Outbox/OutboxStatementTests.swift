@@ -1,8 +1,9 @@
 import Foundation
 import Postgres
-@testable import PushRelay
 import TestSupport
 import Testing
+
+@testable import PushRelay
 
 @Suite("Outbox statements: the outcome update")
 struct OutboxStatementTests {
@@ -39,7 +40,10 @@ struct OutboxStatementTests {
         _ = try await test.application()
         let queue = DeliveryQueue(client: test.client)
         let webhook = PushNotification(
-            title: "t", body: "b", ticketID: "lease-1", devices: [.init(token: apnsToken(), platform: .ios), .init(token: apnsToken(), platform: .ios)]
+            title: "t",
+            body: "b",
+            ticketID: "lease-1",
+            devices: [.init(token: apnsToken(), platform: .ios), .init(token: apnsToken(), platform: .ios)]
         )
         let reservation = DeliveryReservation(owner: "me", lease: .seconds(60), granted: ["support": 2])
         let (_, claimed) = try await queue.enqueue([IntakeItem(appID: "support", notification: webhook, requestID: nil)], reservation: reservation)

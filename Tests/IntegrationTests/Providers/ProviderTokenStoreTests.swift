@@ -1,9 +1,10 @@
 import Foundation
 import Postgres
-@testable import PushRelay
 import Synchronization
 import TestSupport
 import Testing
+
+@testable import PushRelay
 
 @Suite("Provider tokens: a slow token endpoint costs the pool nothing")
 struct ProviderTokenStoreTests {
@@ -13,7 +14,8 @@ struct ProviderTokenStoreTests {
         _ = try await test.application()  // applies the migrations
         // A small pool, as a relay's: every connection held by a waiting sender would starve intake.
         let pool = PostgresClient(
-            configuration: .init(conninfo: test.conninfo, maxConnections: 3, acquireTimeout: .seconds(2)), logger: TestDatabase.logger
+            configuration: .init(conninfo: test.conninfo, maxConnections: 3, acquireTimeout: .seconds(2)),
+            logger: TestDatabase.logger
         )
         let instances = [ProviderTokenStore(client: pool), ProviderTokenStore(client: pool)]
         final class Count: Sendable { let value = Atomic<Int>(0) }
@@ -27,7 +29,8 @@ struct ProviderTokenStoreTests {
         try await withThrowingTaskGroup(of: String?.self) { group in
             for index in 0..<40 {
                 group.addTask {
-                    try await instances[index % 2].token(credential: "fcm:slow@example.com", now: now, reuseFor: .infinity, rejected: nil, make: make).token
+                    try await instances[index % 2].token(credential: "fcm:slow@example.com", now: now, reuseFor: .infinity, rejected: nil, make: make)
+                        .token
                 }
             }
             // Meanwhile the pool answers other work at once.

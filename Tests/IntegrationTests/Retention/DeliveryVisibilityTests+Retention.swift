@@ -4,10 +4,11 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Postgres
-@testable import PushRelay
 import PushSandbox
 import TestSupport
 import Testing
+
+@testable import PushRelay
 
 extension DeliveryVisibilityTests {
     @Test("retention deletes old finished deliveries and their notifications, keeps recent and unfinished rows and unread counts")
@@ -43,7 +44,9 @@ extension DeliveryVisibilityTests {
             let unreadBefore = try await harness.test.count("SELECT coalesce(sum(unread), 0)::int FROM unread_counters")
             #expect(unreadBefore == 2)
 
-            let settings = RetentionSettings(config: ConfigReader(provider: InMemoryProvider(values: ["batch_size": .init(.int(1), isSecret: false)])))
+            let settings = RetentionSettings(
+                config: ConfigReader(provider: InMemoryProvider(values: ["batch_size": .init(.int(1), isSecret: false)]))
+            )
             let service = RetentionService(client: sql, settings: settings, metrics: RelayMetrics(), logger: DeliveryHarness.logger)
             let report = try #require(try await service.runOnce())
             // Gone: the old delivered row and the 100-day dead_token row, and the old notification
@@ -62,7 +65,10 @@ extension DeliveryVisibilityTests {
             // The complete run keeps the lease for the interval: another instance does not run before then.
             let neighbour = RetentionService(client: sql, settings: settings, metrics: RelayMetrics(), logger: DeliveryHarness.logger)
             #expect(try await neighbour.runOnce() == nil)
-            #expect(try await harness.test.count("SELECT count(*) FROM leases WHERE name = 'retention' AND expires_at > now() + interval '50 minutes'") == 1)
+            #expect(
+                try await harness.test.count("SELECT count(*) FROM leases WHERE name = 'retention' AND expires_at > now() + interval '50 minutes'")
+                    == 1
+            )
         }
     }
 }

@@ -4,10 +4,11 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Postgres
-@testable import PushRelay
 import PushSandbox
 import TestSupport
 import Testing
+
+@testable import PushRelay
 
 @Suite("Delivery visibility: the status API, feedback events and retention", .serialized)
 struct DeliveryVisibilityTests {
@@ -27,14 +28,18 @@ struct DeliveryVisibilityTests {
     @Test("a notification's status shows each delivery: delivered with its apns-id, dead_token with the provider's reason; tokens shortened")
     func notificationStatus() async throws {
         try await DeliveryHarness.with { harness in
-            let dead = apnsToken(), alive = apnsToken(), android = "android-\(UUID().uuidString)"
+            let dead = apnsToken()
+            let alive = apnsToken()
+            let android = "android-\(UUID().uuidString)"
             harness.state.setBehaviour(SandboxBehaviour(status: 410, reason: "Unregistered"), for: dead)
             try await harness.application().test(.router) { client in
                 let reader = try await harness.test.key(app: "support", scopes: [.notificationsRead])
                 let id = try await Self.accept(client, webhook(devices: [(dead, "ios"), (alive, "ios"), (android, "android")], ticket: "4711"))
-                #expect(try await eventually {
-                    try await harness.test.count("SELECT count(*) FROM deliveries WHERE status IN ('delivered', 'dead_token')") == 3
-                })
+                #expect(
+                    try await eventually {
+                        try await harness.test.count("SELECT count(*) FROM deliveries WHERE status IN ('delivered', 'dead_token')") == 3
+                    }
+                )
                 let response = try await client.execute(uri: "/v1/apps/support/notifications/\(id)", method: .get, headers: bearer(reader))
                 #expect(response.status == .ok)
                 let body = try Self.object(response)
@@ -72,16 +77,25 @@ struct DeliveryVisibilityTests {
 
                 // Another app's key, a key without the scope, a user token, an unknown id, another app's path.
                 let other = try await harness.test.key(app: "other")
-                #expect(try await client.execute(uri: "/v1/apps/support/notifications/\(id)", method: .get, headers: bearer(other)).status == .forbidden)
+                #expect(
+                    try await client.execute(uri: "/v1/apps/support/notifications/\(id)", method: .get, headers: bearer(other)).status == .forbidden
+                )
                 let devicesOnly = try await harness.test.key(app: "support", scopes: [.devicesRead])
-                #expect(try await client.execute(uri: "/v1/apps/support/notifications/\(id)", method: .get, headers: bearer(devicesOnly)).status == .forbidden)
+                #expect(
+                    try await client.execute(uri: "/v1/apps/support/notifications/\(id)", method: .get, headers: bearer(devicesOnly)).status
+                        == .forbidden
+                )
                 let user = try await TestApp.userToken("alice")
-                #expect(try await client.execute(uri: "/v1/apps/support/notifications/\(id)", method: .get, headers: bearer(user)).status == .forbidden)
+                #expect(
+                    try await client.execute(uri: "/v1/apps/support/notifications/\(id)", method: .get, headers: bearer(user)).status == .forbidden
+                )
                 let missing = try await client.execute(uri: "/v1/apps/support/notifications/\(id + 1000)", method: .get, headers: bearer(reader))
                 #expect(missing.status == .notFound)
                 #expect(String(buffer: missing.body).contains("notification_not_found"))
                 #expect(try await client.execute(uri: "/v1/apps/other/notifications/\(id)", method: .get, headers: bearer(admin)).status == .notFound)
-                #expect(try await client.execute(uri: "/v1/apps/support/notifications/abc", method: .get, headers: bearer(reader)).status == .notFound)
+                #expect(
+                    try await client.execute(uri: "/v1/apps/support/notifications/abc", method: .get, headers: bearer(reader)).status == .notFound
+                )
             }
         }
     }
@@ -89,7 +103,8 @@ struct DeliveryVisibilityTests {
     @Test("a ticket's notifications and a device's deliveries come newest first, a page at a time")
     func listsArePaginated() async throws {
         try await DeliveryHarness.with { harness in
-            let token = apnsToken(), bystander = apnsToken()
+            let token = apnsToken()
+            let bystander = apnsToken()
             try await harness.application().test(.router) { client in
                 let reader = try await harness.test.key(app: "support", scopes: [.notificationsRead])
                 var ids: [Int64] = []
@@ -118,7 +133,11 @@ struct DeliveryVisibilityTests {
                 #expect(seen == ids.reversed())
                 #expect(pages == 3)
 
-                let response = try await client.execute(uri: "/v1/apps/support/devices/\(token.uppercased())/deliveries?limit=4", method: .get, headers: bearer(reader))
+                let response = try await client.execute(
+                    uri: "/v1/apps/support/devices/\(token.uppercased())/deliveries?limit=4",
+                    method: .get,
+                    headers: bearer(reader)
+                )
                 #expect(response.status == .ok)
                 let body = try Self.object(response)
                 let page = try #require(body["deliveries"] as? [[String: Any]])
@@ -126,16 +145,28 @@ struct DeliveryVisibilityTests {
                 #expect(page.allSatisfy { $0["ticket_id"] as? String == "77" && $0["status"] as? String == "delivered" })
                 let next = try #require(body["next"] as? String)
                 let rest = try Self.object(
-                    try await client.execute(uri: "/v1/apps/support/devices/\(token)/deliveries?limit=4&cursor=\(next)", method: .get, headers: bearer(reader))
+                    try await client.execute(
+                        uri: "/v1/apps/support/devices/\(token)/deliveries?limit=4&cursor=\(next)",
+                        method: .get,
+                        headers: bearer(reader)
+                    )
                 )
                 #expect((rest["deliveries"] as? [[String: Any]])?.compactMap { ($0["notification_id"] as? NSNumber)?.int64Value } == [ids[0]])
                 #expect(rest["next"] is NSNull)
 
                 for bad in ["limit=0", "limit=501", "cursor=abc", "cursor=-4"] {
-                    let response = try await client.execute(uri: "/v1/apps/support/tickets/77/notifications?\(bad)", method: .get, headers: bearer(reader))
+                    let response = try await client.execute(
+                        uri: "/v1/apps/support/tickets/77/notifications?\(bad)",
+                        method: .get,
+                        headers: bearer(reader)
+                    )
                     #expect(response.status == .badRequest, "\(bad)")
                 }
-                let badTokens = try await client.execute(uri: "/v1/apps/support/devices/\(token)/deliveries?tokens=all", method: .get, headers: bearer(reader))
+                let badTokens = try await client.execute(
+                    uri: "/v1/apps/support/devices/\(token)/deliveries?tokens=all",
+                    method: .get,
+                    headers: bearer(reader)
+                )
                 #expect(badTokens.status == .badRequest)
             }
         }

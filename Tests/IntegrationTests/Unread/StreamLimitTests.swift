@@ -5,9 +5,10 @@ import Hummingbird
 import HummingbirdTesting
 import NIOCore
 import Postgres
-@testable import PushRelay
 import TestSupport
 import Testing
+
+@testable import PushRelay
 
 /// Live unread streams are long-lived connections a user opens at will: they must not take what
 /// webhook intake needs, nor outlive their credential.
@@ -23,7 +24,10 @@ struct StreamLimitTests {
     static func postWebhook(_ client: some TestClientProtocol) async throws -> (status: HTTPResponse.Status, took: Duration) {
         let start = ContinuousClock.now
         let response = try await client.execute(
-            uri: url, method: .post, headers: json, body: jsonBody(webhook(devices: [(apnsToken(), "ios")]))
+            uri: url,
+            method: .post,
+            headers: json,
+            body: jsonBody(webhook(devices: [(apnsToken(), "ios")]))
         )
         return (response.status, ContinuousClock.now - start)
     }
@@ -37,7 +41,7 @@ struct StreamLimitTests {
         try await app.test(.live) { client in
             let port = try #require(client.port)
             var open: [SSEReader] = []
-            defer { open.forEach { $0.hangUp() } }
+            defer { for stream in open { stream.hangUp() } }
             for _ in 0..<3 {
                 let stream = try SSEReader(port: port, path: Self.streamPath("alice"), bearer: token)
                 #expect(try await stream.nextEvent() != nil)
@@ -83,7 +87,7 @@ struct StreamLimitTests {
         try await app.test(.live) { client in
             let port = try #require(client.port)
             var streams: [SSEReader] = []
-            defer { streams.forEach { $0.hangUp() } }
+            defer { for stream in streams { stream.hangUp() } }
             for index in 0..<80 {
                 streams.append(try SSEReader(port: port, path: Self.streamPath("user\(index)"), bearer: try await TestApp.userToken("user\(index)")))
             }

@@ -5,9 +5,10 @@ import Hummingbird
 import HummingbirdTesting
 import NIOHTTP1
 import Postgres
-@testable import PushRelay
 import TestSupport
 import Testing
+
+@testable import PushRelay
 
 /// The unchanged poll answered on the connection's event loop (``UnreadPollShortcut``): on a live
 /// server, byte by byte, since the shortcut sits in the connection's pipeline.
@@ -18,8 +19,10 @@ struct UnreadPollShortcutTests {
     /// A live relay where `fay` has one unread reply and an ETag cached for her counts; runs `body`
     /// with the port, her user token and the ETag.
     static func withCachedPoll(
-        extra: [AbsoluteConfigKey: ConfigValue] = [:], tokenLifetime: TimeInterval = 600,
-        _ body: @escaping @Sendable (_ test: TestApp, _ client: any TestClientProtocol, _ port: Int, _ user: String, _ etag: String) async throws -> Void
+        extra: [AbsoluteConfigKey: ConfigValue] = [:],
+        tokenLifetime: TimeInterval = 600,
+        _ body:
+            @escaping @Sendable (_ test: TestApp, _ client: any TestClientProtocol, _ port: Int, _ user: String, _ etag: String) async throws -> Void
     ) async throws {
         let test = try await TestApp.make()
         try await test.application(extra: extra).test(.live) { client in
@@ -27,20 +30,25 @@ struct UnreadPollShortcutTests {
             let key = try await test.key(app: "support")
             try await UnreadTests.register(client, key: key, token: "android-fay-1", platform: "android", user: "fay")
             let hook = try await client.execute(
-                uri: UnreadTests.webhookURL, method: .post, headers: UnreadTests.json, body: jsonBody(webhook(devices: [("android-fay-1", "android")]))
+                uri: UnreadTests.webhookURL,
+                method: .post,
+                headers: UnreadTests.json,
+                body: jsonBody(webhook(devices: [("android-fay-1", "android")]))
             )
             #expect(hook.status == .accepted)
             let user = try await TestApp.userToken("fay", expiresIn: tokenLifetime)
             // The webhook's announcement may still be on its way: poll until a poll is a 304.
             var etag = ""
-            #expect(try await eventually(timeout: .seconds(10)) {
-                var headers = bearer(user)
-                if !etag.isEmpty { headers[.ifNoneMatch] = etag }
-                let poll = try await client.execute(uri: pollPath, method: .get, headers: headers)
-                if poll.status == .notModified { return true }
-                etag = poll.headers[.eTag] ?? ""
-                return false
-            })
+            #expect(
+                try await eventually(timeout: .seconds(10)) {
+                    var headers = bearer(user)
+                    if !etag.isEmpty { headers[.ifNoneMatch] = etag }
+                    let poll = try await client.execute(uri: pollPath, method: .get, headers: headers)
+                    if poll.status == .notModified { return true }
+                    etag = poll.headers[.eTag] ?? ""
+                    return false
+                }
+            )
             try await body(test, client, port, user, etag)
         }
     }
@@ -57,7 +65,9 @@ struct UnreadPollShortcutTests {
             let routedBefore = try await Self.polls(client, "cached_routed")
             let readBefore = try await Self.polls(client, "read")
             let request = RawConnection.request(
-                "GET", Self.pollPath, headers: [("Authorization", "Bearer \(user)"), ("If-None-Match", etag), ("X-Request-Id", "poll-42")]
+                "GET",
+                Self.pollPath,
+                headers: [("Authorization", "Bearer \(user)"), ("If-None-Match", etag), ("X-Request-Id", "poll-42")]
             )
             // While the counters are locked: a poll that queried would wait for the lock.
             let answers = try await test.client.withTransaction { session in
@@ -87,7 +97,10 @@ struct UnreadPollShortcutTests {
 
             // The same poll through the router (Connection: close is left to it) gets the same answer.
             let routed = try #require(
-                try await RawHTTP.send(port: port, RawHTTP.request("GET", Self.pollPath, headers: [("Authorization", "Bearer \(user)"), ("If-None-Match", etag)]))
+                try await RawHTTP.send(
+                    port: port,
+                    RawHTTP.request("GET", Self.pollPath, headers: [("Authorization", "Bearer \(user)"), ("If-None-Match", etag)])
+                )
             )
             #expect(routed.status == 304 && routed.header("ETag") == etag && routed.header("Cache-Control") == "private, max-age=10")
             #expect(try await Self.polls(client, "cached_routed") == routedBefore + 1)
@@ -98,7 +111,8 @@ struct UnreadPollShortcutTests {
     func pipelinedInOrder() async throws {
         try await Self.withCachedPoll { _, _, port, user, etag in
             let auth = ("Authorization", "Bearer \(user)")
-            let bytes = RawConnection.request("POST", "/v1/apps/support/users/fay/read-all", headers: [auth])
+            let bytes =
+                RawConnection.request("POST", "/v1/apps/support/users/fay/read-all", headers: [auth])
                 + RawConnection.request("GET", Self.pollPath, headers: [auth, ("If-None-Match", etag)])
             let (read, poll) = try await RawConnection.with(port: port, timeout: .seconds(20)) { connection in
                 try await connection.send(bytes)
@@ -140,7 +154,9 @@ struct UnreadPollShortcutTests {
             // Remembered, then expired: refused, not answered from what was remembered.
             try await Task.sleep(for: .milliseconds(4200))
             let expired = try await RawConnection.with(port: port, timeout: .seconds(10)) { connection in
-                try await connection.send(RawConnection.request("GET", Self.pollPath, headers: [("Authorization", "Bearer \(user)"), ("If-None-Match", etag)]))
+                try await connection.send(
+                    RawConnection.request("GET", Self.pollPath, headers: [("Authorization", "Bearer \(user)"), ("If-None-Match", etag)])
+                )
                 return try await connection.next()
             }
             #expect(expired?.status == 401)

@@ -18,7 +18,9 @@ struct UnreadTests {
     /// Registers a device for `user` with an app key.
     static func register(_ client: some TestClientProtocol, key: String, token: String, platform: String, user: String) async throws {
         let response = try await client.execute(
-            uri: "/v1/apps/support/devices/\(token)", method: .put, headers: bearer(key),
+            uri: "/v1/apps/support/devices/\(token)",
+            method: .put,
+            headers: bearer(key),
             body: jsonBody(#"{"platform":"\#(platform)","user_id":"\#(user)"}"#)
         )
         #expect(response.status == .created)
@@ -46,7 +48,10 @@ struct UnreadTests {
                 // Each webhook names the phone only; each push is awaited so its badge is the count at that moment.
                 for (index, ticket) in ["7", "7", "8"].enumerated() {
                     let response = try await client.execute(
-                        uri: Self.webhookURL, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(phone, "ios")], ticket: ticket))
+                        uri: Self.webhookURL,
+                        method: .post,
+                        headers: Self.json,
+                        body: jsonBody(webhook(devices: [(phone, "ios")], ticket: ticket))
                     )
                     #expect(response.status == .accepted)
                     #expect(await eventually { harness.requests(token: phone).count == index + 1 })
@@ -61,7 +66,10 @@ struct UnreadTests {
 
                 // Read ticket 7 on the phone: total 1, and a silent badge update to the two other devices only.
                 let read = try await client.execute(
-                    uri: "/v1/apps/support/users/alice/tickets/7/read", method: .post, headers: bearer(key), body: jsonBody(#"{"device":"\#(phone)"}"#)
+                    uri: "/v1/apps/support/users/alice/tickets/7/read",
+                    method: .post,
+                    headers: bearer(key),
+                    body: jsonBody(#"{"device":"\#(phone)"}"#)
                 )
                 #expect(read.status == .ok)
                 #expect(read.json?["total"] as? Int == 1)
@@ -97,20 +105,28 @@ struct UnreadTests {
                 try await Self.register(client, key: key, token: bobTablet, platform: "android", user: "bob")
                 for (index, ticket) in ["7", "8"].enumerated() {
                     let response = try await client.execute(
-                        uri: Self.webhookURL, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(shared, "ios")], ticket: ticket))
+                        uri: Self.webhookURL,
+                        method: .post,
+                        headers: Self.json,
+                        body: jsonBody(webhook(devices: [(shared, "ios")], ticket: ticket))
                     )
                     #expect(response.status == .accepted)
                     #expect(await eventually { harness.requests(token: shared).count == index + 1 })
                 }
                 _ = try await client.execute(
-                    uri: Self.webhookURL, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(bobTablet, "android")], ticket: "9"))
+                    uri: Self.webhookURL,
+                    method: .post,
+                    headers: Self.json,
+                    body: jsonBody(webhook(devices: [(bobTablet, "android")], ticket: "9"))
                 )
                 #expect(await eventually { harness.requests(token: bobTablet).count == 1 })
                 #expect(harness.requests(token: shared).map(Self.pushBadge) == [1, 2])
 
                 // Bob signs in on alice's device: it gets one silent update to bob's total, 1.
                 let moved = try await client.execute(
-                    uri: "/v1/apps/support/devices/\(shared)", method: .put, headers: bearer(key),
+                    uri: "/v1/apps/support/devices/\(shared)",
+                    method: .put,
+                    headers: bearer(key),
                     body: jsonBody(#"{"platform":"ios","user_id":"bob"}"#)
                 )
                 #expect(moved.status == .ok)
@@ -122,21 +138,31 @@ struct UnreadTests {
                 // Registered again under bob: no new sync. Alice reads everything on her phone: her
                 // other devices would be synced, and the shared device is no longer one of them.
                 let again = try await client.execute(
-                    uri: "/v1/apps/support/devices/\(shared)", method: .put, headers: bearer(key),
+                    uri: "/v1/apps/support/devices/\(shared)",
+                    method: .put,
+                    headers: bearer(key),
                     body: jsonBody(#"{"platform":"ios","user_id":"bob"}"#)
                 )
                 #expect(again.status == .ok)
                 let aliceRead = try await client.execute(
-                    uri: "/v1/apps/support/users/alice/read-all", method: .post, headers: bearer(key), body: jsonBody(#"{"device":"\#(alicePhone)"}"#)
+                    uri: "/v1/apps/support/users/alice/read-all",
+                    method: .post,
+                    headers: bearer(key),
+                    body: jsonBody(#"{"device":"\#(alicePhone)"}"#)
                 )
                 #expect(aliceRead.status == .ok, "\(String(buffer: aliceRead.body))")
                 #expect(aliceRead.json?["total"] as? Int == 0)
                 #expect(aliceRead.json?["synced_devices"] as? Int == 0)
 
                 // Unregistered: bob reading on his tablet syncs no one, and the shared device hears nothing more.
-                #expect(try await client.execute(uri: "/v1/apps/support/devices/\(shared)", method: .delete, headers: bearer(key)).status == .noContent)
+                #expect(
+                    try await client.execute(uri: "/v1/apps/support/devices/\(shared)", method: .delete, headers: bearer(key)).status == .noContent
+                )
                 let bobRead = try await client.execute(
-                    uri: "/v1/apps/support/users/bob/read-all", method: .post, headers: bearer(key), body: jsonBody(#"{"device":"\#(bobTablet)"}"#)
+                    uri: "/v1/apps/support/users/bob/read-all",
+                    method: .post,
+                    headers: bearer(key),
+                    body: jsonBody(#"{"device":"\#(bobTablet)"}"#)
                 )
                 #expect(bobRead.json?["synced_devices"] as? Int == 0)
                 try await Task.sleep(for: .milliseconds(500))
@@ -153,16 +179,26 @@ struct UnreadTests {
             let key = try await test.key(app: "support")
             let token = "android-owner-change"
             // Implicitly registered by a webhook: owned by its token, one unread reply.
-            _ = try await client.execute(uri: Self.webhookURL, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(token, "android")])))
+            _ = try await client.execute(
+                uri: Self.webhookURL,
+                method: .post,
+                headers: Self.json,
+                body: jsonBody(webhook(devices: [(token, "android")]))
+            )
             // Registered explicitly, still without a user: same owner, no sync.
             let same = try await client.execute(
-                uri: "/v1/apps/support/devices/\(token)", method: .put, headers: bearer(key), body: jsonBody(#"{"platform":"android"}"#)
+                uri: "/v1/apps/support/devices/\(token)",
+                method: .put,
+                headers: bearer(key),
+                body: jsonBody(#"{"platform":"android"}"#)
             )
             #expect(same.status == .ok)
             #expect(try await test.count("SELECT count(*) FROM deliveries WHERE device_token = $1 AND kind = 'badge_sync'", [token]) == 0)
             // Linked to carol: a new owner, one sync.
             let linked = try await client.execute(
-                uri: "/v1/apps/support/devices/\(token)", method: .put, headers: bearer(key),
+                uri: "/v1/apps/support/devices/\(token)",
+                method: .put,
+                headers: bearer(key),
                 body: jsonBody(#"{"platform":"android","user_id":"carol"}"#)
             )
             #expect(linked.status == .ok)
@@ -173,7 +209,9 @@ struct UnreadTests {
         }
     }
 
-    @Test("read up to a notification: a reply stored after it stays counted, on one ticket and with read-all; counts from before ids were kept are cleared")
+    @Test(
+        "read up to a notification: a reply stored after it stays counted, on one ticket and with read-all; counts from before ids were kept are cleared"
+    )
     func readUpTo() async throws {
         let test = try await TestApp.make()
         try await test.application().test(.router) { client in
@@ -182,7 +220,9 @@ struct UnreadTests {
             try await Self.register(client, key: key, token: "android-dave-tablet", platform: "android", user: "dave")
             func reply(_ ticket: String) async throws -> Int64 {
                 let response = try await client.execute(
-                    uri: Self.webhookURL, method: .post, headers: Self.json,
+                    uri: Self.webhookURL,
+                    method: .post,
+                    headers: Self.json,
                     body: jsonBody(webhook(devices: [("android-dave-phone", "android")], ticket: ticket))
                 )
                 #expect(response.status == .accepted)
@@ -190,7 +230,10 @@ struct UnreadTests {
             }
             func read(_ path: String, _ body: String) async throws -> (total: Int?, synced: Int?) {
                 let response = try await client.execute(
-                    uri: "/v1/apps/support/users/dave/\(path)", method: .post, headers: bearer(key), body: jsonBody(body)
+                    uri: "/v1/apps/support/users/dave/\(path)",
+                    method: .post,
+                    headers: bearer(key),
+                    body: jsonBody(body)
                 )
                 #expect(response.status == .ok, "\(String(buffer: response.body))")
                 return (response.json?["total"] as? Int, response.json?["synced_devices"] as? Int)
@@ -231,14 +274,20 @@ struct UnreadTests {
             // Not a notification id: 400, nothing changes.
             for bad in ["0", "-3", "1.5", "\"12\"", "1e3", "true"] {
                 let response = try await client.execute(
-                    uri: "/v1/apps/support/users/dave/read-all", method: .post, headers: bearer(key),
+                    uri: "/v1/apps/support/users/dave/read-all",
+                    method: .post,
+                    headers: bearer(key),
                     body: jsonBody(#"{"up_to_notification_id":\#(bad)}"#)
                 )
                 #expect(response.status == .badRequest, "\(bad)")
                 #expect(response.errorBody?.code == "invalid_field")
             }
             #expect(try await test.count("SELECT coalesce(sum(unread), 0)::int FROM unread_counters WHERE owner = 'dave'") == 1)
-            #expect(try await test.count("SELECT count(*) FROM unread_counters WHERE unread < 0 OR unread <> cardinality(notification_ids) AND owner = 'dave'") == 0)
+            #expect(
+                try await test.count(
+                    "SELECT count(*) FROM unread_counters WHERE unread < 0 OR unread <> cardinality(notification_ids) AND owner = 'dave'"
+                ) == 0
+            )
         }
     }
 
@@ -254,13 +303,18 @@ struct UnreadTests {
                 var ids: [Int64] = []
                 for _ in 0..<3 {
                     let response = try await client.execute(
-                        uri: Self.webhookURL, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [(phone, "android")], ticket: "7"))
+                        uri: Self.webhookURL,
+                        method: .post,
+                        headers: Self.json,
+                        body: jsonBody(webhook(devices: [(phone, "android")], ticket: "7"))
                     )
                     ids.append(try #require((response.json?["notification_id"] as? NSNumber)?.int64Value))
                 }
                 #expect(await eventually { harness.requests(token: phone).count == 3 })
                 let read = try await client.execute(
-                    uri: "/v1/apps/support/users/erin/tickets/7/read", method: .post, headers: bearer(key),
+                    uri: "/v1/apps/support/users/erin/tickets/7/read",
+                    method: .post,
+                    headers: bearer(key),
                     body: jsonBody(#"{"device":"\#(phone)","up_to_notification_id":\#(ids[0])}"#)
                 )
                 #expect(read.json?["total"] as? Int == 2)
@@ -287,7 +341,12 @@ struct UnreadTests {
         try await test.application().test(.router) { client in
             let key = try await test.key(app: "support")
             try await Self.register(client, key: key, token: "android-bob-1", platform: "android", user: "bob")
-            _ = try await client.execute(uri: Self.webhookURL, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [("android-bob-1", "android")])))
+            _ = try await client.execute(
+                uri: Self.webhookURL,
+                method: .post,
+                headers: Self.json,
+                body: jsonBody(webhook(devices: [("android-bob-1", "android")]))
+            )
             let user = try await TestApp.userToken("bob")
             let first = try await client.execute(uri: "/v1/apps/support/users/bob/unread", method: .get, headers: bearer(user))
             #expect(first.status == .ok)
@@ -298,13 +357,20 @@ struct UnreadTests {
             #expect(unchanged.status == .notModified)
             #expect(unchanged.body.readableBytes == 0)
 
-            _ = try await client.execute(uri: Self.webhookURL, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [("android-bob-1", "android")], ticket: "6")))
+            _ = try await client.execute(
+                uri: Self.webhookURL,
+                method: .post,
+                headers: Self.json,
+                body: jsonBody(webhook(devices: [("android-bob-1", "android")], ticket: "6"))
+            )
             // The webhook's change is announced (NOTIFY at commit) and reaches the poll within moments.
             var changed = try await client.execute(uri: "/v1/apps/support/users/bob/unread", method: .get, headers: conditional)
-            #expect(try await eventually(timeout: .seconds(10)) {
-                changed = try await client.execute(uri: "/v1/apps/support/users/bob/unread", method: .get, headers: conditional)
-                return changed.status == .ok
-            })
+            #expect(
+                try await eventually(timeout: .seconds(10)) {
+                    changed = try await client.execute(uri: "/v1/apps/support/users/bob/unread", method: .get, headers: conditional)
+                    return changed.status == .ok
+                }
+            )
             #expect(changed.json?["total"] as? Int == 2)
             #expect(changed.headers[.eTag] != etag)
 
@@ -347,16 +413,21 @@ struct UnreadTests {
             #expect(try await client.execute(uri: path, method: .get, headers: conditional).status == .notModified)
 
             let response = try await client.execute(
-                uri: Self.webhookURL, method: .post, headers: Self.json, body: jsonBody(webhook(devices: tokens.map { ($0, "android") }))
+                uri: Self.webhookURL,
+                method: .post,
+                headers: Self.json,
+                body: jsonBody(webhook(devices: tokens.map { ($0, "android") }))
             )
             #expect(response.status == .accepted, "\(String(buffer: response.body))")
             #expect(try await test.count("SELECT count(*) FROM deliveries") == 40)
             // The list did not fit one NOTIFY, so every listener was told to re-read ("*"): the poll sees the reply.
             var changed = try await client.execute(uri: path, method: .get, headers: conditional)
-            #expect(try await eventually(timeout: .seconds(10)) {
-                changed = try await client.execute(uri: path, method: .get, headers: conditional)
-                return changed.status == .ok
-            })
+            #expect(
+                try await eventually(timeout: .seconds(10)) {
+                    changed = try await client.execute(uri: path, method: .get, headers: conditional)
+                    return changed.status == .ok
+                }
+            )
             #expect(changed.json?["total"] as? Int == 1)
         }
     }
@@ -367,20 +438,27 @@ struct UnreadTests {
         try await test.application(extra: ["unread.poll_after_seconds": .init(.int(7), isSecret: false)]).test(.router) { client in
             let key = try await test.key(app: "support")
             try await Self.register(client, key: key, token: "android-fay-1", platform: "android", user: "fay")
-            _ = try await client.execute(uri: Self.webhookURL, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [("android-fay-1", "android")])))
+            _ = try await client.execute(
+                uri: Self.webhookURL,
+                method: .post,
+                headers: Self.json,
+                body: jsonBody(webhook(devices: [("android-fay-1", "android")]))
+            )
             let user = try await TestApp.userToken("fay")
             // The webhook's announcement may still be on its way: poll until an ETag is kept.
             var etag = ""
             var conditional = bearer(user)
             var cacheControl: String?
-            #expect(try await eventually(timeout: .seconds(10)) {
-                let first = try await client.execute(uri: "/v1/apps/support/users/fay/unread", method: .get, headers: conditional)
-                cacheControl = first.headers[.cacheControl]
-                if first.status == .notModified { return true }
-                etag = first.headers[.eTag] ?? ""
-                conditional[.ifNoneMatch] = etag
-                return false
-            })
+            #expect(
+                try await eventually(timeout: .seconds(10)) {
+                    let first = try await client.execute(uri: "/v1/apps/support/users/fay/unread", method: .get, headers: conditional)
+                    cacheControl = first.headers[.cacheControl]
+                    if first.status == .notModified { return true }
+                    etag = first.headers[.eTag] ?? ""
+                    conditional[.ifNoneMatch] = etag
+                    return false
+                }
+            )
             #expect(cacheControl == "private, max-age=7")
 
             // Hold an exclusive lock on unread_counters: a poll that queried would wait for it.
@@ -430,7 +508,12 @@ struct UnreadTests {
         let test = try await TestApp.make()
         try await test.application().test(.router) { client in
             let key = try await test.key(app: "support")
-            _ = try await client.execute(uri: Self.webhookURL, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [("lonely-device", "android")])))
+            _ = try await client.execute(
+                uri: Self.webhookURL,
+                method: .post,
+                headers: Self.json,
+                body: jsonBody(webhook(devices: [("lonely-device", "android")]))
+            )
             let unread = try await client.execute(uri: "/v1/apps/support/users/lonely-device/unread", method: .get, headers: bearer(key))
             #expect(unread.json?["total"] as? Int == 1)
         }
@@ -449,7 +532,10 @@ struct UnreadTests {
                         // Both devices of one user: one increment per webhook, not two.
                         let devices = [("android-carol-1", "android"), ("android-carol-2", "android")]
                         return try await client.execute(
-                            uri: Self.webhookURL, method: .post, headers: Self.json, body: jsonBody(webhook(devices: devices, ticket: "\(index % 3)"))
+                            uri: Self.webhookURL,
+                            method: .post,
+                            headers: Self.json,
+                            body: jsonBody(webhook(devices: devices, ticket: "\(index % 3)"))
                         ).status
                     }
                 }
@@ -471,25 +557,36 @@ struct UnreadTests {
                 let key = try await test.key(app: "support")
                 try await Self.register(client, key: key, token: "android-dave-1", platform: "android", user: "dave")
                 let first = try await client.execute(
-                    uri: Self.webhookURL, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [("android-dave-1", "android")]))
+                    uri: Self.webhookURL,
+                    method: .post,
+                    headers: Self.json,
+                    body: jsonBody(webhook(devices: [("android-dave-1", "android")]))
                 )
                 let firstID = try #require((first.json?["notification_id"] as? NSNumber)?.int64Value)
                 let stream = try SSEReader(port: try #require(client.port), path: "/v1/apps/support/users/dave/unread/stream", bearer: key)
                 reader.withLock { $0 = stream }
                 #expect(try await stream.nextEvent()?["total"] as? Int == 1)
                 _ = try await client.execute(
-                    uri: Self.webhookURL, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [("android-dave-1", "android")], ticket: "9"))
+                    uri: Self.webhookURL,
+                    method: .post,
+                    headers: Self.json,
+                    body: jsonBody(webhook(devices: [("android-dave-1", "android")], ticket: "9"))
                 )
                 #expect(try await stream.nextEvent()?["total"] as? Int == 2)
                 _ = try await client.execute(uri: "/v1/apps/support/users/dave/tickets/9/read", method: .post, headers: bearer(key))
                 #expect(try await stream.nextEvent()?["total"] as? Int == 1)
                 // A newer reply on ticket 5, then a read of everything up to the first one: the newer stays.
                 _ = try await client.execute(
-                    uri: Self.webhookURL, method: .post, headers: Self.json, body: jsonBody(webhook(devices: [("android-dave-1", "android")]))
+                    uri: Self.webhookURL,
+                    method: .post,
+                    headers: Self.json,
+                    body: jsonBody(webhook(devices: [("android-dave-1", "android")]))
                 )
                 #expect(try await stream.nextEvent()?["total"] as? Int == 2)
                 _ = try await client.execute(
-                    uri: "/v1/apps/support/users/dave/read-all", method: .post, headers: bearer(key),
+                    uri: "/v1/apps/support/users/dave/read-all",
+                    method: .post,
+                    headers: bearer(key),
                     body: jsonBody(#"{"up_to_notification_id":\#(firstID)}"#)
                 )
                 #expect(try await stream.nextEvent()?["total"] as? Int == 1)
@@ -555,7 +652,9 @@ final class SSEReader: Sendable {
                 let line = line.trimmingCharacters(in: .whitespacesAndNewlines)
                 if state.status == nil, line.hasPrefix("HTTP/1.1 ") {
                     state.status = Int(line.dropFirst(9).prefix(3))
-                } else if line.hasPrefix("data: "), let object = try? JSONSerialization.jsonObject(with: Data(line.dropFirst(6).utf8)) as? [String: Any] {
+                } else if line.hasPrefix("data: "),
+                    let object = try? JSONSerialization.jsonObject(with: Data(line.dropFirst(6).utf8)) as? [String: Any]
+                {
                     state.events.append(object)
                 } else if line == ": heartbeat" {
                     state.heartbeats += 1

@@ -1,9 +1,10 @@
 import Configuration
 import Foundation
 import Postgres
-@testable import PushRelay
 import TestSupport
 import Testing
+
+@testable import PushRelay
 
 /// Each test locks `notifications` in a transaction of its own, so the writer's statements wait
 /// for the lock (seen in `pg_locks`) and its writes stay in flight as long as the test needs.
@@ -96,7 +97,10 @@ struct IntakeWriterTests {
     static func writer(_ test: TestApp, maxConcurrentWrites: Int, overlapAfter: Duration) -> IntakeWriter {
         let client = PostgresClient(configuration: .init(conninfo: test.conninfo, maxConnections: 2), logger: TestDatabase.logger)
         return IntakeWriter(
-            queue: DeliveryQueue(client: client), logger: TestDatabase.logger, maxBatch: 500, maxConcurrentWrites: maxConcurrentWrites,
+            queue: DeliveryQueue(client: client),
+            logger: TestDatabase.logger,
+            maxBatch: 500,
+            maxConcurrentWrites: maxConcurrentWrites,
             overlapAfter: overlapAfter
         )
     }

@@ -8,9 +8,10 @@ import NIOCore
 import NIOEmbedded
 import NIOHTTP1
 import Postgres
-@testable import PushRelay
 import TestSupport
 import Testing
+
+@testable import PushRelay
 
 /// Webhooks taken on the connection's event loop (``WebhookShortcut``). `WebhookTests` runs every
 /// intake test through a live server as well as through the router; these check what only this path
@@ -19,11 +20,14 @@ import Testing
 @Suite("Webhooks taken on the event loop", .serialized)
 struct WebhookShortcutTests {
     static let url = "/v1/webhooks/zendesk/support/\(TestApp.webhookSecret)"
-    static let body = Array(#"{"devices":[{"identifier":"shortcut-1","type":"android"}],"notification":{"title":"t","body":"b","ticket_id":"7"}}"#.utf8)
+    static let body = Array(
+        #"{"devices":[{"identifier":"shortcut-1","type":"android"}],"notification":{"title":"t","body":"b","ticket_id":"7"}}"#.utf8
+    )
 
     /// A migrated database, the shortcut over it and its running writer.
     static func withShortcut(
-        signing: Bool = false, _ body: @escaping @Sendable (_ test: TestApp, _ shortcut: WebhookShortcut) async throws -> Void
+        signing: Bool = false,
+        _ body: @escaping @Sendable (_ test: TestApp, _ shortcut: WebhookShortcut) async throws -> Void
     ) async throws {
         let test = try await TestApp.make(signing: signing)
         let database = try await Database.open(
@@ -34,9 +38,12 @@ struct WebhookShortcutTests {
         _ = try await database.migrate()
         let writer = IntakeWriter(queue: DeliveryQueue(client: database.client), logger: TestDatabase.logger)
         let shortcut = WebhookShortcut(
-            apps: try await AppDirectory(apps: test.apps), writer: writer,
-            settings: WebhookSettings(config: ConfigReader(provider: InMemoryProvider(values: [:]))), metrics: RelayMetrics(),
-            logger: TestDatabase.logger, serverName: "PushRelay"
+            apps: try await AppDirectory(apps: test.apps),
+            writer: writer,
+            settings: WebhookSettings(config: ConfigReader(provider: InMemoryProvider(values: [:]))),
+            metrics: RelayMetrics(),
+            logger: TestDatabase.logger,
+            serverName: "PushRelay"
         )
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await database.client.run() }
@@ -47,7 +54,10 @@ struct WebhookShortcutTests {
     }
 
     static func head(
-        _ method: HTTPMethod = .POST, uri: String = url, headers: [(String, String)] = [("Content-Type", "application/json")], length: Int? = body.count
+        _ method: HTTPMethod = .POST,
+        uri: String = url,
+        headers: [(String, String)] = [("Content-Type", "application/json")],
+        length: Int? = body.count
     ) -> HTTPRequestHead {
         var head = HTTPRequestHead(version: .http1_1, method: method, uri: uri)
         for (name, value) in headers { head.headers.add(name: name, value: value) }
@@ -158,7 +168,9 @@ struct WebhookShortcutTests {
         try await Self.withShortcut { test, shortcut in
             let channel = try await Self.channel(shortcut)
             let text = String(repeating: "0123456789", count: 60_000)
-            let body = Array(#"{"devices":[{"identifier":"shortcut-large","type":"android"}],"notification":{"title":"t","body":"\#(text)","ticket_id":"9"}}"#.utf8)
+            let body = Array(
+                #"{"devices":[{"identifier":"shortcut-large","type":"android"}],"notification":{"title":"t","body":"\#(text)","ticket_id":"9"}}"#.utf8
+            )
             try await channel.writeInbound(HTTPServerRequestPart.head(Self.head(length: body.count)))
             for start in stride(from: 0, to: body.count, by: 8_192) {
                 try await channel.writeInbound(HTTPServerRequestPart.body(ByteBuffer(bytes: body[start..<min(start + 8_192, body.count)])))
@@ -250,8 +262,11 @@ struct WebhookShortcutTests {
         try await test.application().test(.live) { client in
             let port = try #require(client.port)
             let json = ("Content-Type", "application/json")
-            let second = Array(#"{"devices":[{"identifier":"shortcut-2","type":"ios"}],"notification":{"title":"t","body":"b","ticket_id":"8"}}"#.utf8)
-            let bytes = RawConnection.request("POST", Self.url, headers: [json], body: Self.body)
+            let second = Array(
+                #"{"devices":[{"identifier":"shortcut-2","type":"ios"}],"notification":{"title":"t","body":"b","ticket_id":"8"}}"#.utf8
+            )
+            let bytes =
+                RawConnection.request("POST", Self.url, headers: [json], body: Self.body)
                 + RawConnection.request("GET", "/health")
                 + RawConnection.request("POST", Self.url, headers: [json], body: second)
                 + RawConnection.request("POST", Self.url, headers: [json], body: Array(#"{"devices":[]}"#.utf8))

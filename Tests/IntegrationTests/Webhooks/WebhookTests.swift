@@ -1,4 +1,3 @@
-import StrictJSON
 import Crypto
 import Foundation
 import HTTPTypes
@@ -7,6 +6,7 @@ import HummingbirdTesting
 import NIOCore
 import Postgres
 import PushRelay
+import StrictJSON
 import TestSupport
 import Testing
 
@@ -37,16 +37,20 @@ struct WebhookTests {
             #expect(body["skipped"] as? Int == 0)
             let id = try #require(body["notification_id"] as? Int)
 
-            let row = try #require(try await test.client.query(
-                "SELECT app_id, ticket_id, title, body FROM notifications WHERE id = $1", [id]
-            ).first)
+            let row = try #require(
+                try await test.client.query(
+                    "SELECT app_id, ticket_id, title, body FROM notifications WHERE id = $1",
+                    [id]
+                ).first
+            )
             let (app, ticket, title, text) = try row.decode((String, String, String, String).self)
             #expect(app == "support")
             #expect(ticket == "5")
             #expect(title == "Agent replied")
             #expect(text == "Agent replied something something")
             let deliveries = try await test.client.query(
-                "SELECT device_token, platform, status FROM deliveries WHERE notification_id = $1 ORDER BY platform", [id]
+                "SELECT device_token, platform, status FROM deliveries WHERE notification_id = $1 ORDER BY platform",
+                [id]
             ).rows.map { try $0.decode((String, String, String).self) }
             #expect(deliveries.map(\.0) == ["iuytfrdcvbnmkl", "oiuytrdsdfghjk"])
             #expect(deliveries.map(\.1) == ["android", "ios"])
@@ -101,7 +105,10 @@ struct WebhookTests {
         let test = try await TestApp.make()
         try await test.application().test(mode.setup) { client in
             let response = try await client.execute(
-                uri: "/v1/webhooks/zendesk/support/\(TestApp.rotatedSecret)", method: .post, headers: Self.json, body: jsonBody(fixtureWebhook)
+                uri: "/v1/webhooks/zendesk/support/\(TestApp.rotatedSecret)",
+                method: .post,
+                headers: Self.json,
+                body: jsonBody(fixtureWebhook)
             )
             #expect(response.status == .accepted)
         }
@@ -132,14 +139,32 @@ struct WebhookTests {
         ("empty body", "", 400, "empty"),
         ("missing notification", #"{"devices":[{"identifier":"abc","type":"ios"}]}"#, 400, "notification is required"),
         ("notification not an object", #"{"devices":[{"identifier":"abc","type":"ios"}],"notification":"x"}"#, 400, "notification must be an object"),
-        ("ticket_id a number", #"{"devices":[{"identifier":"abc","type":"ios"}],"notification":{"title":"t","body":"b","ticket_id":5}}"#, 400, "notification.ticket_id must be a string"),
-        ("title missing", #"{"devices":[{"identifier":"abc","type":"ios"}],"notification":{"body":"b","ticket_id":"5"}}"#, 400, "notification.title is required"),
+        (
+            "ticket_id a number", #"{"devices":[{"identifier":"abc","type":"ios"}],"notification":{"title":"t","body":"b","ticket_id":5}}"#, 400,
+            "notification.ticket_id must be a string"
+        ),
+        (
+            "title missing", #"{"devices":[{"identifier":"abc","type":"ios"}],"notification":{"body":"b","ticket_id":"5"}}"#, 400,
+            "notification.title is required"
+        ),
         ("devices empty", #"{"devices":[],"notification":{"title":"t","body":"b","ticket_id":"5"}}"#, 400, "devices must list at least one device"),
-        ("devices not a list", #"{"devices":{"identifier":"abc"},"notification":{"title":"t","body":"b","ticket_id":"5"}}"#, 400, "devices must be a list"),
+        (
+            "devices not a list", #"{"devices":{"identifier":"abc"},"notification":{"title":"t","body":"b","ticket_id":"5"}}"#, 400,
+            "devices must be a list"
+        ),
         ("devices missing", #"{"notification":{"title":"t","body":"b","ticket_id":"5"}}"#, 400, "devices is required"),
-        ("unknown device type", #"{"devices":[{"identifier":"abc","type":"windows"}],"notification":{"title":"t","body":"b","ticket_id":"5"}}"#, 400, "devices[0].type must be"),
-        ("identifier not a string", #"{"devices":[{"identifier":7,"type":"ios"}],"notification":{"title":"t","body":"b","ticket_id":"5"}}"#, 400, "devices[0].identifier must be a string"),
-        ("identifier with spaces", #"{"devices":[{"identifier":"a b","type":"ios"}],"notification":{"title":"t","body":"b","ticket_id":"5"}}"#, 400, "devices[0].identifier"),
+        (
+            "unknown device type", #"{"devices":[{"identifier":"abc","type":"windows"}],"notification":{"title":"t","body":"b","ticket_id":"5"}}"#,
+            400, "devices[0].type must be"
+        ),
+        (
+            "identifier not a string", #"{"devices":[{"identifier":7,"type":"ios"}],"notification":{"title":"t","body":"b","ticket_id":"5"}}"#, 400,
+            "devices[0].identifier must be a string"
+        ),
+        (
+            "identifier with spaces", #"{"devices":[{"identifier":"a b","type":"ios"}],"notification":{"title":"t","body":"b","ticket_id":"5"}}"#,
+            400, "devices[0].identifier"
+        ),
     ]
 
     @Test("each malformed body gets its 400 naming the problem and writes nothing", arguments: WebhookPath.allCases, 0..<malformed.count)
@@ -160,7 +185,8 @@ struct WebhookTests {
     func limits(mode: WebhookPath) async throws {
         let test = try await TestApp.make()
         try await test.application(extra: ["webhooks.max_devices": .init(.int(3), isSecret: false)]).test(mode.setup) { client in
-            let huge = #"{"devices":[{"identifier":"abc","type":"ios"}],"notification":{"title":"t","ticket_id":"5","body":""#
+            let huge =
+                #"{"devices":[{"identifier":"abc","type":"ios"}],"notification":{"title":"t","ticket_id":"5","body":""#
                 + String(repeating: "x", count: 1_100_000) + #""}}"#
             let tooLarge = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(huge))
             #expect(tooLarge.status == .contentTooLarge)
@@ -168,14 +194,19 @@ struct WebhookTests {
 
             let devices = (0..<4).map { #"{"identifier":"device\#($0)","type":"android"}"# }.joined(separator: ",")
             let many = try await client.execute(
-                uri: Self.url, method: .post, headers: Self.json,
+                uri: Self.url,
+                method: .post,
+                headers: Self.json,
                 body: jsonBody(#"{"devices":[\#(devices)],"notification":{"title":"t","body":"b","ticket_id":"5"}}"#)
             )
             #expect(many.status == .badRequest)
             #expect(many.errorBody?.code == "too_many_devices")
 
             let form = try await client.execute(
-                uri: Self.url, method: .post, headers: [.contentType: "application/x-www-form-urlencoded"], body: jsonBody(fixtureWebhook)
+                uri: Self.url,
+                method: .post,
+                headers: [.contentType: "application/x-www-form-urlencoded"],
+                body: jsonBody(fixtureWebhook)
             )
             #expect(form.status == .unsupportedMediaType)
             #expect(try await test.count("SELECT count(*) FROM notifications") == 0)
@@ -213,7 +244,8 @@ struct WebhookTests {
                 "INSERT INTO devices (app_id, token, platform, status, invalid_reason) VALUES ('support', $1, 'ios', 'invalid', 'Unregistered')",
                 [hex]
             )
-            let body = #"{"devices":[{"identifier":"\#(hex.uppercased())","type":"ios"},{"identifier":"fresh","type":"android"}],"notification":{"title":"t","body":"b","ticket_id":"9"}}"#
+            let body =
+                #"{"devices":[{"identifier":"\#(hex.uppercased())","type":"ios"},{"identifier":"fresh","type":"android"}],"notification":{"title":"t","body":"b","ticket_id":"9"}}"#
             let response = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(body))
             #expect(response.status == .accepted)
             #expect(response.json?["deliveries"] as? Int == 1)
@@ -230,7 +262,8 @@ struct WebhookTests {
             let ids = try await withThrowingTaskGroup(of: Int.self) { group in
                 for n in 0..<200 {
                     group.addTask {
-                        let body = #"{"devices":[{"identifier":"dev-\#(n % 7)","type":"android"}],"notification":{"title":"t\#(n)","body":"b","ticket_id":"\#(n)"}}"#
+                        let body =
+                            #"{"devices":[{"identifier":"dev-\#(n % 7)","type":"android"}],"notification":{"title":"t\#(n)","body":"b","ticket_id":"\#(n)"}}"#
                         let response = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(body))
                         #expect(response.status == .accepted)
                         return response.json?["notification_id"] as? Int ?? -1
@@ -263,29 +296,44 @@ struct WebhookTests {
         let good = hmacSignature(secret: TestApp.signingSecret, timestamp: now, body: bytes)
         let stale = Date().addingTimeInterval(-3600).formatted(.iso8601)
         try await test.application().test(mode.setup) { client in
-            let missing = try await client.execute(uri: Self.url, method: .post, headers: headers(signature: nil, timestamp: nil), body: ByteBuffer(bytes: bytes))
+            let missing = try await client.execute(
+                uri: Self.url,
+                method: .post,
+                headers: headers(signature: nil, timestamp: nil),
+                body: ByteBuffer(bytes: bytes)
+            )
             #expect(missing.status == .unauthorized)
             #expect(missing.errorBody?.code == "invalid_signature")
             let wrong = try await client.execute(
-                uri: Self.url, method: .post,
+                uri: Self.url,
+                method: .post,
                 headers: headers(signature: hmacSignature(secret: "another-secret-0123456789", timestamp: now, body: bytes), timestamp: now),
                 body: ByteBuffer(bytes: bytes)
             )
             #expect(wrong.status == .unauthorized)
             let replayed = try await client.execute(
-                uri: Self.url, method: .post,
+                uri: Self.url,
+                method: .post,
                 headers: headers(signature: hmacSignature(secret: TestApp.signingSecret, timestamp: stale, body: bytes), timestamp: stale),
                 body: ByteBuffer(bytes: bytes)
             )
             #expect(replayed.status == .unauthorized)
             #expect(replayed.errorBody?.message.contains("window") == true)
             #expect(try await test.count("SELECT count(*) FROM notifications") == 0)
-            let accepted = try await client.execute(uri: Self.url, method: .post, headers: headers(signature: good, timestamp: now), body: ByteBuffer(bytes: bytes))
+            let accepted = try await client.execute(
+                uri: Self.url,
+                method: .post,
+                headers: headers(signature: good, timestamp: now),
+                body: ByteBuffer(bytes: bytes)
+            )
             #expect(accepted.status == .accepted)
         }
     }
 
-    @Test("while PostgreSQL is down a webhook gets 503 and nothing half-written; acknowledged webhooks survive a crash", arguments: WebhookPath.allCases)
+    @Test(
+        "while PostgreSQL is down a webhook gets 503 and nothing half-written; acknowledged webhooks survive a crash",
+        arguments: WebhookPath.allCases
+    )
     func databaseDown(mode: WebhookPath) async throws {
         let (cluster, conninfo) = try await TestDatabase.makeCluster(durable: true)
         let test = try await TestApp.make(conninfo: conninfo)

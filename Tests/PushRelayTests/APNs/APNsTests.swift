@@ -1,9 +1,10 @@
 import Crypto
 import Foundation
 import JWTKit
-@testable import PushRelay
 import Synchronization
 import Testing
+
+@testable import PushRelay
 
 @Suite("APNs payloads, headers, outcomes and provider tokens")
 struct APNsTests {
@@ -84,7 +85,14 @@ struct APNsTests {
     func headers() {
         let id = UUID()
         let alert = Dictionary(
-            APNsHeaders.make(type: .alert, topic: "com.example", bearer: "jwt", ticketID: "5", expiration: Date(timeIntervalSince1970: 1_800_000_000), apnsID: id),
+            APNsHeaders.make(
+                type: .alert,
+                topic: "com.example",
+                bearer: "jwt",
+                ticketID: "5",
+                expiration: Date(timeIntervalSince1970: 1_800_000_000),
+                apnsID: id
+            ),
             uniquingKeysWith: { $1 }
         )
         #expect(alert["apns-push-type"] == "alert")
@@ -105,24 +113,27 @@ struct APNsTests {
         #expect(long == TicketCollapseID.make(ticketID: String(repeating: "x", count: 100)))
     }
 
-    @Test("every APNs answer is classified", arguments: [
-        (200, nil, PushOutcome.delivered(providerID: "id")),
-        (410, "Unregistered", .deadToken(reason: "Unregistered")),
-        (410, "ExpiredToken", .deadToken(reason: "ExpiredToken")),
-        (400, "BadDeviceToken", .deadToken(reason: "BadDeviceToken")),
-        (400, "BadTopic", .permanent(reason: "BadTopic")),
-        (400, "IdleTimeout", .retry(reason: "IdleTimeout", retryAfter: nil)),
-        (403, "ExpiredProviderToken", .credential(reason: "ExpiredProviderToken", refreshToken: true)),
-        (403, "InvalidProviderToken", .credential(reason: "InvalidProviderToken", refreshToken: false)),
-        (403, "UnrelatedKeyIdInToken", .credential(reason: "UnrelatedKeyIdInToken", refreshToken: false)),
-        (403, "BadEnvironmentKeyInToken", .credential(reason: "BadEnvironmentKeyInToken", refreshToken: false)),
-        (403, "BadEnvironmentKeyIdInToken", .credential(reason: "BadEnvironmentKeyIdInToken", refreshToken: false)),
-        (413, "PayloadTooLarge", .permanent(reason: "PayloadTooLarge")),
-        (429, "TooManyRequests", .retry(reason: "TooManyRequests", retryAfter: 30)),
-        (429, "TooManyProviderTokenUpdates", .credential(reason: "TooManyProviderTokenUpdates", refreshToken: false)),
-        (500, "InternalServerError", .retry(reason: "InternalServerError", retryAfter: 30)),
-        (503, "ServiceUnavailable", .retry(reason: "ServiceUnavailable", retryAfter: 30)),
-    ] as [(Int, String?, PushOutcome)])
+    @Test(
+        "every APNs answer is classified",
+        arguments: [
+            (200, nil, PushOutcome.delivered(providerID: "id")),
+            (410, "Unregistered", .deadToken(reason: "Unregistered")),
+            (410, "ExpiredToken", .deadToken(reason: "ExpiredToken")),
+            (400, "BadDeviceToken", .deadToken(reason: "BadDeviceToken")),
+            (400, "BadTopic", .permanent(reason: "BadTopic")),
+            (400, "IdleTimeout", .retry(reason: "IdleTimeout", retryAfter: nil)),
+            (403, "ExpiredProviderToken", .credential(reason: "ExpiredProviderToken", refreshToken: true)),
+            (403, "InvalidProviderToken", .credential(reason: "InvalidProviderToken", refreshToken: false)),
+            (403, "UnrelatedKeyIdInToken", .credential(reason: "UnrelatedKeyIdInToken", refreshToken: false)),
+            (403, "BadEnvironmentKeyInToken", .credential(reason: "BadEnvironmentKeyInToken", refreshToken: false)),
+            (403, "BadEnvironmentKeyIdInToken", .credential(reason: "BadEnvironmentKeyIdInToken", refreshToken: false)),
+            (413, "PayloadTooLarge", .permanent(reason: "PayloadTooLarge")),
+            (429, "TooManyRequests", .retry(reason: "TooManyRequests", retryAfter: 30)),
+            (429, "TooManyProviderTokenUpdates", .credential(reason: "TooManyProviderTokenUpdates", refreshToken: false)),
+            (500, "InternalServerError", .retry(reason: "InternalServerError", retryAfter: 30)),
+            (503, "ServiceUnavailable", .retry(reason: "ServiceUnavailable", retryAfter: 30)),
+        ] as [(Int, String?, PushOutcome)]
+    )
     func classification(status: Int, reason: String?, expected: PushOutcome) {
         #expect(PushOutcome.apns(status: status, reason: reason, retryAfter: "30", apnsID: "id") == expected)
     }
@@ -132,7 +143,10 @@ struct APNsTests {
         let key = P256.Signing.PrivateKey()
         let clock = Mutex(Date(timeIntervalSince1970: 1_800_000_000))
         let manager = try await APNsTokenManager(
-            privateKeyPEM: key.pemRepresentation, keyID: "ABC123DEFG", teamID: "TEAM123456", now: { clock.withLock { $0 } }
+            privateKeyPEM: key.pemRepresentation,
+            keyID: "ABC123DEFG",
+            teamID: "TEAM123456",
+            now: { clock.withLock { $0 } }
         )
         let first = try await manager.token()
         let parts = first.split(separator: ".")

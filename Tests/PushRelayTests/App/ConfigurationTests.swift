@@ -5,9 +5,10 @@ import Hummingbird
 import HummingbirdTesting
 import Logging
 import Postgres
-@testable import PushRelay
 import TestSupport
 import Testing
+
+@testable import PushRelay
 
 @Suite("Configuration")
 struct ConfigurationTests {
@@ -15,21 +16,21 @@ struct ConfigurationTests {
     func yamlAndOverrides() async throws {
         let path = (NSTemporaryDirectory() as NSString).appendingPathComponent("push-relay-\(UUID().uuidString).yaml")
         try """
-            http:
-              host: 0.0.0.0
-              port: 9090
-            database:
-              url: "host=db.internal password=s3cret"
-              max_connections: 25
-            webhooks:
-              max_devices: 50
-            apps:
-              - id: support
-                webhook_secrets: ["support-secret-0123456789", "support-secret-rotated-01"]
-              - id: other-app
-                webhook_secrets: ["other-secret-0123456789"]
-                webhook_signing_secret: "signing-secret-0123456789"
-            """.write(toFile: path, atomically: true, encoding: .utf8)
+        http:
+          host: 0.0.0.0
+          port: 9090
+        database:
+          url: "host=db.internal password=s3cret"
+          max_connections: 25
+        webhooks:
+          max_devices: 50
+        apps:
+          - id: support
+            webhook_secrets: ["support-secret-0123456789", "support-secret-rotated-01"]
+          - id: other-app
+            webhook_secrets: ["other-secret-0123456789"]
+            webhook_signing_secret: "signing-secret-0123456789"
+        """.write(toFile: path, atomically: true, encoding: .utf8)
         defer { try? FileManager.default.removeItem(atPath: path) }
         let reader = try await ConfigReader.pushRelay(
             overrides: ["http.port": .init(.int(7070), isSecret: false)],
@@ -56,7 +57,10 @@ struct ConfigurationTests {
             (AppConfiguration(id: "Bad Id", webhookSecrets: ["support-secret-0123456789"]), "app id"),
             (AppConfiguration(id: "short", webhookSecrets: ["tooshort"]), "webhook_secrets[0]"),
             (AppConfiguration(id: "none", webhookSecrets: []), "at least one"),
-            (AppConfiguration(id: "keyless", webhookSecrets: ["support-secret-0123456789"], userTokens: .init(secretFile: "/nonexistent")), "secret_file"),
+            (
+                AppConfiguration(id: "keyless", webhookSecrets: ["support-secret-0123456789"], userTokens: .init(secretFile: "/nonexistent")),
+                "secret_file"
+            ),
         ]
         for (app, fragment) in cases {
             let error = #expect(throws: ConfigurationError.self) { try AppConfiguration.validate([app]) }

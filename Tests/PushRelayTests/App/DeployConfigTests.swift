@@ -51,7 +51,8 @@ struct DeployConfigTests {
             for (pattern, template) in substitutions {
                 let expression = try NSRegularExpression(pattern: pattern)
                 logged = expression.stringByReplacingMatches(
-                    in: logged, range: NSRange(logged.startIndex..., in: logged),
+                    in: logged,
+                    range: NSRange(logged.startIndex..., in: logged),
                     withTemplate: template.replacingOccurrences(of: "\\1", with: "$1")
                 )
             }

@@ -5,9 +5,10 @@ import Hummingbird
 import HummingbirdTesting
 import NIOCore
 import Postgres
-@testable import PushRelay
 import TestSupport
 import Testing
+
+@testable import PushRelay
 
 @Suite("Console: the API's answers, read through the API's own types")
 struct ConsoleNumberTests {

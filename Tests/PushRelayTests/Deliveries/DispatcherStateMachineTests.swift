@@ -21,12 +21,28 @@ struct DispatcherStateMachineTests {
     static let start = ContinuousClock.now
 
     static func delivery(
-        _ id: Int64, app: String = "support", platform: Platform = .ios, attempts: Int = 1, createdAt: Date = epoch,
-        active: Bool = true, claimedAt: ContinuousClock.Instant = start
+        _ id: Int64,
+        app: String = "support",
+        platform: Platform = .ios,
+        attempts: Int = 1,
+        createdAt: Date = epoch,
+        active: Bool = true,
+        claimedAt: ContinuousClock.Instant = start
     ) -> ClaimedDelivery {
         ClaimedDelivery(
-            id: id, appID: app, token: "a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6", platform: platform, kind: .alert, attempts: attempts, createdAt: createdAt,
-            ticketID: "4711", title: "Re: printer", body: "It works now", environment: nil, deviceActive: active, badge: 1,
+            id: id,
+            appID: app,
+            token: "a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6",
+            platform: platform,
+            kind: .alert,
+            attempts: attempts,
+            createdAt: createdAt,
+            ticketID: "4711",
+            title: "Re: printer",
+            body: "It works now",
+            environment: nil,
+            deviceActive: active,
+            badge: 1,
             claimedAt: claimedAt
         )
     }
@@ -218,7 +234,10 @@ struct DispatcherStateMachineTests {
         let now = Self.epoch.addingTimeInterval(10)
         func delay(attempt: Int, retryAfter: Int? = nil, jitter: Double) -> TimeInterval? {
             let result = machine.rules.decide(
-                Self.delivery(1, attempts: attempt), .retry(reason: "InternalServerError", retryAfter: retryAfter), now: now, jitter: jitter
+                Self.delivery(1, attempts: attempt),
+                .retry(reason: "InternalServerError", retryAfter: retryAfter),
+                now: now,
+                jitter: jitter
             )
             #expect(result.status == .pending)
             #expect(result.outcome == .retry)
@@ -274,7 +293,12 @@ struct DispatcherStateMachineTests {
     @Test("rejected credentials: the delivery waits delivery.credential_retry_seconds, its attempt not counted")
     func credentialWait() {
         let machine = Machine(settings: Self.settings(["credential_retry_seconds": 90]), apps: ["a"])
-        let result = machine.rules.decide(Self.delivery(1), .credential(reason: "InvalidProviderToken", refreshToken: false), now: Self.epoch, jitter: 0.5)
+        let result = machine.rules.decide(
+            Self.delivery(1),
+            .credential(reason: "InvalidProviderToken", refreshToken: false),
+            now: Self.epoch,
+            jitter: 0.5
+        )
         #expect(result.status == .pending)
         #expect(result.outcome == .credential)
         #expect(!result.countsAttempt)
@@ -299,7 +323,16 @@ struct DispatcherStateMachineTests {
     func deliveredAndUnsendable() {
         let machine = Machine(settings: Self.settings(), apps: ["a"])
         let delivered = machine.rules.decide(Self.delivery(1), .delivered(providerID: "id-1", environment: "sandbox"), now: Self.epoch, jitter: 0)
-        #expect(delivered == DeliveryResult(delivery: Self.delivery(1), status: .delivered, outcome: .delivered, providerID: "id-1", learnedEnvironment: "sandbox"))
+        #expect(
+            delivered
+                == DeliveryResult(
+                    delivery: Self.delivery(1),
+                    status: .delivered,
+                    outcome: .delivered,
+                    providerID: "id-1",
+                    learnedEnvironment: "sandbox"
+                )
+        )
         let unsendable = machine.rules.decide(Self.delivery(1), .unsendable(reason: "header"), now: Self.epoch, jitter: 0)
         #expect(unsendable.status == .failed)
         #expect(unsendable.outcome == .unsendable)

@@ -1,10 +1,11 @@
-import StrictJSON
-import _CryptoExtras
 import Foundation
 import JWTKit
-@testable import PushRelay
+import StrictJSON
 import Synchronization
 import Testing
+import _CryptoExtras
+
+@testable import PushRelay
 
 @Suite("FCM messages, outcomes and OAuth tokens")
 struct FCMTests {
@@ -44,19 +45,44 @@ struct FCMTests {
 
     @Test("FCM answers are classified as PROTOCOLS.md says")
     func classification() {
-        #expect(PushOutcome.fcm(status: 200, body: Array(#"{"name":"projects/p/messages/1"}"#.utf8), retryAfter: nil) == .delivered(providerID: "projects/p/messages/1"))
+        #expect(
+            PushOutcome.fcm(status: 200, body: Array(#"{"name":"projects/p/messages/1"}"#.utf8), retryAfter: nil)
+                == .delivered(providerID: "projects/p/messages/1")
+        )
         #expect(PushOutcome.fcm(status: 404, body: Self.body("NOT_FOUND", "UNREGISTERED"), retryAfter: nil) == .deadToken(reason: "UNREGISTERED"))
         #expect(
-            PushOutcome.fcm(status: 400, body: Self.body("INVALID_ARGUMENT", "INVALID_ARGUMENT", message: "The registration token is not a valid FCM registration token"), retryAfter: nil)
+            PushOutcome.fcm(
+                status: 400,
+                body: Self.body("INVALID_ARGUMENT", "INVALID_ARGUMENT", message: "The registration token is not a valid FCM registration token"),
+                retryAfter: nil
+            )
                 == .deadToken(reason: "INVALID_ARGUMENT")
         )
-        #expect(PushOutcome.fcm(status: 400, body: Self.body("INVALID_ARGUMENT", "INVALID_ARGUMENT", message: "bad ttl"), retryAfter: nil) == .permanent(reason: "INVALID_ARGUMENT"))
-        #expect(PushOutcome.fcm(status: 403, body: Self.body("PERMISSION_DENIED", "SENDER_ID_MISMATCH"), retryAfter: nil) == .deadToken(reason: "SENDER_ID_MISMATCH"))
-        #expect(PushOutcome.fcm(status: 429, body: Self.body("RESOURCE_EXHAUSTED", "QUOTA_EXCEEDED"), retryAfter: "60") == .retry(reason: "QUOTA_EXCEEDED", retryAfter: 60))
-        #expect(PushOutcome.fcm(status: 503, body: Self.body("UNAVAILABLE", "UNAVAILABLE"), retryAfter: "5") == .retry(reason: "UNAVAILABLE", retryAfter: 5))
+        #expect(
+            PushOutcome.fcm(status: 400, body: Self.body("INVALID_ARGUMENT", "INVALID_ARGUMENT", message: "bad ttl"), retryAfter: nil)
+                == .permanent(reason: "INVALID_ARGUMENT")
+        )
+        #expect(
+            PushOutcome.fcm(status: 403, body: Self.body("PERMISSION_DENIED", "SENDER_ID_MISMATCH"), retryAfter: nil)
+                == .deadToken(reason: "SENDER_ID_MISMATCH")
+        )
+        #expect(
+            PushOutcome.fcm(status: 429, body: Self.body("RESOURCE_EXHAUSTED", "QUOTA_EXCEEDED"), retryAfter: "60")
+                == .retry(reason: "QUOTA_EXCEEDED", retryAfter: 60)
+        )
+        #expect(
+            PushOutcome.fcm(status: 503, body: Self.body("UNAVAILABLE", "UNAVAILABLE"), retryAfter: "5")
+                == .retry(reason: "UNAVAILABLE", retryAfter: 5)
+        )
         #expect(PushOutcome.fcm(status: 500, body: Self.body("INTERNAL", "INTERNAL"), retryAfter: nil) == .retry(reason: "INTERNAL", retryAfter: nil))
-        #expect(PushOutcome.fcm(status: 401, body: Self.body("UNAUTHENTICATED", nil), retryAfter: nil) == .credential(reason: "UNAUTHENTICATED", refreshToken: true))
-        #expect(PushOutcome.fcm(status: 401, body: Self.body("UNAUTHENTICATED", "THIRD_PARTY_AUTH_ERROR"), retryAfter: nil) == .credential(reason: "THIRD_PARTY_AUTH_ERROR", refreshToken: false))
+        #expect(
+            PushOutcome.fcm(status: 401, body: Self.body("UNAUTHENTICATED", nil), retryAfter: nil)
+                == .credential(reason: "UNAUTHENTICATED", refreshToken: true)
+        )
+        #expect(
+            PushOutcome.fcm(status: 401, body: Self.body("UNAUTHENTICATED", "THIRD_PARTY_AUTH_ERROR"), retryAfter: nil)
+                == .credential(reason: "THIRD_PARTY_AUTH_ERROR", refreshToken: false)
+        )
         #expect(PushOutcome.fcm(status: 502, body: Array("<html>".utf8), retryAfter: nil) == .retry(reason: "HTTP 502", retryAfter: nil))
     }
 
@@ -64,8 +90,10 @@ struct FCMTests {
     func accessTokens() async throws {
         let key = try _RSA.Signing.PrivateKey(keySize: .bits2048)
         let account = ServiceAccount(
-            projectID: "demo-project", clientEmail: "relay@demo-project.iam.gserviceaccount.com",
-            privateKey: key.pemRepresentation, tokenURI: "https://oauth.example/token"
+            projectID: "demo-project",
+            clientEmail: "relay@demo-project.iam.gserviceaccount.com",
+            privateKey: key.pemRepresentation,
+            tokenURI: "https://oauth.example/token"
         )
         let verifier = await JWTKeyCollection().add(rsa: try Insecure.RSA.PublicKey(pem: key.publicKey.pemRepresentation), digestAlgorithm: .sha256)
         let exchanges = Mutex<[String]>([])
@@ -74,7 +102,10 @@ struct FCMTests {
             account: account,
             exchange: { url, form in
                 #expect(url == "https://oauth.example/token")
-                let count = exchanges.withLock { $0.append(form); return $0.count }
+                let count = exchanges.withLock {
+                    $0.append(form)
+                    return $0.count
+                }
                 return (200, Array(#"{"access_token":"token-\#(count)","expires_in":3599,"token_type":"Bearer"}"#.utf8))
             },
             now: { clock.withLock { $0 } }
@@ -103,8 +134,10 @@ struct FCMTests {
     func boundedTokenLifetime() async throws {
         let key = try _RSA.Signing.PrivateKey(keySize: .bits2048)
         let account = ServiceAccount(
-            projectID: "demo-project", clientEmail: "relay@demo-project.iam.gserviceaccount.com",
-            privateKey: key.pemRepresentation, tokenURI: "https://oauth.example/token"
+            projectID: "demo-project",
+            clientEmail: "relay@demo-project.iam.gserviceaccount.com",
+            privateKey: key.pemRepresentation,
+            tokenURI: "https://oauth.example/token"
         )
         let lifetimes = Mutex<[String]>(["9223372036854775807", "-9223372036854775808", "1e300", "\"3599\"", "3599"])
         let count = Mutex(0)
@@ -113,7 +146,10 @@ struct FCMTests {
             account: account,
             exchange: { _, _ in
                 let lifetime = lifetimes.withLock { $0.isEmpty ? "3599" : $0.removeFirst() }
-                let number = count.withLock { $0 += 1; return $0 }
+                let number = count.withLock {
+                    $0 += 1
+                    return $0
+                }
                 return (200, Array(#"{"access_token":"token-\#(number)","expires_in":\#(lifetime)}"#.utf8))
             },
             now: { clock.withLock { $0 } }
@@ -132,10 +168,13 @@ struct FCMTests {
         #expect(FCMAccessTokenManager.lifetime(NSNumber(value: 3599)) == 3599)
     }
 
-    @Test("a service account whose token_uri is not https stops start-up with a message naming the app and the key", arguments: [
-        ("http://oauth2.googleapis.com/token", false), ("ftp://oauth2.googleapis.com/token", false), ("https:///token", false),
-        ("oauth2.googleapis.com/token", false), ("", false), ("https://oauth2.googleapis.com/token", true),
-    ])
+    @Test(
+        "a service account whose token_uri is not https stops start-up with a message naming the app and the key",
+        arguments: [
+            ("http://oauth2.googleapis.com/token", false), ("ftp://oauth2.googleapis.com/token", false), ("https:///token", false),
+            ("oauth2.googleapis.com/token", false), ("", false), ("https://oauth2.googleapis.com/token", true),
+        ]
+    )
     func tokenURIMustBeHTTPS(uri: String, accepted: Bool) throws {
         let path = NSTemporaryDirectory() + "/push-relay-sa-\(UUID().uuidString.prefix(8)).json"
         let json: [String: String] = ["project_id": "p", "client_email": "relay@p.iam.gserviceaccount.com", "private_key": "k", "token_uri": uri]

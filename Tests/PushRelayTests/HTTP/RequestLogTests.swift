@@ -5,9 +5,10 @@ import Hummingbird
 import HummingbirdTesting
 import Logging
 import Postgres
-@testable import PushRelay
 import TestSupport
 import Testing
+
+@testable import PushRelay
 
 @Suite("Request log")
 struct RequestLogTests {

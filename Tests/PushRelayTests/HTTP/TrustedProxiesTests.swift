@@ -5,9 +5,10 @@ import Hummingbird
 import HummingbirdTesting
 import NIOCore
 import Postgres
-@testable import PushRelay
 import TestSupport
 import Testing
+
+@testable import PushRelay
 
 @Suite("http.trusted_proxies: addresses and CIDR blocks")
 struct TrustedProxiesTests {

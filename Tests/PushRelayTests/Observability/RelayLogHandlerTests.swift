@@ -43,6 +43,10 @@ struct RelayLogHandlerTests {
         #expect(actual.lines.withLock { $0.count } == 4)
         #expect(actual.withoutTimestamps == expected.withoutTimestamps)
         #expect(actual.withoutTimestamps[2].contains("push.app=other push.device=1234…abcd"))
-        #expect(actual.withoutTimestamps[1].contains(withProvider ? "provided=p push.app=from-provider request.id=abc" : "push.app=support request.id=abc"))
+        #expect(
+            actual.withoutTimestamps[1].contains(
+                withProvider ? "provided=p push.app=from-provider request.id=abc" : "push.app=support request.id=abc"
+            )
+        )
     }
 }

@@ -1,6 +1,7 @@
-@testable import PushRelay
 import TestSupport
 import Testing
+
+@testable import PushRelay
 
 /// What `GET /metrics` says of each metric (``RelayMetrics``).
 @Suite("Metrics: names and help texts")

@@ -21,7 +21,10 @@ struct ProviderReasonTests {
 
     @Test("a reason APNs adds later is classified by its status: 403 waits as credentials, 5xx retries, 400 fails")
     func unknownAPNsReasons() {
-        #expect(PushOutcome.apns(status: 403, reason: "NewKeyProblem", retryAfter: nil, apnsID: nil) == .credential(reason: "NewKeyProblem", refreshToken: false))
+        #expect(
+            PushOutcome.apns(status: 403, reason: "NewKeyProblem", retryAfter: nil, apnsID: nil)
+                == .credential(reason: "NewKeyProblem", refreshToken: false)
+        )
         #expect(PushOutcome.apns(status: 503, reason: "NewOutage", retryAfter: "7", apnsID: nil) == .retry(reason: "NewOutage", retryAfter: 7))
         #expect(PushOutcome.apns(status: 400, reason: "NewHeaderRule", retryAfter: nil, apnsID: nil) == .permanent(reason: "NewHeaderRule"))
         #expect(PushOutcome.apns(status: 410, reason: "ExpiredToken", retryAfter: nil, apnsID: nil) == .deadToken(reason: "ExpiredToken"))

@@ -61,7 +61,12 @@ struct RetryAfterTests {
             for attempt in [Int.min, -1, 0, 1, 2, 31, 64, Int.max] {
                 for jitter in [Double.nan, -.infinity, -1, 0, 0.5, 1, 2, .infinity] {
                     let delay = backoffDelay(
-                        base: .milliseconds(100), cap: .seconds(60), attempt: attempt, retryAfter: retryAfter, maxRetryAfter: cap, jitter: jitter
+                        base: .milliseconds(100),
+                        cap: .seconds(60),
+                        attempt: attempt,
+                        retryAfter: retryAfter,
+                        maxRetryAfter: cap,
+                        jitter: jitter
                     )
                     #expect(delay >= .zero && delay <= cap)
                 }
@@ -70,7 +75,12 @@ struct RetryAfterTests {
         let huge = backoffDelay(base: .seconds(Int64.max), cap: .seconds(Int64.max), attempt: 40, retryAfter: nil, maxRetryAfter: .seconds(Int64.max))
         #expect(huge == longestBackoff)
         let retry = backoffDelay(
-            base: .milliseconds(100), cap: .seconds(60), attempt: 1, retryAfter: 10_000_000_000_000_000, maxRetryAfter: cap, jitter: 0
+            base: .milliseconds(100),
+            cap: .seconds(60),
+            attempt: 1,
+            retryAfter: 10_000_000_000_000_000,
+            maxRetryAfter: cap,
+            jitter: 0
         )
         #expect(retry == cap)
         let settings = DispatcherStateMachineTests.settings(["max_retry_after_seconds": 120])
@@ -93,10 +103,11 @@ struct RetryAfterTests {
             "10000000000000000", "9223372036854775807", "9223372036854775808", "-9223372036854775809", "1e400", "-1e400", "1e-400",
             "NaN", "Infinity", "-0", "0", "3", "1.5", "18446744073709551616", String(repeating: "9", count: 5000),
         ]
-        let headers = numbers + [
-            "", " ", "Sun, 06 Nov 1994 08:49:37 GMT", "Fri, 31 Dec 9999 23:59:59 GMT", "Sunday, 06-Nov-94 08:49:37 GMT",
-            "Sun Nov  6 08:49:37 1994", "Sun, 99 Nov 1994 99:99:99 GMT", "\u{0}", "\u{FFFD}\u{FFFD}", "3, 4",
-        ]
+        let headers =
+            numbers + [
+                "", " ", "Sun, 06 Nov 1994 08:49:37 GMT", "Fri, 31 Dec 9999 23:59:59 GMT", "Sunday, 06-Nov-94 08:49:37 GMT",
+                "Sun Nov  6 08:49:37 1994", "Sun, 99 Nov 1994 99:99:99 GMT", "\u{0}", "\u{FFFD}\u{FFFD}", "3, 4",
+            ]
         let statuses = [0, -1, 100, 200, 400, 401, 403, 404, 410, 413, 429, 500, 502, 503, 504, 999, Int.max, Int.min]
         let settings = DispatcherStateMachineTests.settings()
         var checked = 0
@@ -139,8 +150,10 @@ struct RetryAfterTests {
         }
         #expect(checked == 2 * 2000 * seeds.count)
         // The end-to-end header of the issue, through each classifier.
-        #expect(PushOutcome.apns(status: 429, reason: "TooManyRequests", retryAfter: "10000000000000000", apnsID: nil)
-            == .retry(reason: "TooManyRequests", retryAfter: RetryAfter.ceiling))
+        #expect(
+            PushOutcome.apns(status: 429, reason: "TooManyRequests", retryAfter: "10000000000000000", apnsID: nil)
+                == .retry(reason: "TooManyRequests", retryAfter: RetryAfter.ceiling)
+        )
         #expect(PushOutcome.fcm(status: 503, body: [], retryAfter: "10000000000000000") == .retry(reason: "HTTP 503", retryAfter: RetryAfter.ceiling))
         // A 410 whose timestamp is no plausible time is dead without a date (a date is stored with the delivery).
         for stamp in ["1e308", "\"1e400\"", "\"inf\"", "\"NaN\"", "-5", "9223372036854775807", "\"-1e300\""] {
@@ -149,8 +162,10 @@ struct RetryAfterTests {
             #expect(outcome == .deadToken(reason: "Unregistered"), "\(stamp)")
         }
         let real = Array(#"{"reason":"Unregistered","timestamp":1793999999000}"#.utf8)
-        #expect(PushOutcome.apns(status: 410, body: real, retryAfter: nil, apnsID: nil, now: Self.now)
-            == .deadToken(reason: "Unregistered", since: Date(timeIntervalSince1970: 1_793_999_999)))
+        #expect(
+            PushOutcome.apns(status: 410, body: real, retryAfter: nil, apnsID: nil, now: Self.now)
+                == .deadToken(reason: "Unregistered", since: Date(timeIntervalSince1970: 1_793_999_999))
+        )
     }
 
     @Test("a webhook signature timestamp at the extremes, and a NaN or huge tolerance setting, give 401 invalid_signature, never a trap")

@@ -1,8 +1,9 @@
 import Foundation
-@testable import Postgres
-@testable import PushRelay
 import TestSupport
 import Testing
+
+@testable import Postgres
+@testable import PushRelay
 
 /// The hub's ETag cache against announcements, driven through its listener events and its read
 /// calls in the order a race would interleave them.
@@ -10,7 +11,8 @@ import Testing
 struct UnreadHubTests {
     /// A running hub fed by `events`; stopped when `body` returns.
     static func withHub(
-        maxCacheBytes: Int = UnreadHub.defaultCacheBytes, _ body: (UnreadHub, AsyncStream<PostgresListenerEvent>.Continuation) async throws -> Void
+        maxCacheBytes: Int = UnreadHub.defaultCacheBytes,
+        _ body: (UnreadHub, AsyncStream<PostgresListenerEvent>.Continuation) async throws -> Void
     ) async throws {
         let (events, feed) = AsyncStream.makeStream(of: PostgresListenerEvent.self)
         let hub = UnreadHub(events: events, heartbeat: .seconds(60), maxCacheBytes: maxCacheBytes)
