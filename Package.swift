@@ -6,6 +6,23 @@ let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("MemberImportVisibility"),
 ]
 
+/// What both of the application's test targets use.
+let relayTestDependencies: [Target.Dependency] = [
+    "PushRelay",
+    "StrictJSON",
+    "CurlHTTP2",
+    "PushSandbox",
+    "Postgres",
+    "TestSupport",
+    .product(name: "HummingbirdTesting", package: "hummingbird"),
+    .product(name: "NIOCore", package: "swift-nio"),
+    .product(name: "NIOPosix", package: "swift-nio"),
+    .product(name: "JWTKit", package: "jwt-kit"),
+    .product(name: "Yams", package: "Yams"),
+    .product(name: "Crypto", package: "swift-crypto"),
+    .product(name: "_CryptoExtras", package: "swift-crypto"),
+]
+
 let package = Package(
     name: "push-relay",
     platforms: [.macOS(.v15)],
@@ -183,42 +200,8 @@ let package = Package(
             ]
         ),
         // Unit tests, without I/O beyond the repository's files.
-        .testTarget(
-            name: "PushRelayTests",
-            dependencies: [
-                "PushRelay",
-                "StrictJSON",
-                "CurlHTTP2",
-                "PushSandbox",
-                "Postgres",
-                "TestSupport",
-                .product(name: "HummingbirdTesting", package: "hummingbird"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "JWTKit", package: "jwt-kit"),
-                .product(name: "Yams", package: "Yams"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "_CryptoExtras", package: "swift-crypto"),
-            ]
-        ),
+        .testTarget(name: "PushRelayTests", dependencies: relayTestDependencies),
         // Suites that start PostgreSQL (and the sandbox, relay processes).
-        .testTarget(
-            name: "IntegrationTests",
-            dependencies: [
-                "PushRelay",
-                "StrictJSON",
-                "CurlHTTP2",
-                "PushSandbox",
-                "Postgres",
-                "TestSupport",
-                .product(name: "HummingbirdTesting", package: "hummingbird"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "JWTKit", package: "jwt-kit"),
-                .product(name: "Yams", package: "Yams"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "_CryptoExtras", package: "swift-crypto"),
-            ]
-        ),
+        .testTarget(name: "IntegrationTests", dependencies: relayTestDependencies),
     ]
 )

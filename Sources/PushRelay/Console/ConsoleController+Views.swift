@@ -1,13 +1,13 @@
 import Foundation
 
-/// What the console's templates render: the layout's values (``Page``) around each page's own
-/// (``Page/view``, which every page template opens as its `{{#view}}` section), built from the
+/// What the console's templates render: the layout's values (``ConsolePage``) around each page's own
+/// (``ConsolePage/view``, which every page template opens as its `{{#view}}` section), built from the
 /// API's own answer types. Mustache reads these by name, so a property is named as the template
 /// refers to it; an absent optional lets a lookup fall through to the enclosing values, as a
 /// missing key would.
 extension ConsoleController {
     /// One page: the layout's values and the page's view.
-    struct Page<View: Sendable>: Sendable {
+    struct ConsolePage<View: Sendable>: Sendable {
         var title: String
         var page: String
         var signedIn = false

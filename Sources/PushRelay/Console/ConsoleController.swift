@@ -90,7 +90,7 @@ final class ConsoleController: Sendable {
     /// (a login CSRF check: another site cannot sign a browser into its own key).
     private func loginPage(_ request: Request, context: AppRequestContext, error: String?, status: HTTPResponse.Status) -> Response {
         let check = ConsoleSessionStore.randomToken()
-        var page = Page(title: "Sign in", page: "login", error: error, view: LoginView(loginCheck: check))
+        var page = ConsolePage(title: "Sign in", page: "login", error: error, view: LoginView(loginCheck: check))
         if request.uri.queryParameters["ended"] != nil && error == nil {
             page.flash = Flash(kind: "info", text: "Your session has ended. Sign in again.")
         }
@@ -362,7 +362,7 @@ final class ConsoleController: Sendable {
         let context: AppRequestContext
 
         /// A page with the layout's values filled in: the navigation, who is signed in, the CSRF token.
-        func page<View>(title: String, page: String, view: View) -> Page<View> {
+        func page<View>(title: String, page: String, view: View) -> ConsolePage<View> {
             let who: String
             switch session.principal {
             case .admin: who = "admin key \(session.keyPrefix)"
@@ -373,7 +373,7 @@ final class ConsoleController: Sendable {
                 ("overview", "Overview", "/console"), ("find", "Find", "/console/find"), ("devices", "Devices", "/console/devices"),
                 ("jobs", "Jobs", "/console/jobs"), ("apps", "Apps", "/console/apps"),
             ]
-            return Page(
+            return ConsolePage(
                 title: title,
                 page: page,
                 signedIn: true,
@@ -433,7 +433,7 @@ final class ConsoleController: Sendable {
     }
 
     /// A list answer of the API: `{"<name>":[…]}`, and `"next"` (the next page's cursor, or `null`)
-    /// on a paged one (``StatusController/Page``, the device, job and app lists).
+    /// on a paged one (``StatusController/ConsolePage``, the device, job and app lists).
     struct APIList<Item: Decodable>: Decodable {
         var items: [Item]
         var next: String?

@@ -40,7 +40,7 @@ struct ConsolePages: Sendable {
         HTTPField.Name("Referrer-Policy")!: "no-referrer",
     ]
 
-    func html<View>(template: String, page: ConsoleController.Page<View>, status: HTTPResponse.Status = .ok) -> Response {
+    func html<View>(template: String, page: ConsoleController.ConsolePage<View>, status: HTTPResponse.Status = .ok) -> Response {
         let text = library.render(page, withTemplate: template) ?? "template \(template) is missing"
         return Response(status: status, headers: Self.securityHeaders, body: .init(byteBuffer: ByteBuffer(string: text)))
     }

@@ -33,50 +33,8 @@ struct OperatorController<Context: RequestContext>: Sendable {
 
     // MARK: Overview
 
-    struct Activity: Codable, Sendable, Equatable {
-        var webhooks: Int64 = 0
-        var delivered: Int64 = 0
-        var failed: Int64 = 0
-        var expired: Int64 = 0
-        var deadToken: Int64 = 0
-        var skipped: Int64 = 0
-
-        enum CodingKeys: String, CodingKey {
-            case webhooks, delivered, failed, expired, skipped
-            case deadToken = "dead_token"
-        }
-
-        init(webhooks: Int64 = 0, delivered: Int64 = 0, failed: Int64 = 0, expired: Int64 = 0, deadToken: Int64 = 0, skipped: Int64 = 0) {
-            self.webhooks = webhooks
-            self.delivered = delivered
-            self.failed = failed
-            self.expired = expired
-            self.deadToken = deadToken
-            self.skipped = skipped
-        }
-
-        init(_ counts: ActivityTally.Counts) {
-            self.init(
-                webhooks: counts.webhooks,
-                delivered: counts.delivered,
-                failed: counts.failed,
-                expired: counts.expired,
-                deadToken: counts.deadToken,
-                skipped: counts.skipped
-            )
-        }
-
-        static func + (lhs: Activity, rhs: Activity) -> Activity {
-            Activity(
-                webhooks: lhs.webhooks + rhs.webhooks,
-                delivered: lhs.delivered + rhs.delivered,
-                failed: lhs.failed + rhs.failed,
-                expired: lhs.expired + rhs.expired,
-                deadToken: lhs.deadToken + rhs.deadToken,
-                skipped: lhs.skipped + rhs.skipped
-            )
-        }
-    }
+    /// One minute's (or the hour's) counts, as the overview answers them.
+    typealias Activity = ActivityTally.Counts
 
     struct Minute: Encodable, Sendable {
         var minute: Date
@@ -134,7 +92,7 @@ struct OperatorController<Context: RequestContext>: Sendable {
         let depths = try await store.depths(apps: visible, cap: Self.countCap)
         let answer = visible.map { app in
             let series = stride(from: first, through: current, by: 60).map { minute in
-                Minute(minute: Date(timeIntervalSince1970: TimeInterval(minute)), activity: minutes[app]?[minute].map(Activity.init) ?? Activity())
+                Minute(minute: Date(timeIntervalSince1970: TimeInterval(minute)), activity: minutes[app]?[minute] ?? Activity())
             }
             let depth = depths[app] ?? OperatorStore.Depths()
             return AppOverview(

@@ -12,13 +12,30 @@ final class ActivityTally: Sendable {
         var minute: Int64
     }
 
-    struct Counts: Equatable {
+    /// Webhooks accepted and final outcomes; also the operator API's `activity` answer.
+    struct Counts: Codable, Sendable, Equatable {
         var webhooks: Int64 = 0
         var delivered: Int64 = 0
         var failed: Int64 = 0
         var expired: Int64 = 0
         var deadToken: Int64 = 0
         var skipped: Int64 = 0
+
+        enum CodingKeys: String, CodingKey {
+            case webhooks, delivered, failed, expired, skipped
+            case deadToken = "dead_token"
+        }
+
+        static func + (lhs: Counts, rhs: Counts) -> Counts {
+            Counts(
+                webhooks: lhs.webhooks + rhs.webhooks,
+                delivered: lhs.delivered + rhs.delivered,
+                failed: lhs.failed + rhs.failed,
+                expired: lhs.expired + rhs.expired,
+                deadToken: lhs.deadToken + rhs.deadToken,
+                skipped: lhs.skipped + rhs.skipped
+            )
+        }
     }
 
     struct Rejection: Equatable {
@@ -70,14 +87,7 @@ final class ActivityTally: Sendable {
     func restore(_ taken: (counts: [Key: Counts], rejections: [String: [String: Rejection]])) {
         state.withLock { state in
             for (key, counts) in taken.counts {
-                var sum = state.counts[key, default: Counts()]
-                sum.webhooks += counts.webhooks
-                sum.delivered += counts.delivered
-                sum.failed += counts.failed
-                sum.expired += counts.expired
-                sum.deadToken += counts.deadToken
-                sum.skipped += counts.skipped
-                state.counts[key] = sum
+                state.counts[key] = state.counts[key, default: Counts()] + counts
             }
             for (app, byPlatform) in taken.rejections {
                 for (platform, rejection) in byPlatform where state.rejections[app]?[platform] == nil {
