@@ -11,7 +11,7 @@ import Testing
 @testable import PushRelay
 
 /// The operator console's sessions and checks, over HTTP against a real database. The pages as a
-/// person sees them are tested in a real browser by Deploy/console-test.sh.
+/// person sees them are tested in a real browser by scripts/test/console-test.sh.
 @Suite("Console: sign-in, sessions, CSRF, what a key sees", .serialized)
 struct ConsoleTests {
     static let form: HTTPFields = [.contentType: "application/x-www-form-urlencoded"]
