@@ -32,7 +32,7 @@ struct DeviceController<Repository: DeviceRepository, Context: RequestContext>: 
         guard let platform = Platform(rawValue: platformName) else {
             throw JSONBody.invalidField("platform", "must be \"ios\" or \"android\"")
         }
-        let token = try DeviceToken.normalise(try pathToken(context), platform: platform).get()
+        let token = try InputRules.deviceToken(try pathToken(context), platform: platform).get()
         var userID = try body.optionalString("user_id").map {
             try InputRules.identifier($0, field: "user_id", maxBytes: InputRules.maxUserBytes)
         }
@@ -130,7 +130,7 @@ struct DeviceController<Repository: DeviceRepository, Context: RequestContext>: 
 
     /// The token for lookups (``DeviceToken/forLookup(_:)``).
     private func lookupToken(_ context: Context) throws -> String {
-        try DeviceToken.forLookup(try pathToken(context))
+        try InputRules.deviceTokenForLookup(try pathToken(context))
     }
 }
 

@@ -5,11 +5,8 @@ import Hummingbird
 /// cannot store, or that could not travel in an HTTP header or a NOTIFY line, is a 400 naming the
 /// field instead of a failed statement that takes the other webhooks of its group commit with it.
 enum InputRules {
-    /// Most bytes of a device token. The token is part of three primary keys (devices, the Zendesk
-    /// queue, and unread counters of devices linked to no user), and a B-tree entry must fit in
-    /// about 2.7 kB: longer tokens would fail in PostgreSQL, not here. APNs tokens are 64 hex
-    /// characters and FCM registration tokens about 160.
-    static let maxTokenBytes = 1024
+    /// Most bytes of a device token (``DeviceToken/maxBytes``).
+    static let maxTokenBytes = DeviceToken.maxBytes
     /// Most bytes of a ticket id (webhook `ticket_id`, `{ticket}` in read paths).
     static let maxTicketBytes = 255
     /// Most bytes of a user id (`user_id`, `{user}` in paths).
@@ -133,5 +130,41 @@ extension InputRules {
             throw JSONBody.invalidField("limit", "must be an integer from 1 to 500")
         }
         return limit
+    }
+}
+
+extension InputRules {
+    /// Normalises and checks a token for the registry API: iOS tokens are hex of even length,
+    /// 32–200 characters, stored lower-case; Android tokens are printable ASCII without spaces, at
+    /// most ``InputRules/maxTokenBytes`` bytes. Returns `nil` with the reason when the token is unacceptable.
+    static func deviceToken(_ token: String, platform: Platform) -> Result<String, APIError> {
+        switch platform {
+        case .ios:
+            let count = token.utf8.count
+            guard count >= 32, count <= 200, count % 2 == 0, token.utf8.allSatisfy(DeviceToken.isHex) else {
+                return .failure(
+                    APIError(.badRequest, code: "invalid_field", message: "token must be an APNs token: hex, even length, 32-200 characters")
+                )
+            }
+            return .success(token.lowercased())
+        case .android:
+            guard DeviceToken.isPrintable(token) else {
+                return .failure(
+                    APIError(
+                        .badRequest,
+                        code: "invalid_field",
+                        message: "token must be 1-\(InputRules.maxTokenBytes) bytes of printable characters without spaces"
+                    )
+                )
+            }
+            return .success(token)
+        }
+    }
+
+    /// A token from a lookup's path (`…/devices/{token}`): printable, else 400; hex tokens are
+    /// compared lower-case, as they are stored.
+    static func deviceTokenForLookup(_ token: String) throws -> String {
+        guard DeviceToken.isPrintable(token) else { throw JSONBody.invalidField("token", "must be printable characters without spaces") }
+        return token.utf8.allSatisfy(DeviceToken.isHex) ? token.lowercased() : token
     }
 }

@@ -67,7 +67,7 @@ struct StatusController<Context: RequestContext>: Sendable {
         let (app, principal) = try await authenticator.resolve(request, context: context)
         try principal.requireAppKey(app, scope: .notificationsRead)
         let full = try fullTokens(request, principal: principal, app: app)
-        let lookup = try DeviceToken.forLookup(try context.pathParameter("token"))
+        let lookup = try InputRules.deviceTokenForLookup(try context.pathParameter("token"))
         let (limit, before) = try page(request)
         let (rows, more) = try await store.deliveries(app: app, token: lookup, before: before, limit: limit, fullTokens: full)
         return Page(name: "deliveries", items: rows, next: more ? rows.last.map { String($0.id) } : nil)
