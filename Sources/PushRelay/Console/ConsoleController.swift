@@ -433,17 +433,12 @@ final class ConsoleController: Sendable {
     }
 
     /// A list answer of the API: `{"<name>":[…]}`, and `"next"` (the next page's cursor, or `null`)
-    /// on a paged one (``StatusController/ConsolePage``, the device, job and app lists).
+    /// on a paged one (``StatusController/Page``, the device, job and app lists).
     struct APIList<Item: Decodable>: Decodable {
         var items: [Item]
         var next: String?
 
-        private struct Key: CodingKey {
-            var stringValue: String
-            var intValue: Int? { nil }
-            init(stringValue: String) { self.stringValue = stringValue }
-            init?(intValue: Int) { nil }
-        }
+        private typealias Key = NamedCodingKey
 
         init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: Key.self)

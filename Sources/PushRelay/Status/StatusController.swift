@@ -25,12 +25,7 @@ struct StatusController<Context: RequestContext>: Sendable {
         var items: [Item]
         var next: String?
 
-        private struct Key: CodingKey {
-            var stringValue: String
-            var intValue: Int? { nil }
-            init(stringValue: String) { self.stringValue = stringValue }
-            init?(intValue: Int) { nil }
-        }
+        private typealias Key = NamedCodingKey
 
         func encode(to encoder: any Encoder) throws {
             var c = encoder.container(keyedBy: Key.self)
