@@ -136,16 +136,11 @@ final class IntakeShareHandler: ChannelDuplexHandler, RemovableChannelHandler {
         let body = ByteBuffer(
             string: #"{"error":{"code":"over_capacity","message":"the relay's connections for this kind of request are all in use; retry later"}}"#
         )
-        typealias IDs = RequestIDMiddleware<AppRequestContext>
-        let id = IDs.id(for: head)
-        let response = HTTPResponseHead(
-            version: .http1_1,
-            status: .serviceUnavailable,
-            headers: [
-                "Content-Type": "application/json", "Content-Length": "\(body.readableBytes)", "Retry-After": "1", "Connection": "close",
-                IDs.headerName.rawName: id, "Date": HTTPDate.now(), "Server": shares.serverName,
-            ]
-        )
+        var headers: HTTPHeaders = [
+            "Content-Type": "application/json", "Content-Length": "\(body.readableBytes)", "Retry-After": "1", "Connection": "close",
+        ]
+        FastPathRequest.addCommonHeaders(&headers, requestID: RequestIDMiddleware<AppRequestContext>.id(for: head), serverName: shares.serverName)
+        let response = HTTPResponseHead(version: .http1_1, status: .serviceUnavailable, headers: headers)
         context.write(wrapOutboundOut(.head(response)), promise: nil)
         context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
         context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in context.close(promise: nil) }
