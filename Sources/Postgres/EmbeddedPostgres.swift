@@ -48,6 +48,8 @@ public final class EmbeddedPostgres: Sendable {
 
     /// The cluster's data directory.
     public var dataDirectory: String { path("pgdata") }
+    /// Whether the cluster has been initialised (`start()` would reuse it rather than create it).
+    public var exists: Bool { FileManager.default.fileExists(atPath: (dataDirectory as NSString).appendingPathComponent("PG_VERSION")) }
     private var passwordFile: String { path("password") }
     private var settingsFile: String { (dataDirectory as NSString).appendingPathComponent("push-relay.conf") }
     /// The server's log file.

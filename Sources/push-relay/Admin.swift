@@ -23,7 +23,7 @@ struct RemoteOptions: ParsableArguments {
 
     func key() throws -> String {
         guard let key = adminKey ?? ProcessInfo.processInfo.environment["PUSH_RELAY_ADMIN_KEY"], !key.isEmpty else {
-            throw ValidationError("an admin key is needed: --admin-key or PUSH_RELAY_ADMIN_KEY")
+            throw CommandError("an admin key is needed: --admin-key or PUSH_RELAY_ADMIN_KEY")
         }
         return key
     }
@@ -39,12 +39,12 @@ struct RemoteOptions: ParsableArguments {
         do {
             response = try await client.send(HTTP2Request(url: baseURL + path, method: method, headers: headers, body: body, timeout: .seconds(600)))
         } catch {
-            throw ValidationError("cannot reach the relay at \(baseURL): \(error)")
+            throw CommandError("cannot reach the relay at \(baseURL): \(error)")
         }
         let object = (try? JSONSerialization.jsonObject(with: Data(response.body))) as? [String: Any]
         guard (200..<300).contains(response.status) else {
             let message = ((object?["error"] as? [String: Any])?["message"] as? String) ?? String(decoding: response.body.prefix(300), as: UTF8.self)
-            throw ValidationError("the relay answered \(response.status): \(message)")
+            throw CommandError("the relay answered \(response.status): \(message)")
         }
         return object ?? [:]
     }
@@ -86,7 +86,7 @@ struct BulkUnregister: AsyncParsableCommand {
     @OptionGroup var remote: RemoteOptions
 
     func run() async throws {
-        guard let data = FileManager.default.contents(atPath: file) else { throw ValidationError("cannot read \(file)") }
+        guard let data = FileManager.default.contents(atPath: file) else { throw CommandError("cannot read \(file)") }
         let type = file.lowercased().hasSuffix(".csv") ? "text/csv" : "text/plain"
         let started = ContinuousClock.now
         let created = try await remote.call(
@@ -95,7 +95,7 @@ struct BulkUnregister: AsyncParsableCommand {
             body: Array(data),
             contentType: type
         )
-        guard let id = created["job_id"] as? String else { throw ValidationError("the relay did not return a job id") }
+        guard let id = created["job_id"] as? String else { throw CommandError("the relay did not return a job id") }
         let uploaded = ContinuousClock.now - started
         print("job \(id): \(created["total"] as? Int ?? 0) tokens uploaded in \(Self.seconds(uploaded))")
         if noWait { return }
@@ -206,12 +206,20 @@ struct Jobs: AsyncParsableCommand {
     }
 
     struct Cancel: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Cancel a queued or running job.")
+        static let configuration = CommandConfiguration(
+            abstract: "Cancel a queued or running job.",
+            discussion: """
+                No new batch starts once the job is cancelled, but the batches already running finish: up to \
+                jobs.parallel_batches × jobs.batch_size more tokens (by default 2 × 50,000) may be removed after this returns. \
+                `push-relay jobs show ID` a few seconds later has the final counts.
+                """
+        )
         @Argument(help: "The job id.") var id: String
         @OptionGroup var remote: RemoteOptions
 
         func run() async throws {
             print(Jobs.line(try await remote.call("POST", "/v1/admin/jobs/\(id)/cancel")))
+            print("batches already running finish (up to jobs.parallel_batches × jobs.batch_size tokens); `jobs show \(id)` has the final counts")
         }
     }
 }

@@ -17,16 +17,26 @@ struct CommonOptions: ParsableArguments {
     @Option(help: ArgumentHelp("trace, debug, info, notice, warning, error or critical (or LOG_LEVEL; default info).", valueName: "level"))
     var logLevel: String?
 
-    /// Builds the configuration reader with these options on top.
-    func reader(_ extra: [AbsoluteConfigKey: ConfigValue] = [:]) async throws -> ConfigReader {
+    /// Builds the configuration reader with these options on top; refuses unknown keys and values
+    /// of the wrong type.
+    func reader(_ extra: [AbsoluteConfigKey: ConfigValue] = [:], recorder: AccessRecorder? = nil) async throws -> ConfigReader {
+        do {
+            return try await readConfiguration(extra)(recorder ?? AccessRecorder())
+        } catch {
+            throw CommandError("configuration: \(error)")
+        }
+    }
+
+    /// Reads the configuration as ``reader(_:recorder:)`` does, each time it is called (a reload
+    /// reads the file again, with the same options on top).
+    func readConfiguration(_ extra: [AbsoluteConfigKey: ConfigValue] = [:]) -> ConfigurationReloader.ReadConfiguration {
         var overrides = extra
         if let dataDir { overrides["data.directory"] = .init(.string(dataDir), isSecret: false) }
         if let logLevel { overrides["log.level"] = .init(.string(logLevel), isSecret: false) }
         if let configFile { overrides["config.file"] = .init(.string(configFile), isSecret: false) }
-        do {
-            return try await ConfigReader.pushRelay(overrides: overrides, configFile: configFile)
-        } catch {
-            throw ValidationError("cannot read the configuration file: \(error)")
+        let configFile = configFile
+        return { [overrides] recorder in
+            try await ConfigReader.pushRelay(overrides: overrides, configFile: configFile, recorder: recorder)
         }
     }
 
@@ -34,7 +44,7 @@ struct CommonOptions: ParsableArguments {
     func logger(_ reader: ConfigReader) throws -> Logger {
         let name = reader.string(forKey: "log.level", default: "info")
         guard let level = Logger.Level(rawValue: name.lowercased()) else {
-            throw ValidationError("unknown log level '\(name)'; use trace, debug, info, notice, warning, error or critical")
+            throw CommandError("unknown log level '\(name)'; use trace, debug, info, notice, warning, error or critical")
         }
         LoggingSystem.bootstrap { label in
             var handler = RelayLogHandler.standardError(label: label)
@@ -45,4 +55,11 @@ struct CommonOptions: ParsableArguments {
         logger.logLevel = level
         return logger
     }
+}
+
+/// A failure while a command runs: printed as `Error: <message>` with exit status 1, without the
+/// usage text that ArgumentParser adds to a `ValidationError` (which is for wrong arguments).
+struct CommandError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
 }

@@ -51,7 +51,7 @@ struct Keys: AsyncParsableCommand {
             if let app, let file = reader.string(forKey: "config.file") {
                 let apps = try AppConfiguration.load(configFile: file)
                 guard apps.contains(where: { $0.id == app }) else {
-                    throw ValidationError("app '\(app)' is not listed under apps: in \(file)")
+                    throw CommandError("app '\(app)' is not listed under apps: in \(file)")
                 }
             }
             let scopes = self.scopes.isEmpty ? APIKeyScope.allCases : self.scopes.compactMap(APIKeyScope.init(rawValue:))
@@ -85,17 +85,22 @@ struct Keys: AsyncParsableCommand {
                     print("no keys")
                     return
                 }
-                print("PREFIX        APP             SCOPES                                                  STATE    CREATED              LABEL")
-                for record in records {
-                    let line = [
-                        record.prefix.padding(toLength: 13, withPad: " ", startingAt: 0),
-                        (record.appID ?? "(admin)").padding(toLength: 15, withPad: " ", startingAt: 0),
-                        record.scopes.joined(separator: ",").padding(toLength: 55, withPad: " ", startingAt: 0),
-                        (record.revokedAt == nil ? "active" : "revoked").padding(toLength: 8, withPad: " ", startingAt: 0),
+                let rows = records.map { record in
+                    [
+                        record.prefix, record.appID ?? "(admin)", record.scopes.joined(separator: ","),
+                        record.revokedAt == nil ? "active" : "revoked",
                         record.createdAt.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: false)),
                         record.label ?? "",
                     ]
-                    print(line.joined(separator: " "))
+                }
+                let header = ["PREFIX", "APP", "SCOPES", "STATE", "CREATED", "LABEL"]
+                // Each column as wide as its widest cell, so nothing is cut.
+                let widths = header.indices.map { column in ([header] + rows).map { $0[column].count }.max() ?? 0 }
+                for line in [header] + rows {
+                    let padded = line.enumerated().map { column, cell in
+                        column == line.count - 1 ? cell : cell.padding(toLength: widths[column], withPad: " ", startingAt: 0)
+                    }
+                    print(padded.joined(separator: "  ").trimmingCharacters(in: .whitespaces))
                 }
             }
         }
@@ -116,18 +121,23 @@ struct Keys: AsyncParsableCommand {
                 if try await APIKeyStore(client: database.client).revoke(key) {
                     print("revoked \(key)")
                 } else {
-                    throw ValidationError("no active key with prefix or id '\(key)'")
+                    throw CommandError("no active key with prefix or id '\(key)'")
                 }
             }
         }
     }
 }
 
-/// Opens the database (starting the embedded one if needed), applies pending migrations when
+/// Opens the database (starting the embedded one if it exists; never creating one), applies pending migrations when
 /// `migrate` and `database.migrate_on_start` allow, runs `body`, and shuts down what it started,
 /// also when `body` fails.
 func withDatabase(reader: ConfigReader, logger: Logger, migrate: Bool = true, _ body: (Database) async throws -> Void) async throws {
-    let database = try await Database.open(reader: reader, logger: logger)
+    let database: Database
+    do {
+        database = try await Database.open(reader: reader, logger: logger, createEmbedded: false)
+    } catch let error as ConfigurationError {
+        throw CommandError(error.message)
+    }
     do {
         if migrate && reader.bool(forKey: "database.migrate_on_start", default: true) { try await database.migrate() }
         try await body(database)

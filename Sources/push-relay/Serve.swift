@@ -38,7 +38,7 @@ struct Serve: AsyncParsableCommand {
         var reader = try await common.reader(overrides)
         let logger = try common.logger(reader)
         logger.info("starting PushRelay", metadata: ["version": "\(PushRelayVersion.current)", "allocator": "\(Allocator.description)"])
-        var apps = try AppConfiguration.load(reader: reader)
+        var apps = try await AppConfiguration.loadChecked(reader: reader)
         var sandbox: SandboxServer?
         if apps.isEmpty && reader.string(forKey: "database.url", isSecret: true) == nil {
             // A local run with nothing configured: a demo app whose APNs and FCM are the built-in
@@ -67,7 +67,9 @@ struct Serve: AsyncParsableCommand {
             logger.notice("operator console", metadata: ["url": "\(Self.baseURL(HTTPConfiguration(config: reader.scoped(to: "http"))))/console"])
         }
         do {
-            let app = try await buildApplication(reader: reader, logger: logger, apps: apps)
+            // The demo's app is made here, not read from a file: there is nothing to reload.
+            let reload = sandbox == nil && reader.string(forKey: "config.file") != nil ? common.readConfiguration(overrides) : nil
+            let app = try await buildApplication(reader: reader, logger: logger, apps: apps, reload: reload)
             try await app.runService()
         } catch {
             await sandbox?.shutdown()

@@ -87,12 +87,17 @@ struct APNsProvider: PushProvider {
                 retryAfter: response.header("retry-after"),
                 apnsID: response.header("apns-id")
             )
-            if case .credential(let reason, refreshToken: true) = outcome, !refreshed, let tokens, let bearer {
+            if case .credential(let reason, let refresh) = outcome, response.status == 403, let tokens, let bearer {
+                // Any 403 retires the token: a key replaced under the same id, or a token another
+                // instance signed with a bad key, is not reused for the rest of its hour. (Not 429
+                // TooManyProviderTokenUpdates, which a new token would only make worse.)
+                await tokens.rejected(bearer)
                 // ExpiredProviderToken: sign a new token and try once more, if the lease leaves time for it.
-                await tokens.expired(bearer)
-                guard deadline.allowsAnotherRequest else { return .outOfTime("a request with a new provider token", after: reason) }
-                refreshed = true
-                continue
+                if refresh && !refreshed {
+                    guard deadline.allowsAnotherRequest else { return .outOfTime("a request with a new provider token", after: reason) }
+                    refreshed = true
+                    continue
+                }
             }
             return outcome
         }

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import JWTKit
 
@@ -27,8 +28,9 @@ actor APNsTokenManager {
     /// The token APNs last reported expired, until a new one is in use.
     private var rejected: String?
 
-    /// The credential's name in the ``ProviderTokenStore``.
-    nonisolated var credential: String { "apns:\(teamID):\(keyID)" }
+    /// The credential's name in the ``ProviderTokenStore``: team, key id and the key's fingerprint,
+    /// so a token signed with a replaced `.p8` (same key id, other key) is never reused.
+    nonisolated let credential: String
 
     /// - Parameters:
     ///   - privateKeyPEM: the `.p8` file's content (PKCS#8 PEM of a P-256 key).
@@ -43,6 +45,7 @@ actor APNsTokenManager {
     ) async throws {
         let key = try ES256PrivateKey(pem: privateKeyPEM)
         keys = await JWTKeyCollection().add(ecdsa: key, kid: JWKIdentifier(string: keyID))
+        credential = ProviderTokenStore.credentialName("apns:\(teamID):\(keyID)", key: try P256.Signing.PrivateKey(pemRepresentation: privateKeyPEM))
         self.keyID = keyID
         self.teamID = teamID
         self.refreshInterval = min(max(refreshInterval, 20 * 60), 60 * 60 - 60)
@@ -74,10 +77,11 @@ actor APNsTokenManager {
         return .init(token: token, issuedAt: issuedAt, expiresAt: issuedAt.addingTimeInterval(60 * 60))
     }
 
-    /// APNs answered ExpiredProviderToken for `token`: the next call signs a new one (or, with a
-    /// store, takes the one another instance signed since). A stale report about an older token
-    /// changes nothing.
-    func expired(_ token: String) {
+    /// APNs refused `token` (ExpiredProviderToken, InvalidProviderToken or another credential
+    /// answer): the next call signs a new one (or, with a store, takes the one another instance
+    /// signed since: the cluster signs one new token per refused one). A stale report about an
+    /// older token changes nothing.
+    func rejected(_ token: String) {
         if current?.token == token {
             current = nil
             rejected = token

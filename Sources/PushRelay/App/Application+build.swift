@@ -16,9 +16,18 @@ import Postgres
 /// `config.file`, whose `apps:` list is read when `apps` is not given.
 ///
 /// The logger is passed in: logging is bootstrapped once, by the executable, never here.
-public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppConfiguration]? = nil) async throws -> some ApplicationProtocol {
+///
+/// `reload` makes the configuration reloadable (SIGHUP, `POST /v1/admin/reload`): it reads the
+/// configuration again the way `reader` was made. Without it a reload is refused.
+public func buildApplication(
+    reader: ConfigReader,
+    logger: Logger,
+    apps: [AppConfiguration]? = nil,
+    reload: ConfigurationReloader.ReadConfiguration? = nil
+) async throws -> some ApplicationProtocol {
     let http = HTTPConfiguration(config: reader.scoped(to: "http"))
-    let configuredApps = try apps ?? AppConfiguration.load(reader: reader)
+    let configuredApps: [AppConfiguration]
+    if let apps { configuredApps = apps } else { configuredApps = try await AppConfiguration.loadChecked(reader: reader) }
     let directory = try await AppDirectory(apps: configuredApps)
     if configuredApps.isEmpty {
         logger.warning("no apps are configured; webhooks will be refused until the configuration file lists some under apps:")
@@ -27,7 +36,10 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
     let database = try await Database.open(reader: reader, logger: logger)
     do {
         if reader.bool(forKey: "database.migrate_on_start", default: true) {
-            try await database.migrate()
+            try await database.migrateWaiting(
+                upTo: .seconds(max(0, reader.int(forKey: "database.start_wait_seconds", default: 60))),
+                logger: logger
+            )
         }
     } catch {
         try? await database.shutdown()
@@ -124,6 +136,27 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
     )
     let keys = APIKeyStore(client: database.client)
     let authenticator = Authenticator(keys: keys, apps: directory, sessions: consoleSettings.enabled ? sessions : nil)
+    var reloader: ConfigurationReloader?
+    if let reload {
+        // What the reloader compares a reload's settings with: the ones in force now.
+        let recorder = AccessRecorder()
+        _ = try await reload(recorder)
+        reloader = ConfigurationReloader(
+            read: reload,
+            parts: .init(
+                directory: directory,
+                providers: providers,
+                dispatcher: dispatcher,
+                zendesk: forwarder,
+                events: eventForwarder,
+                authenticator: authenticator,
+                deliveryEnabled: delivery.enabled
+            ),
+            apps: configuredApps,
+            startSettings: ConfigurationReloader.settings(of: recorder),
+            logger: logger
+        )
+    }
     let console =
         consoleSettings.enabled
         ? try ConsoleController(
@@ -141,7 +174,8 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
         hub: hub,
         metrics: metrics,
         console: console,
-        maxUploadBytes: JobSettings(config: reader.scoped(to: "jobs")).maxUploadBytes
+        maxUploadBytes: JobSettings(config: reader.scoped(to: "jobs")).maxUploadBytes,
+        reloader: reloader
     )
     let limits = ConnectionLimits(config: reader.scoped(to: "http"))
     let serverName = "PushRelay"
@@ -183,6 +217,7 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
     app.addServices(eventForwarder)
     app.addServices(retention)
     app.addServices(writer)
+    app.addServices(ReloadOnHangUp(reloader: reloader, logger: logger))
     return app
 }
 
@@ -196,7 +231,8 @@ func buildRouter(
     hub: UnreadHub,
     metrics: RelayMetrics,
     console: ConsoleController? = nil,
-    maxUploadBytes: Int = JobSettings.defaultMaxUploadBytes
+    maxUploadBytes: Int = JobSettings.defaultMaxUploadBytes,
+    reloader: ConfigurationReloader? = nil
 ) -> (Router<AppRequestContext>, [Route]) {
     let router = Router(context: AppRequestContext.self)
     let routes = RouteRecorder(router: router)
@@ -225,6 +261,7 @@ func buildRouter(
         UnreadController(store: UnreadStore(client: database.client), hub: hub, authenticator: authenticator, metrics: metrics).endpoints
     )
     routes.addRoutes(OperatorController(store: OperatorStore(client: database.client), apps: apps, authenticator: authenticator).endpoints)
+    routes.addRoutes(ReloadController(reloader: reloader, authenticator: authenticator).endpoints)
     if let console {
         // HTML pages, outside the API's document; they call the API through this router.
         console.addRoutes(to: router)

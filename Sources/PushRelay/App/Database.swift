@@ -19,11 +19,16 @@ public struct Database: Sendable {
     public var listenerProbeInterval: Duration = .seconds(5)
 
     /// Opens the database described by a reader holding `database.*` and `data.directory`.
-    public static func open(reader: ConfigReader, logger: Logger) async throws -> Database {
+    ///
+    /// - Parameter createEmbedded: whether an embedded cluster may be created when `database.url`
+    ///   is unset and none exists yet. `serve` may (the demo); the commands that act on a relay's
+    ///   data may not, so they never quietly work on a database of their own.
+    public static func open(reader: ConfigReader, logger: Logger, createEmbedded: Bool = true) async throws -> Database {
         try await open(
             configuration: DatabaseConfiguration(config: reader.scoped(to: "database")),
             dataDirectory: reader.string(forKey: "data.directory", default: defaultDataDirectory),
-            logger: logger
+            logger: logger,
+            createEmbedded: createEmbedded
         )
     }
 
@@ -31,7 +36,12 @@ public struct Database: Sendable {
     public static let defaultDataDirectory = ".push-relay-data"
 
     /// Connects to the configured database, or starts the embedded one in `dataDirectory/postgres`.
-    public static func open(configuration: DatabaseConfiguration, dataDirectory: String, logger: Logger) async throws -> Database {
+    public static func open(
+        configuration: DatabaseConfiguration,
+        dataDirectory: String,
+        logger: Logger,
+        createEmbedded: Bool = true
+    ) async throws -> Database {
         let directory = try configuration.migrationsDirectory ?? MigrationsLocator.find()
         let migrator = Migrator(migrations: try Migrator.load(directory: directory), logger: logger)
         var embedded: EmbeddedPostgres?
@@ -44,6 +54,16 @@ public struct Database: Sendable {
                 configuration: .init(directory: (dataDirectory as NSString).appendingPathComponent("postgres")),
                 logger: logger
             )
+            guard createEmbedded || cluster.exists else {
+                let directory = URL(fileURLWithPath: dataDirectory).standardizedFileURL.path
+                throw ConfigurationError(
+                    """
+                    no database is configured: set database.url in the configuration file (or DATABASE_URL) to the relay's \
+                    database. Without it this command uses the embedded cluster of `push-relay serve`, and there is none in \
+                    \(directory)/postgres (--data-dir names another directory)
+                    """
+                )
+            }
             (conninfo, started) = try await cluster.start()
             embedded = cluster
         }
@@ -64,6 +84,27 @@ public struct Database: Sendable {
     /// Applies pending migrations.
     @discardableResult
     public func migrate() async throws -> [Migration] { try await migrator.migrate(client) }
+
+    /// Applies pending migrations, waiting up to `limit` for a database that is not answering yet
+    /// (a relay started before its PostgreSQL, as a supervisor may do): tries again after 1, 2, 4 …
+    /// (at most 15) seconds, with a warning per try. Other errors, and the last one, are thrown.
+    public func migrateWaiting(upTo limit: Duration, logger: Logger) async throws {
+        let giveUp = ContinuousClock.now + limit
+        var delay = Duration.seconds(1)
+        while true {
+            do {
+                try await migrate()
+                return
+            } catch let error as PostgresError where error.isUnavailable && ContinuousClock.now + delay < giveUp {
+                logger.warning(
+                    "database unavailable at start; trying again",
+                    metadata: ["db.cause": "\(error.unavailableCause ?? error.description)", "retry_in_s": "\(delay.components.seconds)"]
+                )
+                try await Task.sleep(for: delay)
+                delay = min(delay * 2, .seconds(15))
+            }
+        }
+    }
 
     /// Closes the pool and stops the embedded server if this process started it.
     public func shutdown() async throws {

@@ -2,8 +2,12 @@ import Crypto
 import Foundation
 import HTTPTypes
 import JWTKit
+import Synchronization
 
 /// The configured apps, looked up by id, with their secrets prepared for constant-time checks.
+///
+/// A reload replaces every app at once (``prepare(apps:)``, then ``install(_:)``): a request sees
+/// either the old set or the new one, never a mix, so a secret listed in both is never refused.
 public final class AppDirectory: Sendable {
     struct Entry: Sendable {
         let configuration: AppConfiguration
@@ -12,7 +16,13 @@ public final class AppDirectory: Sendable {
         let userTokenKeys: JWTKeyCollection?
     }
 
-    private let entries: [String: Entry]
+    /// Apps ready to replace the ones in use.
+    public struct Prepared: Sendable {
+        fileprivate let entries: [String: Entry]
+    }
+
+    private let current: Mutex<[String: Entry]>
+    private var entries: [String: Entry] { current.withLock { $0 } }
     /// A digest to compare against when the app is unknown, so that path takes as long as a wrong secret.
     private let decoy = SHA256.hash(data: Data("push-relay-decoy-secret".utf8))
 
@@ -20,6 +30,11 @@ public final class AppDirectory: Sendable {
     public var ids: [String] { entries.keys.sorted() }
 
     public init(apps: [AppConfiguration]) async throws {
+        current = Mutex(try await Self.prepare(apps: apps).entries)
+    }
+
+    /// Checks `apps` and reads their user-token keys; nothing in use changes.
+    public static func prepare(apps: [AppConfiguration]) async throws -> Prepared {
         try AppConfiguration.validate(apps)
         var entries: [String: Entry] = [:]
         for app in apps {
@@ -33,17 +48,20 @@ public final class AppDirectory: Sendable {
                 userTokenKeys: keys
             )
         }
-        self.entries = entries
+        return Prepared(entries: entries)
     }
 
-    /// The app's configuration, if it exists.
-    public func app(_ id: String) -> AppConfiguration? { entries[id]?.configuration }
+    /// Puts `prepared` in use: the next lookup sees it.
+    public func install(_ prepared: Prepared) { current.withLock { $0 = prepared.entries } }
 
-    func entry(_ id: String) -> Entry? { entries[id] }
+    /// The app's configuration, if it exists.
+    public func app(_ id: String) -> AppConfiguration? { current.withLock { $0[id]?.configuration } }
+
+    func entry(_ id: String) -> Entry? { current.withLock { $0[id] } }
 
     /// `id` when it names a configured app; otherwise the API's 404 `app_not_found`.
     func requireKnown(_ id: String) throws -> String {
-        guard entries[id] != nil else { throw APIError(.notFound, code: "app_not_found", message: "no such app") }
+        guard entry(id) != nil else { throw APIError(.notFound, code: "app_not_found", message: "no such app") }
         return id
     }
 
@@ -55,7 +73,7 @@ public final class AppDirectory: Sendable {
     public func acceptsWebhook(app id: String, secret: String) -> Bool {
         var secret = secret
         let presented = secret.withUTF8 { SHA256.hash(data: UnsafeRawBufferPointer($0)) }
-        guard let entry = entries[id] else {
+        guard let entry = entry(id) else {
             _ = presented == decoy
             return false
         }

@@ -23,6 +23,12 @@ public struct AppConfiguration: Sendable, Decodable, Hashable {
     public var webhookSecrets: [String]
     /// When set, webhooks must carry a valid `X-Zendesk-Webhook-Signature`.
     public var webhookSigningSecret: String?
+    /// More secrets a signature may be made with, while the signing secret is rotated (the file's
+    /// `webhook_signing_secret` given as a list: its first entry is ``webhookSigningSecret``).
+    public var additionalWebhookSigningSecrets: [String] = []
+
+    /// Every secret a webhook signature is checked against; none when signatures are not required.
+    public var webhookSigningSecrets: [String] { webhookSigningSecret.map { [$0] + additionalWebhookSigningSecrets } ?? [] }
     /// Where the HS256 key for user JWTs is read from.
     public var userTokens: UserTokens?
     /// How to reach APNs for this app's iOS devices; without it iOS deliveries fail as unconfigured.
@@ -73,6 +79,24 @@ public struct AppConfiguration: Sendable, Decodable, Hashable {
         case userTokens = "user_tokens"
     }
 
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        id = try container.decode(String.self, forKey: .id)
+        webhookSecrets = try container.decode([String].self, forKey: .webhookSecrets)
+        // One secret, or a list while rotating.
+        if let list = try? container.decodeIfPresent([String].self, forKey: .webhookSigningSecret) {
+            webhookSigningSecret = list.first
+            additionalWebhookSigningSecrets = Array(list.dropFirst())
+        } else {
+            webhookSigningSecret = try container.decodeIfPresent(String.self, forKey: .webhookSigningSecret)
+        }
+        userTokens = try container.decodeIfPresent(UserTokens.self, forKey: .userTokens)
+        apns = try container.decodeIfPresent(APNsSettings.self, forKey: .apns)
+        fcm = try container.decodeIfPresent(FCMSettings.self, forKey: .fcm)
+        zendesk = try container.decodeIfPresent(ZendeskSettings.self, forKey: .zendesk)
+        events = try container.decodeIfPresent(EventSettings.self, forKey: .events)
+    }
+
     /// Whether `value` can be an app id.
     public static func isValidID(_ value: some StringProtocol) -> Bool {
         guard let first = value.utf8.first, value.utf8.count <= 64, isLowerAlphanumeric(first) else { return false }
@@ -110,12 +134,55 @@ extension AppConfiguration {
         }
         let apps: [AppConfiguration]
         do {
+            try checkKeys(yaml: String(decoding: data, as: UTF8.self), file: configFile)
             apps = try YAMLDecoder().decode(File.self, from: data).apps ?? []
         } catch let error as DecodingError {
             throw ConfigurationError("invalid apps section in \(configFile): \(Self.describe(error))")
         }
         try validate(apps)
         return apps
+    }
+
+    /// The keys an entry of `apps:` may hold, dotted (`apns.token.key_id`).
+    public static let knownKeys: [String] = [
+        "id", "webhook_secrets", "webhook_signing_secret", "user_tokens.secret_file",
+        "apns.topic", "apns.environment", "apns.url", "apns.production_url", "apns.sandbox_url",
+        "apns.token.key_file", "apns.token.key_id", "apns.token.team_id",
+        "apns.certificate.file", "apns.certificate.type", "apns.certificate.key_file", "apns.certificate.password_file",
+        "fcm.service_account_file", "fcm.url",
+        "zendesk.url", "zendesk.email", "zendesk.api_token_file",
+        "events.url", "events.signing_secret_file", "events.types",
+    ]
+
+    /// Refuses keys of `apps:` entries that no setting reads, naming the app, the key and the
+    /// nearest known key (the decoder alone would ignore a misspelt `webhook_secret`).
+    static func checkKeys(yaml: String, file: String) throws {
+        guard let root = (try? Yams.load(yaml: yaml)) as? [String: Any], let list = root["apps"] as? [Any] else { return }
+        let known = Set(knownKeys)
+        let sections = Set(
+            knownKeys.flatMap { key in
+                let parts = key.split(separator: ".")
+                return (1..<max(parts.count, 1)).map { parts[0..<$0].joined(separator: ".") }
+            }
+        )
+        func walk(_ mapping: [String: Any], prefix: String, app: String) throws {
+            for (key, value) in mapping.sorted(by: { $0.key < $1.key }) {
+                let full = prefix.isEmpty ? key : prefix + "." + key
+                if known.contains(full) { continue }
+                if sections.contains(full), let nested = value as? [String: Any] {
+                    try walk(nested, prefix: full, app: app)
+                    continue
+                }
+                throw ConfigurationError(
+                    "\(file): apps entry \(app): unknown key '\(full)'\(ConfigurationSchema.suggestion(for: full, among: knownKeys))"
+                )
+            }
+        }
+        for (index, entry) in list.enumerated() {
+            guard let mapping = entry as? [String: Any] else { continue }
+            let app = (mapping["id"] as? String).map { "'\($0)'" } ?? "[\(index)]"
+            try walk(mapping, prefix: "", app: app)
+        }
     }
 
     /// Checks ids, secrets and key files, so that a mistake stops start-up with a clear message.
@@ -132,8 +199,10 @@ extension AppConfiguration {
                     "app '\(app.id)': webhook_secrets[\(index)] must be 16-256 characters of A-Z a-z 0-9 - _ . ~"
                 )
             }
-            if let signing = app.webhookSigningSecret, signing.utf8.count < 16 {
-                throw ConfigurationError("app '\(app.id)': webhook_signing_secret must be at least 16 characters")
+            if app.webhookSigningSecret != nil || !app.additionalWebhookSigningSecrets.isEmpty {
+                guard !app.webhookSigningSecrets.isEmpty, app.webhookSigningSecrets.allSatisfy({ $0.utf8.count >= 16 }) else {
+                    throw ConfigurationError("app '\(app.id)': webhook_signing_secret must be at least 16 characters (each, when a list)")
+                }
             }
             if let tokens = app.userTokens {
                 _ = try tokens.key(app: app.id)

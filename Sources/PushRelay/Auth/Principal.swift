@@ -60,6 +60,10 @@ public struct Authenticator: Sendable {
             }
         }
 
+        /// Forgets every token: after a reload, a token signed with a key no longer configured
+        /// must not stay accepted.
+        func forget() { table.withLock { $0 = (0, [:]) } }
+
         func remember(app: String, token: String, subject: String, expires: Date) {
             table.withLock { table in
                 if table.count >= Self.capacity { table = (0, [:]) }
@@ -67,6 +71,9 @@ public struct Authenticator: Sendable {
             }
         }
     }
+
+    /// The apps were reloaded: user tokens are checked again against the keys now configured.
+    func appsReloaded() { verifiedUserTokens.forget() }
 
     /// Authenticates a request aimed at `app` (the app in the URL, if any). Throws 401 on a
     /// missing or bad credential; authorisation (403) is the caller's.

@@ -31,7 +31,8 @@ extension Dispatcher {
         }
 
         let settings: DeliverySettings
-        let apps: [String]
+        /// The apps whose deliveries this instance claims; a reload changes them.
+        var apps: [String]
         private(set) var phase = Phase.running
         /// Claimed and not finished, per app.
         private(set) var inFlight: [String: Int] = [:]

@@ -38,7 +38,7 @@ final class Dispatcher: Service, Sendable {
     private let doorbell = Doorbell()
     private let writerBell = Doorbell()
     /// The event types each app wants, written with the outcomes.
-    private let events: [String: Set<DeliveryEventType>]
+    private let events: Mutex<[String: Set<DeliveryEventType>]>
 
     init(
         queue: DeliveryQueue,
@@ -50,7 +50,7 @@ final class Dispatcher: Service, Sendable {
         metrics: RelayMetrics = RelayMetrics(),
         logger: Logger
     ) {
-        self.events = events
+        self.events = Mutex(events)
         self.metrics = metrics
         self.queue = queue
         self.providers = providers
@@ -63,8 +63,16 @@ final class Dispatcher: Service, Sendable {
         self.machine = Mutex(machine)
     }
 
+    /// A reload: from now on, claims are for `apps` and outcomes write the event types in `events`.
+    /// Deliveries already claimed for an app no longer listed are sent again later (``deliver(_:)``).
+    func update(apps: [String], events: [String: Set<DeliveryEventType>]) {
+        self.events.withLock { $0 = events }
+        machine.withLock { $0.apps = apps }
+        wantClaim()
+    }
+
     func run() async throws {
-        guard !machine.withLock({ $0.apps.isEmpty }) else {
+        guard settings.enabled else {
             try? await gracefulShutdown()
             await providers.shutdown()
             return
@@ -205,6 +213,13 @@ final class Dispatcher: Service, Sendable {
 
     private func deliver(_ delivery: ClaimedDelivery) async {
         let provider = providers.provider(app: delivery.appID, platform: delivery.platform)
+        if provider == nil, !providers.knows(app: delivery.appID) {
+            // The app was removed by a reload after this was claimed: keep it, as a credential
+            // problem is kept (no attempt counted), in case the app comes back.
+            let outcome = PushOutcome.credential(reason: "the app is not configured (removed by a reload)", refreshToken: false)
+            finish(rules.decide(delivery, outcome, now: Date(), jitter: .random(in: 0...1)))
+            return
+        }
         if let result = rules.preflight(delivery, now: Date(), hasProvider: provider != nil) {
             finish(result)
             return
@@ -294,7 +309,7 @@ final class Dispatcher: Service, Sendable {
             let batch = machine.withLock { $0.takeUnwritten(max: 2000) }
             guard !batch.isEmpty else { return }
             do {
-                try await queue.store(batch, owner: owner, events: events)
+                try await queue.store(batch, owner: owner, events: events.withLock { $0 })
                 failures = 0
             } catch {
                 machine.withLock { $0.writeFailed(batch) }

@@ -1,22 +1,96 @@
+import Crypto
 import CurlHTTP2
 import Foundation
+import Synchronization
 
-/// Every app's APNs and FCM providers, built once at start-up.
+/// Every app's APNs and FCM providers, built at start-up and rebuilt by a reload.
 ///
 /// One ``HTTP2Client`` (one libcurl multi handle, so one connection pool) per credential: APNs binds
 /// a connection to one team, so apps sharing a key share a client and apps with different keys
 /// never share a connection. Likewise one token manager per APNs key and per service account, its
 /// token shared with the other instances through `tokens` when given.
+///
+/// A reload (``prepare(apps:)`` then ``install(_:)``) keeps the clients and token managers of
+/// credentials that did not change, so their connections and tokens carry on. A credential that
+/// changed gets new ones (its token manager is named by the credential's fingerprint, so no token
+/// of the old key is reused). Clients no longer used are closed only after ``retireAfter``: a send
+/// that started with the old credential finishes with it.
 final class ProviderSet: Sendable {
-    private let providers: [String: (apns: (any PushProvider)?, fcm: (any PushProvider)?)]
-    private let clients: [HTTP2Client]
+    typealias Pair = (apns: (any PushProvider)?, fcm: (any PushProvider)?)
+
+    /// A complete set of providers, built before it replaces the one in use.
+    struct Built: Sendable {
+        fileprivate var providers: [String: Pair] = [:]
+        fileprivate var clients: [String: HTTP2Client] = [:]
+        fileprivate var apnsManagers: [String: APNsTokenManager] = [:]
+        fileprivate var fcmManagers: [String: FCMAccessTokenManager] = [:]
+    }
+
+    private let settings: DeliverySettings
+    private let tokens: ProviderTokenStore?
+    private let current: Mutex<Built>
+    /// Clients replaced by a reload and not closed yet.
+    private let retiring = Mutex<[ObjectIdentifier: HTTP2Client]>([:])
+    /// How long a replaced client stays open for the sends that use it: two requests (a send may
+    /// make a second one with a new token) and some slack.
+    var retireAfter: Duration { settings.requestTimeout * 2 + .seconds(5) }
 
     init(apps: [AppConfiguration], settings: DeliverySettings, tokens: ProviderTokenStore? = nil) async throws {
-        var clients: [String: HTTP2Client] = [:]
-        var apnsManagers: [String: APNsTokenManager] = [:]
-        var fcmManagers: [String: FCMAccessTokenManager] = [:]
+        self.settings = settings
+        self.tokens = tokens
+        current = Mutex(try await Self.build(apps: apps, settings: settings, tokens: tokens, reusing: Built()))
+    }
+
+    /// Builds the providers of `apps`, reusing the clients and token managers of unchanged
+    /// credentials; nothing in use changes until ``install(_:)``. Throws what a credential's
+    /// files refuse, having closed the clients it made.
+    func prepare(apps: [AppConfiguration]) async throws -> Built {
+        try await Self.build(apps: apps, settings: settings, tokens: tokens, reusing: current.withLock { $0 })
+    }
+
+    /// Puts `built` in use; clients it no longer uses are closed after ``retireAfter``.
+    func install(_ built: Built) {
+        let old = current.withLock { current in
+            defer { current = built }
+            return current
+        }
+        let kept = Set(built.clients.values.map(ObjectIdentifier.init))
+        let unused = old.clients.values.filter { !kept.contains(ObjectIdentifier($0)) }
+        guard !unused.isEmpty else { return }
+        retiring.withLock { retiring in
+            for client in unused { retiring[ObjectIdentifier(client)] = client }
+        }
+        let delay = retireAfter
+        Task {
+            try? await Task.sleep(for: delay)
+            for client in unused {
+                guard retiring.withLock({ $0.removeValue(forKey: ObjectIdentifier(client)) }) != nil else { continue }
+                await client.shutdown()
+            }
+        }
+    }
+
+    /// Closes the clients `built` made that the set in use does not share (a prepared set that
+    /// is not installed).
+    func discard(_ built: Built) async {
+        let used = Set(current.withLock { $0.clients.values.map(ObjectIdentifier.init) })
+        for client in built.clients.values where !used.contains(ObjectIdentifier(client)) { await client.shutdown() }
+    }
+
+    private static func build(
+        apps: [AppConfiguration],
+        settings: DeliverySettings,
+        tokens: ProviderTokenStore?,
+        reusing old: Built
+    ) async throws -> Built {
+        var built = Built()
+        var made: [HTTP2Client] = []
         func client(_ key: String, certificate: HTTP2ClientConfiguration.ClientCertificate? = nil) throws -> HTTP2Client {
-            if let existing = clients[key] { return existing }
+            if let existing = built.clients[key] { return existing }
+            if let existing = old.clients[key] {
+                built.clients[key] = existing
+                return existing
+            }
             let created = try HTTP2Client(
                 configuration: .init(
                     maxConnectionsPerHost: settings.connectionsPerHost,
@@ -26,36 +100,30 @@ final class ProviderSet: Sendable {
                     eventThreads: settings.eventThreads
                 )
             )
-            clients[key] = created
+            made.append(created)
+            built.clients[key] = created
             return created
         }
-        var providers: [String: (apns: (any PushProvider)?, fcm: (any PushProvider)?)] = [:]
         do {
             for app in apps {
-                var apns: (any PushProvider)?
-                var fcm: (any PushProvider)?
+                var pair: Pair = (nil, nil)
                 if let apnsSettings = app.apns {
                     if let token = apnsSettings.token {
-                        guard let pem = FileManager.default.contents(atPath: token.keyFile) else {
+                        guard let pem = FileManager.default.contents(atPath: token.keyFile).map({ String(decoding: $0, as: UTF8.self) }) else {
                             throw ConfigurationError("app '\(app.id)': cannot read apns.token.key_file \(token.keyFile)")
                         }
-                        let manager: APNsTokenManager
-                        do {
-                            if let existing = apnsManagers["\(token.teamID):\(token.keyID)"] {
-                                manager = existing
-                            } else {
-                                manager = try await APNsTokenManager(
-                                    privateKeyPEM: String(decoding: pem, as: UTF8.self),
-                                    keyID: token.keyID,
-                                    teamID: token.teamID,
-                                    store: tokens
-                                )
-                            }
-                        } catch {
+                        guard let key = try? P256.Signing.PrivateKey(pemRepresentation: pem) else {
                             throw ConfigurationError("app '\(app.id)': apns.token.key_file is not a PKCS#8 P-256 key (.p8)")
                         }
-                        apnsManagers["\(token.teamID):\(token.keyID)"] = manager
-                        apns = APNsProvider(
+                        let name = ProviderTokenStore.credentialName("apns:\(token.teamID):\(token.keyID)", key: key)
+                        let manager: APNsTokenManager
+                        if let existing = built.apnsManagers[name] ?? old.apnsManagers[name] {
+                            manager = existing
+                        } else {
+                            manager = try await APNsTokenManager(privateKeyPEM: pem, keyID: token.keyID, teamID: token.teamID, store: tokens)
+                        }
+                        built.apnsManagers[name] = manager
+                        pair.apns = APNsProvider(
                             settings: apnsSettings,
                             client: try client("apns-token:\(token.teamID):\(token.keyID)"),
                             tokens: manager,
@@ -69,9 +137,17 @@ final class ProviderSet: Sendable {
                             keyPath: certificate.keyFile,
                             password: try apnsSettings.certificatePassword()
                         )
-                        apns = APNsProvider(
+                        // Named by the files' content too: a certificate replaced at the same path
+                        // gets a client (and TLS connections) of its own.
+                        let content = [certificate.file, certificate.keyFile].compactMap { $0 }.map { path in
+                            FileManager.default.contents(atPath: path).map { Fingerprint.of(String(decoding: $0, as: UTF8.self)) } ?? "-"
+                        }
+                        pair.apns = APNsProvider(
                             settings: apnsSettings,
-                            client: try client("apns-certificate:\(certificate.file)", certificate: identity),
+                            client: try client(
+                                "apns-certificate:\(certificate.file):\(content.joined(separator: ",")):\(identity.password.map(Fingerprint.of) ?? "")",
+                                certificate: identity
+                            ),
                             tokens: nil,
                             pushTTL: settings.pushTTL,
                             timeout: settings.requestTimeout
@@ -80,23 +156,24 @@ final class ProviderSet: Sendable {
                 }
                 if let fcmSettings = app.fcm {
                     let account = try fcmSettings.serviceAccount(app: app.id)
-                    let http = try client("fcm:\(account.projectID):\(account.clientEmail)")
+                    let http = try client("fcm:\(account.projectID):\(account.clientEmail):\(account.tokenURI)")
+                    let name = ProviderTokenStore.credentialName("fcm:\(account.clientEmail)", material: account.privateKey)
                     let manager: FCMAccessTokenManager
-                    do {
-                        if let existing = fcmManagers[account.clientEmail] {
-                            manager = existing
-                        } else {
+                    if let existing = built.fcmManagers[name] ?? old.fcmManagers[name] {
+                        manager = existing
+                    } else {
+                        do {
                             manager = try await FCMAccessTokenManager(
                                 account: account,
                                 exchange: FCMProvider.exchange(client: http, timeout: settings.requestTimeout),
                                 store: tokens
                             )
+                        } catch {
+                            throw ConfigurationError("app '\(app.id)': the private_key of fcm.service_account_file is not an RSA key")
                         }
-                    } catch {
-                        throw ConfigurationError("app '\(app.id)': the private_key of fcm.service_account_file is not an RSA key")
                     }
-                    fcmManagers[account.clientEmail] = manager
-                    fcm = FCMProvider(
+                    built.fcmManagers[name] = manager
+                    pair.fcm = FCMProvider(
                         settings: fcmSettings,
                         projectID: account.projectID,
                         client: http,
@@ -105,26 +182,36 @@ final class ProviderSet: Sendable {
                         timeout: settings.requestTimeout
                     )
                 }
-                providers[app.id] = (apns, fcm)
+                built.providers[app.id] = pair
             }
         } catch {
-            for client in clients.values { await client.shutdown() }
+            for client in made { await client.shutdown() }
             throw error
         }
-        self.providers = providers
-        self.clients = Array(clients.values)
+        return built
     }
 
     /// The provider for a delivery, or `nil` when the app has no section for that platform.
     func provider(app: String, platform: Platform) -> (any PushProvider)? {
-        switch platform {
-        case .ios: providers[app]?.apns
-        case .android: providers[app]?.fcm
+        current.withLock { current in
+            switch platform {
+            case .ios: current.providers[app]?.apns
+            case .android: current.providers[app]?.fcm
+            }
         }
     }
 
+    /// Whether `app` is configured (a reload may have removed it since its deliveries were claimed).
+    func knows(app: String) -> Bool { current.withLock { $0.providers[app] != nil } }
+
     /// Closes every connection; in-flight requests fail.
     func shutdown() async {
+        let clients =
+            current.withLock { Array($0.clients.values) }
+            + retiring.withLock { retiring in
+                defer { retiring = [:] }
+                return Array(retiring.values)
+            }
         for client in clients { await client.shutdown() }
     }
 }

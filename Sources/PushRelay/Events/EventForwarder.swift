@@ -123,7 +123,7 @@ struct EventQueue: Sendable {
 /// Events are sent at least once. Deliveries never wait for this: outcomes write events to the
 /// table and go on.
 final class EventForwarder: Service, Sendable {
-    private struct Target: Sendable {
+    struct Target: Sendable {
         var app: String
         var url: String
         var secret: SymmetricKey
@@ -141,11 +141,14 @@ final class EventForwarder: Service, Sendable {
 
     private let queue: EventQueue
     private let leases: Leases
-    private let http: HTTP2Client?
-    private let targets: [Target]
+    private let http: HTTP2Client
+    /// Each app's receiver, by app; a reload replaces them.
+    private let targets: Mutex<[String: Target]>
     private let settings: EventForwarderSettings
     private let metrics: RelayMetrics
     private let logger: Logger
+    /// The apps whose loop is running.
+    private let loops = Mutex<Set<String>>([])
     /// Leases this instance may hold, given back at shutdown.
     private let held = Mutex<Set<String>>([])
 
@@ -159,8 +162,8 @@ final class EventForwarder: Service, Sendable {
     ) throws {
         queue = EventQueue(client: client)
         leases = Leases(client: client, owner: leaseOwnerName(role: "events"))
-        targets = try apps.map { app in Target(app: app.id, url: app.events.url, secret: try app.events.secret(app: app.id)) }
-        http = targets.isEmpty ? nil : try HTTP2Client(configuration: .init(maxConnectionsPerHost: 1, maxConcurrentStreams: 10, caFile: caFile))
+        targets = Mutex(try Self.targets(apps))
+        http = try HTTP2Client(configuration: .init(maxConnectionsPerHost: 1, maxConcurrentStreams: 10, caFile: caFile))
         self.settings = settings
         self.metrics = metrics
         self.logger = logger
@@ -171,15 +174,34 @@ final class EventForwarder: Service, Sendable {
         Dictionary(uniqueKeysWithValues: apps.map { app in (app.id, app.events.eventTypes) })
     }
 
+    /// The receivers of `apps`; throws when a secret file cannot be read.
+    static func targets(_ apps: [(id: String, events: EventSettings)]) throws -> [String: Target] {
+        Dictionary(
+            uniqueKeysWithValues: try apps.map { app in
+                (app.id, Target(app: app.id, url: app.events.url, secret: try app.events.secret(app: app.id)))
+            }
+        )
+    }
+
+    /// A reload: a new app's loop starts within a poll interval, a removed app's loop ends after
+    /// the batch it is sending, and a changed receiver or secret is used from the next batch on.
+    func update(_ targets: [String: Target]) { self.targets.withLock { $0 = targets } }
+
+    /// The app's receiver now, or `nil` once a reload removed it.
+    private func target(_ app: String) -> Target? { targets.withLock { $0[app] } }
+
     func run() async throws {
-        guard let http, !targets.isEmpty else {
-            try? await gracefulShutdown()
-            return
-        }
         await cancelWhenGracefulShutdown {
             await withDiscardingTaskGroup { group in
-                for target in self.targets {
-                    group.addTask { await self.serve(target, http: http) }
+                // Starts a loop for each app that has none, then looks again after a poll interval.
+                while !Task.isCancelled {
+                    for app in self.targets.withLock({ Array($0.keys) }) where self.loops.withLock({ $0.insert(app).inserted }) {
+                        group.addTask {
+                            await self.serve(app)
+                            self.loops.withLock { _ = $0.remove(app) }
+                        }
+                    }
+                    try? await Task.sleep(for: self.settings.pollInterval)
                 }
             }
         }
@@ -189,14 +211,20 @@ final class EventForwarder: Service, Sendable {
         await http.shutdown()
     }
 
-    /// One app's loop, until the service is cancelled.
-    private func serve(_ target: Target, http: HTTP2Client) async {
+    /// One app's loop, until the service is cancelled or a reload removes the app.
+    private func serve(_ app: String) async {
         // The lease outlives a request several times over, so it cannot lapse during one.
-        var lease = HeldLease(name: "events:\(target.app)", duration: max(settings.lease, settings.requestTimeout * 3))
+        var lease = HeldLease(name: "events:\(app)", duration: max(settings.lease, settings.requestTimeout * 3))
         held.withLock { _ = $0.insert(lease.name) }
         var failures = 0
         var countedAt: ContinuousClock.Instant?
         while !Task.isCancelled {
+            guard let target = target(app) else {
+                // Removed by a reload: let another instance (or this one, if it comes back) take over.
+                if lease.isHeld { try? await leases.release(lease.name) }
+                held.withLock { _ = $0.remove(lease.name) }
+                return
+            }
             let round: Round
             do {
                 guard try await lease.hold(with: leases) else {
@@ -207,7 +235,7 @@ final class EventForwarder: Service, Sendable {
                     metrics.eventsQueued(app: target.app, count: try await queue.queued(app: target.app, cap: 100_000))
                     countedAt = .now
                 }
-                round = try await sendBatch(target, http: http, failures: failures)
+                round = try await sendBatch(target, http: self.http, failures: failures)
             } catch {
                 lease.forget()
                 logger.warning("reading the feedback event queue failed", metadata: ["push.app": "\(target.app)", "error": "\(error)"])

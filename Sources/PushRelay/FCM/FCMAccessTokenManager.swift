@@ -49,8 +49,9 @@ actor FCMAccessTokenManager {
     /// The token FCM last refused, until a new one is in use.
     private var rejected: String?
 
-    /// The credential's name in the ``ProviderTokenStore``.
-    nonisolated var credential: String { "fcm:\(account.clientEmail)" }
+    /// The credential's name in the ``ProviderTokenStore``: the account and its key's fingerprint,
+    /// so a replaced service account key never reuses the old key's access token.
+    nonisolated var credential: String { ProviderTokenStore.credentialName("fcm:\(account.clientEmail)", material: account.privateKey) }
 
     init(
         account: ServiceAccount,
@@ -117,8 +118,8 @@ actor FCMAccessTokenManager {
         return Int(min(max(seconds, 0), 86400))
     }
 
-    /// FCM answered UNAUTHENTICATED with `token`: the next call fetches a new one (or, with a
-    /// store, takes the one another instance fetched since).
+    /// FCM refused `token` (UNAUTHENTICATED, PERMISSION_DENIED, 401/403): the next call fetches a
+    /// new one (or, with a store, takes the one another instance fetched since).
     func rejected(_ token: String) {
         if current?.token == token {
             current = nil

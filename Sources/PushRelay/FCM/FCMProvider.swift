@@ -52,11 +52,14 @@ struct FCMProvider: PushProvider {
                 return .transportFailure(error)
             }
             let outcome = PushOutcome.fcm(status: response.status, body: response.body, retryAfter: response.header("retry-after"))
-            if case .credential(let reason, refreshToken: true) = outcome, !refreshed {
+            if case .credential(let reason, let refresh) = outcome, response.status == 401 || response.status == 403 {
+                // A refusal of the access token retires it (once per token, cluster-wide).
                 await tokens.rejected(bearer)
-                guard deadline.allowsAnotherRequest else { return .outOfTime("a request with a new access token", after: reason) }
-                refreshed = true
-                continue
+                if refresh && !refreshed {
+                    guard deadline.allowsAnotherRequest else { return .outOfTime("a request with a new access token", after: reason) }
+                    refreshed = true
+                    continue
+                }
             }
             return outcome
         }

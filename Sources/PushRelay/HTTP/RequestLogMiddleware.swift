@@ -5,8 +5,8 @@ import Logging
 ///
 /// The line names the route the router matched, with its parameters filled in from what the router
 /// extracted, never the raw path: `{secret}` becomes `…`, `{token}` keeps its first 6 and last 4
-/// characters, and so does a `{user}` long enough to be a device token (the unread owner of a
-/// device linked to no user is its token). Redacting by position in the raw path could be bypassed
+/// characters, and so does a `{user}` of any length (the unread owner of a device linked to no
+/// user is its token, and tokens have no minimum length). Redacting by position in the raw path could be bypassed
 /// by its shape (`//v1/…`, `/v1//webhooks/…`), which the router still matches. A path that matches
 /// no route is logged as `(no route)`: any of its segments could be a secret sent to the wrong place.
 /// Hummingbird's own request logger would log the raw path.
@@ -69,9 +69,9 @@ struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
         switch name {
         case "secret":
             return "…"
-        case "token":
-            return Redaction.token(printable(value))
-        case "user" where value.utf8.count >= 32:
+        case "token", "user":
+            // A user may be a device token of any length (the unread owner of a device linked to
+            // no user is its token), so users are shortened like tokens, whatever their length.
             return Redaction.token(printable(value))
         default:
             return printable(value)

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import Postgres
 import Synchronization
@@ -20,6 +21,19 @@ struct ProviderTokenStore: Sendable {
     struct Unavailable: Error, CustomStringConvertible {
         var credential: String
         var description: String { "no provider token for \(credential): another instance is refreshing it and stored none in time" }
+    }
+
+    /// A credential's name in `provider_tokens`: `base` (what names it to a person, such as
+    /// `apns:TEAM:KEYID`) and a fingerprint of the secret that signs its tokens, so a credential
+    /// replaced under the same name never reuses a token the old one made.
+    static func credentialName(_ base: String, material: String) -> String {
+        let normalised = material.split(whereSeparator: \.isWhitespace).joined()
+        return base + ":" + SHA256.hash(data: Data(normalised.utf8)).prefix(6).map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// ``credentialName(_:material:)`` for an APNs key: the fingerprint is of its public key.
+    static func credentialName(_ base: String, key: P256.Signing.PrivateKey) -> String {
+        credentialName(base, material: key.publicKey.derRepresentation.base64EncodedString())
     }
 
     let client: PostgresClient

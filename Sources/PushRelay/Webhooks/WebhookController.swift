@@ -43,7 +43,7 @@ struct WebhookController<Context: RequestContext>: Sendable {
         var request = request
         let webhook = try settings.notification(
             body: try await request.collectJSONBytes(context: context),
-            signingSecret: configuration.webhookSigningSecret,
+            signingSecrets: configuration.webhookSigningSecrets,
             signature: request.headers[.zendeskSignature],
             timestamp: request.headers[.zendeskSignatureTimestamp]
         )
@@ -80,9 +80,13 @@ extension AppDirectory {
 extension WebhookSettings {
     /// A webhook's checks, the same on both intake paths (the router's and ``WebhookShortcut``'s):
     /// its signature when the app requires one, then its body.
-    func notification(body: ByteBuffer, signingSecret: String?, signature: String?, timestamp: String?) throws -> PushNotification {
-        if let signingSecret {
-            try WebhookSignature(secret: signingSecret, tolerance: signatureTolerance).verify(signature: signature, timestamp: timestamp, body: body)
+    func notification(body: ByteBuffer, signingSecrets: [String], signature: String?, timestamp: String?) throws -> PushNotification {
+        if !signingSecrets.isEmpty {
+            try WebhookSignature(secrets: signingSecrets, tolerance: signatureTolerance).verify(
+                signature: signature,
+                timestamp: timestamp,
+                body: body
+            )
         }
         return try PushNotification(zendeskWebhook: try JSONBody(buffer: body), maxDevices: maxDevices)
     }

@@ -34,7 +34,7 @@ struct WebhookShortcut: Sendable {
     /// A webhook whose head this path takes.
     struct Taken {
         var app: String
-        var signingSecret: String?
+        var signingSecrets: [String]
         var contentLength: Int
         var signature: String?
         var signatureTimestamp: String?
@@ -80,7 +80,7 @@ struct WebhookShortcut: Sendable {
         typealias IDs = RequestIDMiddleware<AppRequestContext>
         return Taken(
             app: app,
-            signingSecret: configuration.webhookSigningSecret,
+            signingSecrets: configuration.webhookSigningSecrets,
             contentLength: contentLength,
             signature: signature,
             signatureTimestamp: timestamp,
@@ -107,7 +107,7 @@ struct WebhookShortcut: Sendable {
         guard
             let webhook = try? settings.notification(
                 body: body,
-                signingSecret: taken.signingSecret,
+                signingSecrets: taken.signingSecrets,
                 signature: taken.signature,
                 timestamp: taken.signatureTimestamp
             )

@@ -8,11 +8,16 @@ import NIOCore
 ///
 /// The timestamp must be within `tolerance` of now, so a captured request cannot be replayed later.
 struct WebhookSignature: Sendable {
-    let secret: SymmetricKey
+    /// Any one of them may have signed (two while a secret is rotated).
+    let secrets: [SymmetricKey]
     let tolerance: Double
 
     init(secret: String, tolerance: Double) {
-        self.secret = SymmetricKey(data: Data(secret.utf8))
+        self.init(secrets: [secret], tolerance: tolerance)
+    }
+
+    init(secrets: [String], tolerance: Double) {
+        self.secrets = secrets.map { SymmetricKey(data: Data($0.utf8)) }
         // Bounded, so the refusal's message (which prints it as an integer) cannot trap on a NaN or huge setting.
         self.tolerance = tolerance.isFinite ? min(max(tolerance, 0), 1e9) : 300
     }
@@ -31,7 +36,7 @@ struct WebhookSignature: Sendable {
         guard let mac = Data(base64Encoded: signature) else { throw Self.rejected("the webhook signature is not base64") }
         var signed = Data(timestamp.utf8)
         signed.append(contentsOf: body.readableBytesView)
-        guard HMAC<SHA256>.isValidAuthenticationCode(mac, authenticating: signed, using: secret) else {
+        guard secrets.contains(where: { HMAC<SHA256>.isValidAuthenticationCode(mac, authenticating: signed, using: $0) }) else {
             throw Self.rejected("the webhook signature does not match")
         }
     }

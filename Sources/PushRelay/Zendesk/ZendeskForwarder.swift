@@ -14,15 +14,16 @@ import Synchronization
 /// transport errors are retried with exponential backoff, or after `Retry-After` when Zendesk says;
 /// Zendesk rate-limits per account, so a failure pauses that app's forwarding for the same time.
 final class ZendeskForwarder: Service, Sendable {
-    private struct Target: Sendable {
+    struct Target: Sendable {
         var app: String
         var url: String
         var authorization: String
     }
 
     private let queue: DeliveryQueue
-    private let http: HTTP2Client?
-    private let targets: [Target]
+    private let http: HTTP2Client
+    /// The apps with a `zendesk` section; a reload replaces them.
+    private let targets: Mutex<[Target]>
     private let batchSize: Int
     private let pollInterval: Duration
     private let retryBase: Duration
@@ -41,14 +42,8 @@ final class ZendeskForwarder: Service, Sendable {
     ) throws {
         queue = DeliveryQueue(client: client)
         self.metrics = metrics
-        targets = try apps.map { app in
-            Target(
-                app: app.id,
-                url: app.zendesk.baseURL + "/api/v2/push_notification_devices/destroy_many",
-                authorization: try app.zendesk.authorization(app: app.id)
-            )
-        }
-        http = targets.isEmpty ? nil : try HTTP2Client(configuration: .init(maxConnectionsPerHost: 1, maxConcurrentStreams: 10, caFile: caFile))
+        targets = Mutex(try Self.targets(apps))
+        http = try HTTP2Client(configuration: .init(maxConnectionsPerHost: 1, maxConcurrentStreams: 10, caFile: caFile))
         batchSize = settings.batchSize
         pollInterval = settings.pollInterval
         retryBase = settings.retryBase
@@ -56,21 +51,43 @@ final class ZendeskForwarder: Service, Sendable {
         self.logger = logger
     }
 
-    func run() async throws {
-        guard let http, !targets.isEmpty else {
-            try? await gracefulShutdown()
-            return
+    /// The forwarding targets of `apps`; throws when a token file cannot be read.
+    static func targets(_ apps: [(id: String, zendesk: ZendeskSettings)]) throws -> [Target] {
+        try apps.map { app in
+            Target(
+                app: app.id,
+                url: app.zendesk.baseURL + "/api/v2/push_notification_devices/destroy_many",
+                authorization: try app.zendesk.authorization(app: app.id)
+            )
         }
+    }
+
+    /// A reload: the next round forwards for `targets` (a batch being sent finishes as it began).
+    /// An app whose account or token changed is not held back by a pause its old one earned.
+    func update(_ targets: [Target]) {
+        let old = self.targets.withLock { current in
+            defer { current = targets }
+            return current
+        }
+        let changed = targets.filter { target in
+            !old.contains { $0.app == target.app && $0.url == target.url && $0.authorization == target.authorization }
+        }
+        pausedUntil.withLock { paused in
+            for target in changed { paused[target.app] = nil }
+        }
+    }
+
+    func run() async throws {
         await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
                 var busy = false
-                for target in self.targets {
-                    busy = await self.forwardBatch(target, http: http) || busy
+                for target in self.targets.withLock({ $0 }) {
+                    busy = await self.forwardBatch(target, http: self.http) || busy
                 }
                 if !busy { try? await Task.sleep(for: self.pollInterval) }
             }
         }
-        await http.shutdown()
+        await self.http.shutdown()
     }
 
     /// Sends one batch of the app's due tokens; true when there was one.

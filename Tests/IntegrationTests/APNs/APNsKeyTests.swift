@@ -97,8 +97,8 @@ struct APNsKeyTests {
         #expect(second != first)
         #expect(try await a.token() == second)
         // Both are told it expired: one new token, not two.
-        await a.expired(second)
-        await b.expired(second)
+        await a.rejected(second)
+        await b.rejected(second)
         let third = try await a.token()
         #expect(third != second)
         #expect(try await b.token() == third)

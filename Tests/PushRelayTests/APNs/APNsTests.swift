@@ -166,9 +166,9 @@ struct APNsTests {
         clock.withLock { $0 += 21 * 60 }
         let second = try await manager.token()
         #expect(second != first)
-        await manager.expired(first)  // a stale report: nothing changes
+        await manager.rejected(first)  // a stale report: nothing changes
         #expect(try await manager.token() == second)
-        await manager.expired(second)
+        await manager.rejected(second)
         #expect(try await manager.token() != second)
     }
 }
