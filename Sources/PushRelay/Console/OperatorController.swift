@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import Hummingbird
 import Postgres
@@ -183,7 +184,12 @@ struct OperatorController<Context: RequestContext>: Sendable {
                 var fields = ["topic": settings.topic, "environment": settings.environment.rawValue, "url": settings.baseURL]
                 if let token = settings.token {
                     fields.merge(["auth": "token", "team_id": token.teamID, "key_id": token.keyID, "key_file": token.keyFile]) { $1 }
-                    credentials.append(Credential(platform: "ios", kind: "token", name: "apns:\(token.teamID):\(token.keyID)"))
+                    // The shared token's key names the key by fingerprint too (``ProviderTokenStore``).
+                    let key = FileManager.default.contents(atPath: token.keyFile).flatMap {
+                        try? P256.Signing.PrivateKey(pemRepresentation: String(decoding: $0, as: UTF8.self))
+                    }
+                    let name = key.map { ProviderTokenStore.credentialName("apns:\(token.teamID):\(token.keyID)", key: $0) }
+                    credentials.append(Credential(platform: "ios", kind: "token", name: name))
                 } else if let certificate = settings.certificate {
                     fields.merge(["auth": "certificate", "certificate_file": certificate.file]) { $1 }
                     credentials.append(Credential(platform: "ios", kind: "certificate"))
@@ -195,7 +201,13 @@ struct OperatorController<Context: RequestContext>: Sendable {
                 var fields = ["url": settings.baseURL, "service_account_file": settings.serviceAccountFile]
                 let account = try? settings.serviceAccount(app: id)
                 if let account { fields["project_id"] = account.projectID }
-                credentials.append(Credential(platform: "android", kind: "service_account", name: account.map { "fcm:\($0.clientEmail)" }))
+                credentials.append(
+                    Credential(
+                        platform: "android",
+                        kind: "service_account",
+                        name: account.map { ProviderTokenStore.credentialName("fcm:\($0.clientEmail)", material: $0.privateKey) }
+                    )
+                )
                 fcm = fields
             }
             names += credentials.compactMap(\.name)
