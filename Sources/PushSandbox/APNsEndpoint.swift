@@ -131,17 +131,19 @@ struct APNsEndpoint: Sendable {
                 }
                 verified.put(jwt, claims)
             }
-            guard teams.values.contains(claims.iss.value) else { throw Failure(status: 403, reason: "InvalidProviderToken") }
-            if let kid = Self.keyID(of: jwt) {
-                // A connection serves the key of its first provider token only.
-                guard connectionKeys.tie(request.connection, to: kid) == kid else { throw Failure(status: 403, reason: "UnrelatedKeyIdInToken") }
-                if let home = keyEnvironments[kid], home != environment { throw Failure(status: 403, reason: "BadEnvironmentKeyInToken") }
+            // As APNs: a token must name its key (`kid`), and be issued by the team that key
+            // belongs to; another team's or an unknown key's token is InvalidProviderToken.
+            guard let kid = Self.keyID(of: jwt), let team = teams[kid], team == claims.iss.value else {
+                throw Failure(status: 403, reason: "InvalidProviderToken")
             }
+            // A connection serves the key of its first provider token only.
+            guard connectionKeys.tie(request.connection, to: kid) == kid else { throw Failure(status: 403, reason: "UnrelatedKeyIdInToken") }
+            if let home = keyEnvironments[kid], home != environment { throw Failure(status: 403, reason: "BadEnvironmentKeyInToken") }
             if Date().timeIntervalSince(claims.iat.value) > 3600 {
-                if let kid = Self.keyID(of: jwt) { state.providerTokenExpired(keyID: kid) }
+                state.providerTokenExpired(keyID: kid)
                 throw Failure(status: 403, reason: "ExpiredProviderToken")
             }
-            if let kid = Self.keyID(of: jwt), !state.admitProviderToken(jwt, keyID: kid) {
+            if !state.admitProviderToken(jwt, keyID: kid) {
                 throw Failure(status: 429, reason: "TooManyProviderTokenUpdates")
             }
         }

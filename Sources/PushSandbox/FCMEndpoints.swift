@@ -1,30 +1,55 @@
 import Foundation
+import JWTKit
 import Synchronization
 
 /// FCM HTTP v1 (`POST /v1/projects/{project}/messages:send`) and Google's OAuth token endpoint
-/// (`POST /token`), checked the way Google checks them: access tokens must be ones this sandbox
-/// issued, data values must be strings, the data map at most 4096 bytes.
+/// (`POST /token`), checked the way Google checks them: assertions must be signed with the key of
+/// a known service account (when the sandbox was given any), access tokens must be ones this
+/// sandbox issued, data values must be strings, the data map at most 4096 bytes.
 final class FCMEndpoints: Sendable {
     let state: SandboxState
+    /// The public keys of the service accounts whose assertions are accepted, by `client_email`;
+    /// empty: signatures are not checked.
+    private let serviceAccounts: [String: JWTKeyCollection]
     private let issued = Mutex<Set<String>>([])
     /// Numbers the message names FCM returns (`projects/…/messages/N`).
     private let messages = Atomic<UInt64>(0)
 
-    init(state: SandboxState) { self.state = state }
+    init(state: SandboxState, serviceAccounts: [String: JWTKeyCollection] = [:]) {
+        self.state = state
+        self.serviceAccounts = serviceAccounts
+    }
 
-    /// The OAuth exchange: a JWT-bearer grant whose assertion is a well-formed JWT with the FCM scope.
-    func token(_ request: SandboxHTTPRequest) -> SandboxHTTPResponse {
+    /// The claims the token endpoint reads; the signature check needs them typed.
+    struct Assertion: JWTPayload {
+        var iss: IssuerClaim
+        func verify(using algorithm: some JWTAlgorithm) async throws {}
+    }
+
+    /// The OAuth exchange: a JWT-bearer grant whose assertion is a well-formed JWT with the FCM
+    /// scope, signed by a known service account's key. Refusals carry Google's `error` and
+    /// `error_description`.
+    func token(_ request: SandboxHTTPRequest) async -> SandboxHTTPResponse {
         let form = Self.form(String(decoding: request.body, as: UTF8.self))
         var status = 200
         var reason: String?
+        var description: String?
         if let assertion = form["assertion"] { state.presented(assertion) }
         if form["grant_type"] != "urn:ietf:params:oauth:grant-type:jwt-bearer" {
             (status, reason) = (400, "unsupported_grant_type")
         } else if let assertion = form["assertion"], let claims = Self.claims(of: assertion),
             (claims["scope"] as? String)?.contains("https://www.googleapis.com/auth/firebase.messaging") == true,
-            claims["iss"] is String, let exp = claims["exp"] as? Double, exp > Date().timeIntervalSince1970
+            let issuer = claims["iss"] as? String, let exp = claims["exp"] as? Double, exp > Date().timeIntervalSince1970
         {
-            status = 200
+            if !serviceAccounts.isEmpty {
+                if let keys = serviceAccounts[issuer] {
+                    if (try? await keys.verify(assertion, as: Assertion.self)) == nil {
+                        (status, reason, description) = (400, "invalid_grant", "Invalid JWT Signature.")
+                    }
+                } else {
+                    (status, reason, description) = (400, "invalid_grant", "Invalid grant: account not found")
+                }
+            }
         } else {
             (status, reason) = (400, "invalid_grant")
         }
@@ -39,7 +64,11 @@ final class FCMEndpoints: Sendable {
                 receivedAt: Date()
             )
         )
-        guard status == 200 else { return SandboxRouter.json(["error": reason ?? "invalid_request"], status: status) }
+        guard status == 200 else {
+            var body = ["error": reason ?? "invalid_request"]
+            body["error_description"] = description
+            return SandboxRouter.json(body, status: status)
+        }
         let token = "sandbox-access-\(UUID().uuidString.lowercased())"
         issued.withLock { _ = $0.insert(token) }
         let body: [String: Any] = ["access_token": token, "expires_in": 3599, "token_type": "Bearer"]
@@ -127,7 +156,7 @@ final class FCMEndpoints: Sendable {
         return fields
     }
 
-    /// The claims of a JWT (signature not checked: the sandbox has no Google key to check it with).
+    /// The claims of a JWT, signature not checked.
     static func claims(of jwt: String) -> [String: Any]? {
         let parts = jwt.split(separator: ".")
         guard parts.count == 3 else { return nil }

@@ -37,6 +37,45 @@ public struct SandboxCertificates: Sendable {
                 Critical(KeyUsage(keyCertSign: true))
             }
         )
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let caFile = (directory as NSString).appendingPathComponent(caFileName)
+        let caPEM = try ca.serializeAsPEM().pemString
+        try caPEM.write(toFile: caFile, atomically: true, encoding: .utf8)
+        return try issuingServerCertificate(caPEM: caPEM, caFile: caFile, caKey: caKey, caName: caName)
+    }
+
+    /// The CA certificate's file name in the directory.
+    public static let caFileName = "sandbox-ca.pem"
+    /// The file name of the CA's private key, which ``open(directory:)`` keeps (mode 0600).
+    public static let caKeyFileName = "sandbox-ca-key.pem"
+
+    /// The CA of an earlier run, when `directory` holds it (``caFileName`` and ``caKeyFileName``,
+    /// matching, valid for another day at least), with a new server certificate; otherwise a new CA
+    /// as ``generate(directory:)`` makes, whose key is kept for the next run.
+    public static func open(directory: String) throws -> SandboxCertificates {
+        let caFile = (directory as NSString).appendingPathComponent(caFileName)
+        let keyFile = (directory as NSString).appendingPathComponent(caKeyFileName)
+        if let caPEM = try? String(contentsOfFile: caFile, encoding: .utf8),
+            let keyPEM = try? String(contentsOfFile: keyFile, encoding: .utf8),
+            let ca = try? Certificate(pemEncoded: caPEM),
+            let caKey = try? P256.Signing.PrivateKey(pemRepresentation: keyPEM),
+            ca.publicKey == Certificate.PublicKey(caKey.publicKey),
+            ca.notValidAfter > Date() + 86_400
+        {
+            return try issuingServerCertificate(caPEM: caPEM, caFile: caFile, caKey: caKey, caName: ca.subject)
+        }
+        let made = try generate(directory: directory)
+        try SandboxCredentials.writePrivate(made.caKey.pemRepresentation, to: keyFile)
+        return made
+    }
+
+    /// A server certificate for `localhost` and 127.0.0.1 issued by the CA.
+    private static func issuingServerCertificate(
+        caPEM: String,
+        caFile: String,
+        caKey: P256.Signing.PrivateKey,
+        caName: DistinguishedName
+    ) throws -> SandboxCertificates {
         let serverKey = P256.Signing.PrivateKey()
         let server = try signed(
             publicKey: serverKey.publicKey,
@@ -50,10 +89,6 @@ public struct SandboxCertificates: Sendable {
                 SubjectAlternativeNames([.dnsName("localhost"), .ipAddress(ASN1OctetString(contentBytes: [127, 0, 0, 1]))])
             }
         )
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let caFile = (directory as NSString).appendingPathComponent("sandbox-ca.pem")
-        let caPEM = try ca.serializeAsPEM().pemString
-        try caPEM.write(toFile: caFile, atomically: true, encoding: .utf8)
         return SandboxCertificates(
             caPEM: caPEM,
             caFile: caFile,

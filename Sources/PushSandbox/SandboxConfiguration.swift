@@ -9,6 +9,13 @@ public struct SandboxConfiguration: Sendable {
     public var directory: String
     /// APNs signing keys the sandbox accepts, by key id. Empty: any bearer token is accepted.
     public var apnsKeys: [String: APNsKey]
+    /// Google service accounts whose OAuth assertions `POST /token` accepts: the RSA public key
+    /// (PEM) by `client_email`. Empty: any well-formed assertion with the FCM scope is accepted.
+    public var serviceAccountKeys: [String: String]
+    /// Keep the CA of an earlier run found in ``directory`` (`sandbox-ca.pem` and its key
+    /// `sandbox-ca-key.pem`, mode 0600) instead of making a new one, so relays that trust it go on
+    /// trusting the sandbox after a restart. Off: a new CA for each start, and no key written.
+    public var keepsCertificateAuthority: Bool
 
     /// A team's public key (PEM) for checking provider JWTs.
     public struct APNsKey: Sendable {
@@ -37,8 +44,10 @@ public struct SandboxConfiguration: Sendable {
         port: Int = 0,
         directory: String,
         apnsKeys: [String: APNsKey] = [:],
+        serviceAccountKeys: [String: String] = [:],
         eventSigningSecret: String? = nil,
-        http1Only: Bool = false
+        http1Only: Bool = false,
+        keepsCertificateAuthority: Bool = false
     ) {
         self.eventSigningSecret = eventSigningSecret
         self.http1Only = http1Only
@@ -46,5 +55,7 @@ public struct SandboxConfiguration: Sendable {
         self.port = port
         self.directory = directory
         self.apnsKeys = apnsKeys
+        self.serviceAccountKeys = serviceAccountKeys
+        self.keepsCertificateAuthority = keepsCertificateAuthority
     }
 }

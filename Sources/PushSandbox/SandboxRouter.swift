@@ -6,7 +6,8 @@ import JWTKit
 /// - `POST /3/device/{token}`: APNs, checked as APNs checks it (``APNsEndpoint``); under
 ///   `/apns-sandbox/3/device/{token}` as APNs' development environment.
 /// - `POST /v1/projects/{project}/messages:send` and `POST /token`: FCM HTTP v1 and its OAuth
-///   exchange (``FCMEndpoints``).
+///   exchange (``FCMEndpoints``), which checks assertions' signatures when
+///   ``SandboxConfiguration/serviceAccountKeys`` names accounts.
 /// - `POST /api/v2/push_notification_devices/destroy_many`: Zendesk Bulk Unregister.
 /// - `POST /events[/…]`: a customer's receiver of PushRelay's feedback events (``EventsEndpoint``).
 /// - `POST /sink`: 200 with no checks, for measuring a client.
@@ -35,7 +36,11 @@ struct SandboxRouter: Sendable {
             teams: configuration.apnsKeys.mapValues(\.teamID),
             keyEnvironments: configuration.apnsKeys.compactMapValues(\.environment)
         )
-        fcm = FCMEndpoints(state: state)
+        var accounts: [String: JWTKeyCollection] = [:]
+        for (email, pem) in configuration.serviceAccountKeys {
+            accounts[email] = await JWTKeyCollection().add(rsa: try Insecure.RSA.PublicKey(pem: pem), digestAlgorithm: .sha256)
+        }
+        fcm = FCMEndpoints(state: state, serviceAccounts: accounts)
         zendesk = ZendeskEndpoint(state: state)
         events = EventsEndpoint(state: state, secret: configuration.eventSigningSecret)
     }
@@ -51,7 +56,7 @@ struct SandboxRouter: Sendable {
         case ("POST", "v1") where segments.count == 4 && segments[1] == "projects" && segments[3] == "messages:send":
             return await fcm.send(project: segments[2], request: request)
         case ("POST", "token") where segments.count == 1:
-            return fcm.token(request)
+            return await fcm.token(request)
         case ("POST", "api") where segments == ["api", "v2", "push_notification_devices", "destroy_many"]:
             return await zendesk.destroyMany(request)
         case ("POST", "events"):

@@ -56,7 +56,10 @@ public final class SandboxServer: Sendable {
     /// Generates the certificates, binds and starts serving.
     public static func start(configuration: SandboxConfiguration, state: SandboxState = SandboxState(), logger: Logger) async throws -> SandboxServer
     {
-        let certificates = try SandboxCertificates.generate(directory: configuration.directory)
+        let certificates =
+            configuration.keepsCertificateAuthority
+            ? try SandboxCertificates.open(directory: configuration.directory)
+            : try SandboxCertificates.generate(directory: configuration.directory)
         var tls = try certificates.serverTLSConfiguration()
         tls.applicationProtocols = configuration.http1Only ? ["http/1.1"] : ["h2"]
         let sslContext = try NIOSSLContext(configuration: tls)
@@ -127,13 +130,15 @@ public struct SandboxService: Service {
     let configuration: SandboxConfiguration
     let state: SandboxState
     let logger: Logger
-    let onStart: @Sendable (SandboxServer) async -> Void
+    let onStart: @Sendable (SandboxServer) async throws -> Void
 
+    /// - Parameter onStart: runs once the server listens; an error it throws stops the server and
+    ///   ends ``run()`` with it.
     public init(
         configuration: SandboxConfiguration,
         state: SandboxState = SandboxState(),
         logger: Logger,
-        onStart: @escaping @Sendable (SandboxServer) async -> Void = { _ in }
+        onStart: @escaping @Sendable (SandboxServer) async throws -> Void = { _ in }
     ) {
         self.configuration = configuration
         self.state = state
@@ -143,7 +148,12 @@ public struct SandboxService: Service {
 
     public func run() async throws {
         let server = try await SandboxServer.start(configuration: configuration, state: state, logger: logger)
-        await onStart(server)
+        do {
+            try await onStart(server)
+        } catch {
+            await server.shutdown()
+            throw error
+        }
         try? await gracefulShutdown()
         await server.shutdown()
     }
