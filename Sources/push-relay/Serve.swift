@@ -48,7 +48,12 @@ struct Serve: AsyncParsableCommand {
             let directory = (dataDirectory as NSString).appendingPathComponent("sandbox")
             let credentials = try SandboxCredentials.generate(directory: directory)
             let server = try await SandboxServer.start(
-                configuration: .init(port: sandboxPort ?? 0, directory: directory, apnsKeys: credentials.apnsKeys),
+                configuration: .init(
+                    port: sandboxPort ?? 0,
+                    directory: directory,
+                    apnsKeys: credentials.apnsKeys,
+                    serviceAccountKeys: credentials.serviceAccountKeys
+                ),
                 logger: logger
             )
             sandbox = server
