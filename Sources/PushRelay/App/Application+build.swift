@@ -150,6 +150,7 @@ public func buildApplication(
                 zendesk: forwarder,
                 events: eventForwarder,
                 authenticator: authenticator,
+                webhooks: settings,
                 deliveryEnabled: delivery.enabled
             ),
             apps: configuredApps,

@@ -13,7 +13,8 @@ import UnixSignals
 /// its new apps. A file that fails any check is refused as a whole with one error line, and the
 /// apps in use keep serving. What a reload changes: apps added and removed, webhook secrets and
 /// signing secrets, user-token keys, APNs and FCM credentials, Zendesk accounts, feedback event
-/// receivers and their secrets. Other settings (ports, pool sizes, limits) are read at start only;
+/// receivers and their secrets, and the webhook limits `webhooks.max_devices` and
+/// `webhooks.signature_tolerance_seconds`. Other settings (ports, pools, batch sizes) are read at start only;
 /// a reload that finds them changed says which, and they take effect at the next restart.
 public actor ConfigurationReloader {
     /// A configuration reader made the way `serve` made its own; the recorder sees every setting.
@@ -47,6 +48,7 @@ public actor ConfigurationReloader {
         var zendesk: ZendeskForwarder
         var events: EventForwarder
         var authenticator: Authenticator
+        var webhooks: WebhookSettings
         var deliveryEnabled: Bool
     }
 
@@ -88,6 +90,7 @@ public actor ConfigurationReloader {
             let reader = try await read(recorder)
             next = try await AppConfiguration.loadChecked(reader: reader)
             try await install(next)
+            parts.webhooks.applyLimits(of: WebhookSettings(config: reader.scoped(to: "webhooks")))
         } catch {
             let message = "\(error)"
             logger.error(
@@ -104,7 +107,8 @@ public actor ConfigurationReloader {
             added: new.keys.filter { old[$0] == nil }.sorted(),
             removed: old.keys.filter { new[$0] == nil }.sorted(),
             changed: new.keys.filter { id in old[id].map { $0 != new[id] } ?? false }.sorted(),
-            restartNeeded: Set(settings.keys).union(startSettings.keys).filter { settings[$0] != startSettings[$0] }.sorted()
+            restartNeeded: Set(settings.keys).union(startSettings.keys).subtracting(WebhookSettings.reloadableKeys)
+                .filter { settings[$0] != startSettings[$0] }.sorted()
         )
         apps = next
         var metadata: Logger.Metadata = [

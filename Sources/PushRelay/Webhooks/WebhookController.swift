@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
+import Synchronization
 
 /// `POST /v1/webhooks/zendesk/{app}/{secret}`: the Zendesk Support SDK push webhook.
 struct WebhookController<Context: RequestContext>: Sendable {
@@ -82,13 +83,13 @@ extension WebhookSettings {
     /// its signature when the app requires one, then its body.
     func notification(body: ByteBuffer, signingSecrets: [String], signature: String?, timestamp: String?) throws -> PushNotification {
         if !signingSecrets.isEmpty {
-            try WebhookSignature(secrets: signingSecrets, tolerance: signatureTolerance).verify(
+            try WebhookSignature(secrets: signingSecrets, tolerance: limits.signatureTolerance).verify(
                 signature: signature,
                 timestamp: timestamp,
                 body: body
             )
         }
-        return try PushNotification(zendeskWebhook: try JSONBody(buffer: body), maxDevices: maxDevices)
+        return try PushNotification(zendeskWebhook: try JSONBody(buffer: body), maxDevices: limits.maxDevices)
     }
 }
 
@@ -123,9 +124,35 @@ extension HTTPField.Name {
 ///   group commit is held back, up to that long (``IntakeWriter``). On a saturated instance this
 ///   keeps delivery up with intake: the backlog and the commit→outcome tail stay short, and fewer
 ///   deliveries fall back to a claim query (docs/benchmarks.md).
+///
+/// `max_devices` and `signature_tolerance_seconds` change with a reload (``Limits``); the others
+/// are read at start.
 public struct WebhookSettings: Sendable {
+    /// The limits a reload changes, shared by every copy of these settings.
+    final class Limits: Sendable {
+        private let devices: Atomic<Int>
+        private let tolerance: Atomic<UInt64>
+
+        init(maxDevices: Int, signatureTolerance: Double) {
+            devices = Atomic(maxDevices)
+            tolerance = Atomic(signatureTolerance.bitPattern)
+        }
+
+        var maxDevices: Int { devices.load(ordering: .relaxed) }
+        var signatureTolerance: Double { Double(bitPattern: tolerance.load(ordering: .relaxed)) }
+
+        func set(maxDevices: Int, signatureTolerance: Double) {
+            devices.store(maxDevices, ordering: .relaxed)
+            tolerance.store(signatureTolerance.bitPattern, ordering: .relaxed)
+        }
+    }
+
+    /// The keys ``Limits`` follows (a reload applies them).
+    static let reloadableKeys = ["webhooks.max_devices", "webhooks.signature_tolerance_seconds"]
+
     public var maxDevices: Int
     public var signatureTolerance: Double
+    let limits: Limits
     public var batchSize: Int
     public var concurrentWrites: Int
     public var concurrentWriteAfter: Duration
@@ -140,5 +167,11 @@ public struct WebhookSettings: Sendable {
         concurrentWriteAfter = .milliseconds(min(1000, max(0, config.int(forKey: "concurrent_write_after_ms", default: 5))))
         paceWaitingDeliveries = max(0, config.int(forKey: "pace_waiting_deliveries", default: 250))
         paceMaxWait = .milliseconds(min(5000, max(0, config.int(forKey: "pace_max_wait_ms", default: 250))))
+        limits = Limits(maxDevices: maxDevices, signatureTolerance: signatureTolerance)
+    }
+
+    /// A reload: `other`'s limits are used by every copy of these settings from now on.
+    func applyLimits(of other: WebhookSettings) {
+        limits.set(maxDevices: other.maxDevices, signatureTolerance: other.signatureTolerance)
     }
 }

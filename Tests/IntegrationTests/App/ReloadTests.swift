@@ -302,6 +302,29 @@ struct ReloadTests {
             flowing.cancel()
             _ = await flowing.value
 
+            // Webhook limits change with a reload; other settings are named as needing a restart.
+            setup.extra = "webhooks:\n  max_devices: 1\nhttp:\n  idle_timeout_seconds: 30"
+            try Self.yaml(setup, harness: harness).write(toFile: configFile, atomically: true, encoding: .utf8)
+            let limited = try await relay.request("POST", "/v1/admin/reload", bearer: admin)
+            #expect(limited.status == 200)
+            let outcome = try JSONSerialization.jsonObject(with: limited.body) as? [String: Any]
+            #expect(outcome?["restart_needed"] as? [String] == ["http.idle_timeout_seconds"], "\(String(decoding: limited.body, as: UTF8.self))")
+            let timestamp = String(Int(Date().timeIntervalSince1970))
+            let twoDevices = Array(webhook(devices: [(apnsToken(), "ios"), (apnsToken(), "ios")]).utf8)
+            let tooMany = try await RawHTTP.send(
+                port: relay.port,
+                RawHTTP.request(
+                    "POST",
+                    "/v1/webhooks/zendesk/support/\(s2)",
+                    headers: [
+                        ("Content-Type", "application/json"), ("X-Zendesk-Webhook-Signature-Timestamp", timestamp),
+                        ("X-Zendesk-Webhook-Signature", hmacSignature(secret: g2, timestamp: timestamp, body: twoDevices)),
+                    ],
+                    body: twoDevices
+                )
+            )
+            #expect(tooMany?.status == 400)
+
             // Every webhook was accepted, whichever configuration was in use.
             let results = sender.results
             #expect(results.count > 40)
