@@ -20,14 +20,15 @@ public final class FreezableProxy: Sendable {
     private let frozen = Atomic<Bool>(false)
     private let stopped = Atomic<Bool>(false)
 
-    /// Starts forwarding `127.0.0.1:<port>` to `127.0.0.1:targetPort`.
-    public init(targetPort: Int) throws {
+    /// Starts forwarding `127.0.0.1:<port>` to `127.0.0.1:targetPort`; `port` is `listenPort`,
+    /// or a free one when it is 0.
+    public init(targetPort: Int, listenPort: Int = 0) throws {
         self.targetPort = targetPort
         let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard socket >= 0 else { throw ProxyError(message: "socket: \(errno)") }
         var yes: Int32 = 1
         setsockopt(socket, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
-        var address = Self.loopback(port: 0)
+        var address = Self.loopback(port: listenPort)
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }

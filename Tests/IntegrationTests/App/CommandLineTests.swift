@@ -1,4 +1,5 @@
 import Foundation
+import Postgres
 import PushRelay
 import TestSupport
 import Testing
@@ -97,5 +98,31 @@ struct CommandLineTests {
         let scopes = APIKeyScope.allCases.map(\.rawValue).joined(separator: ",")
         #expect(list.output.contains(scopes), "\(list.output)")
         #expect(list.output.split(separator: "\n").last?.hasSuffix("ci") == true)
+    }
+
+    @Test("serve started before its database waits for it, with a warning per try, instead of exiting")
+    func serveWaitsForDatabase() async throws {
+        let directory = try Self.directory()
+        let conninfo = try await TestDatabase.makeDatabase()
+        let fields = conninfo.split(separator: " ").map(String.init)
+        let target = try #require(fields.first { $0.hasPrefix("port=") }.flatMap { Int($0.dropFirst(5)) })
+        let later = try EmbeddedPostgres.freePort()
+        let moved = fields.map { $0.hasPrefix("port=") ? "port=\(later)" : $0 }.joined(separator: " ")
+        try ("database:\n  url: \"\(moved)\"\n" + Self.app).write(toFile: directory + "/relay.yaml", atomically: true, encoding: .utf8)
+        // Nothing listens on the database's port for the first 4 seconds.
+        let proxy = Task {
+            try await Task.sleep(for: .seconds(4))
+            return try FreezableProxy(targetPort: target, listenPort: later)
+        }
+        let relay = try await RelayProcess.start(
+            configFile: directory + "/relay.yaml",
+            port: try EmbeddedPostgres.freePort(),
+            log: directory + "/relay.log",
+            logLevel: "info"
+        )
+        defer { relay.stop() }
+        try await proxy.value.stop()
+        let log = (try? String(contentsOfFile: relay.log, encoding: .utf8)) ?? ""
+        #expect(log.contains("database unavailable at start; trying again"), "\(log)")
     }
 }
