@@ -37,6 +37,7 @@ public final class PostgresListener: Service, Sendable {
     private let threadPool: NIOThreadPool
     private let settings: PostgresConnectionSettings
     private let probeInterval: Duration
+    private let trouble: TroubleLog?
 
     /// - Parameters:
     ///   - conninfo: libpq connection string.
@@ -46,11 +47,15 @@ public final class PostgresListener: Service, Sendable {
     ///     a question (`SELECT 1`, answered within the settings' call timeout) to learn whether it
     ///     is still there: a server that vanished without closing the connection sends nothing,
     ///     exactly like a quiet one, and something in between may keep the TCP connection alive.
+    ///   - client: the pool on the same database, if any: the listener's failures and recoveries
+    ///     count in its single "database unavailable" / "database available again" pair of lines,
+    ///     and its own reconnect lines are at debug while the database is unavailable.
     public init(
         conninfo: String,
         channels: [String],
         settings: PostgresConnectionSettings = .init(),
         probeInterval: Duration = .seconds(5),
+        reportingTo client: PostgresClient? = nil,
         logger: Logger
     ) throws {
         for channel in channels {
@@ -62,6 +67,7 @@ public final class PostgresListener: Service, Sendable {
         self.channels = channels
         self.settings = settings
         self.probeInterval = max(probeInterval, .milliseconds(100))
+        self.trouble = client?.trouble
         self.logger = logger
         self.threadPool = NIOThreadPool(numberOfThreads: 1)
         self.threadPool.start()
@@ -105,7 +111,17 @@ public final class PostgresListener: Service, Sendable {
                 } catch {
                     if Task.isCancelled { return }
                     self.yield(.lost)
-                    self.logger.warning("PostgreSQL listener lost its connection; reconnecting", metadata: ["error": "\(error)"])
+                    if let trouble = self.trouble {
+                        // The pool's trouble log says "database unavailable" once per outage.
+                        trouble.failed(error, logger: self.logger)
+                        self.logger.log(
+                            level: PostgresError.logLevel(for: error),
+                            "PostgreSQL listener lost its connection; reconnecting",
+                            metadata: ["error": "\(error)"]
+                        )
+                    } else {
+                        self.logger.warning("PostgreSQL listener lost its connection; reconnecting", metadata: ["error": "\(error)"])
+                    }
                     try? await Task.sleep(for: delay)
                     delay = min(delay * 2, .seconds(5))
                     continue
@@ -131,6 +147,7 @@ public final class PostgresListener: Service, Sendable {
             return connection
         }
         yield(.listening)
+        trouble?.succeeded(logger: logger)
         logger.debug("PostgreSQL listener ready", metadata: ["db.channels": "\(channels.joined(separator: ","))"])
         let clock = ContinuousClock()
         var heard = clock.now

@@ -50,6 +50,7 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
             channels: [DeliveryQueue.channel, UnreadChannel.name, JobStore.channel],
             settings: database.client.configuration.connection,
             probeInterval: database.listenerProbeInterval,
+            reportingTo: database.client,
             logger: logger
         )
         forwarder = try ZendeskForwarder(
