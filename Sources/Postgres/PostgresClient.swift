@@ -127,11 +127,12 @@ public final class PostgresClient: Service, Sendable {
 
     /// Runs `body` with a connection held exclusively for its duration.
     public func withConnection<T: Sendable>(_ body: (PostgresSession) async throws -> T) async throws -> T {
+        let began = ContinuousClock.now
         let connection: LibPQConnection
         do {
             connection = try await acquire()
         } catch {
-            trouble.failed(error, logger: logger)
+            trouble.failed(error, began: began, logger: logger)
             throw error
         }
         let session = PostgresSession(connection: connection, threadPool: threadPool)
@@ -142,7 +143,7 @@ public final class PostgresClient: Service, Sendable {
             return value
         } catch {
             release(connection)
-            trouble.failed(error, logger: logger)
+            trouble.failed(error, began: began, logger: logger)
             throw error
         }
     }
@@ -285,18 +286,23 @@ final class TroubleLog: Sendable {
         var cause: String?
         var since: ContinuousClock.Instant?
         var refusal: (cause: String, at: ContinuousClock.Instant)?
+        var recovered: ContinuousClock.Instant?
     }
     private let state = Mutex(State())
     /// Whether an outage is open, read without the lock on every success.
     private let troubled = Atomic<Bool>(false)
 
-    func failed(_ error: any Error, logger: Logger) {
+    /// `began` is when the failed work started: work that started before the last recovery failed
+    /// in the outage that ended (a connection attempt made during it, timing out just after), and
+    /// opens no new one.
+    func failed(_ error: any Error, began: ContinuousClock.Instant, logger: Logger) {
         // A closed pool is the relay shutting down, not the database failing.
         guard let error = error as? PostgresError, error.isUnavailable, error.code != .poolClosed else { return }
         let cause = error.unavailableCause ?? error.message
         let refused = error.sqlState.map { $0 == "25006" || $0.hasPrefix("53") || $0 == "58030" } ?? false
         let (began, changed) = state.withLock { state -> (Bool, Bool) in
             if refused { state.refusal = (cause, .now) }
+            if !refused, state.cause == nil, let recovered = state.recovered, began < recovered { return (false, false) }
             guard state.cause != cause else { return (false, false) }
             let began = state.cause == nil
             if began { state.since = .now }
@@ -322,6 +328,7 @@ final class TroubleLog: Sendable {
             defer {
                 state.cause = nil
                 state.since = nil
+                state.recovered = .now
             }
             troubled.store(false, ordering: .releasing)
             guard let cause = state.cause else { return nil }

@@ -104,8 +104,9 @@ public final class PostgresListener: Service, Sendable {
         await cancelWhenGracefulShutdown {
             var delay = Duration.milliseconds(100)
             while !Task.isCancelled {
+                var began = ContinuousClock.now
                 do {
-                    try await self.listen()
+                    try await self.listen(began: &began)
                 } catch is CancellationError {
                     return
                 } catch {
@@ -113,7 +114,7 @@ public final class PostgresListener: Service, Sendable {
                     self.yield(.lost)
                     if let trouble = self.trouble {
                         // The pool's trouble log says "database unavailable" once per outage.
-                        trouble.failed(error, logger: self.logger)
+                        trouble.failed(error, began: began, logger: self.logger)
                         self.logger.log(
                             level: PostgresError.logLevel(for: error),
                             "PostgreSQL listener lost its connection; reconnecting",
@@ -131,7 +132,8 @@ public final class PostgresListener: Service, Sendable {
         }
     }
 
-    private func listen() async throws {
+    /// `began` is set to when the current call to the server started, for the trouble log.
+    private func listen(began: inout ContinuousClock.Instant) async throws {
         let conninfo = self.conninfo
         let channels = self.channels
         var probing = self.settings
@@ -152,6 +154,7 @@ public final class PostgresListener: Service, Sendable {
         let clock = ContinuousClock()
         var heard = clock.now
         while !Task.isCancelled {
+            began = clock.now
             let notifications = try await threadPool.runIfActive {
                 try connection.waitForNotifications(timeoutMilliseconds: 250)
             }
@@ -160,6 +163,7 @@ public final class PostgresListener: Service, Sendable {
                 heard = clock.now
             } else if clock.now - heard >= probeInterval {
                 // Throws when the server does not answer in time; run() then reconnects.
+                began = clock.now
                 try await threadPool.runIfActive { _ = try connection.execute("SELECT 1") }
                 heard = clock.now
             }
