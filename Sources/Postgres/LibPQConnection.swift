@@ -332,7 +332,12 @@ final class LibPQConnection: @unchecked Sendable {
 
     private static func trimmed(_ message: UnsafePointer<CChar>?) -> String {
         guard let message else { return "unknown libpq error" }
-        let text = String(cString: message).trimmingCharacters(in: .whitespacesAndNewlines)
+        // libpq ends a line of its message with "\n" and indents the next ("\n\tIs the server
+        // running…"): one line reads better in a log and in an error's description.
+        let text = String(cString: message).split(whereSeparator: \.isNewline)
+            .map { $0.trimmingCharacters(in: .whitespaces) }
+            .filter { !$0.isEmpty }
+            .joined(separator: " ")
         return text.isEmpty ? "unknown libpq error" : text
     }
 }

@@ -94,7 +94,8 @@ public final class PostgresClient: Service, Sendable {
     let threadPool: NIOThreadPool
     private let pool: ConnectionPoolState
     private let logger: Logger
-    private let trouble = TroubleLog()
+    /// Reports outages once; the listener reports into it too (``PostgresListener``).
+    let trouble = TroubleLog()
 
     public init(configuration: PostgresClientConfiguration, logger: Logger) {
         self.configuration = configuration
@@ -126,11 +127,12 @@ public final class PostgresClient: Service, Sendable {
 
     /// Runs `body` with a connection held exclusively for its duration.
     public func withConnection<T: Sendable>(_ body: (PostgresSession) async throws -> T) async throws -> T {
+        let began = ContinuousClock.now
         let connection: LibPQConnection
         do {
             connection = try await acquire()
         } catch {
-            trouble.failed(error, logger: logger)
+            trouble.failed(error, began: began, logger: logger)
             throw error
         }
         let session = PostgresSession(connection: connection, threadPool: threadPool)
@@ -141,7 +143,7 @@ public final class PostgresClient: Service, Sendable {
             return value
         } catch {
             release(connection)
-            trouble.failed(error, logger: logger)
+            trouble.failed(error, began: began, logger: logger)
             throw error
         }
     }
@@ -251,8 +253,9 @@ public final class PostgresClient: Service, Sendable {
         if connection.wasTimedOut {
             // The idle connections lead to the same server and most likely share its fate: each
             // would cost its next caller a whole deadline to find out. New ones are opened instead.
+            // At debug: the caller's timeout reaches the trouble log, which reports the outage once.
             let idle = pool.takeIdle()
-            logger.warning(
+            logger.debug(
                 "PostgreSQL did not answer in time; the connection was closed and will be replaced",
                 metadata: ["db.backend_pid": "\(connection.backendPID)", "db.idle_closed": "\(idle.count)"]
             )
@@ -266,48 +269,75 @@ public final class PostgresClient: Service, Sendable {
     }
 }
 
-/// One warning line when the database starts failing, naming the cause, and one when it answers
-/// again, however many callers fail meanwhile: a fault under load would otherwise log once per
-/// request.
+/// One warning, "database unavailable", when the database starts failing, naming the cause, and
+/// one notice, "database available again", with the outage's length, when it answers again,
+/// however many callers fail meanwhile and however often the cause changes (refused, then timed
+/// out, then no free connection): an outage under load would otherwise log once per request.
+///
+/// Shared by the pool and the LISTEN connection, whichever notices first. The outage is measured
+/// from the first failure seen to the first success, so it is at most as long as the real one.
 final class TroubleLog: Sendable {
+    /// The warning's message, which the operations runbook quotes.
+    static let unavailable = "database unavailable"
+    /// The notice's message, which the operations runbook quotes.
+    static let availableAgain = "database available again"
+
     private struct State {
         var cause: String?
+        var since: ContinuousClock.Instant?
         var refusal: (cause: String, at: ContinuousClock.Instant)?
+        var recovered: ContinuousClock.Instant?
     }
     private let state = Mutex(State())
-    /// Whether a cause is set, read without the lock on every success.
+    /// Whether an outage is open, read without the lock on every success.
     private let troubled = Atomic<Bool>(false)
 
-    func failed(_ error: any Error, logger: Logger) {
-        guard let error = error as? PostgresError, error.isUnavailable else { return }
-        let cause = error.unavailableCause ?? error.description
+    /// `began` is when the failed work started: work that started before the last recovery failed
+    /// in the outage that ended (a connection attempt made during it, timing out just after), and
+    /// opens no new one.
+    func failed(_ error: any Error, began: ContinuousClock.Instant, logger: Logger) {
+        // A closed pool is the relay shutting down, not the database failing.
+        guard let error = error as? PostgresError, error.isUnavailable, error.code != .poolClosed else { return }
+        let cause = error.unavailableCause ?? error.message
         let refused = error.sqlState.map { $0 == "25006" || $0.hasPrefix("53") || $0 == "58030" } ?? false
-        let changed = state.withLock { state -> Bool in
+        let (began, changed) = state.withLock { state -> (Bool, Bool) in
             if refused { state.refusal = (cause, .now) }
-            guard state.cause != cause else { return false }
+            if !refused, state.cause == nil, let recovered = state.recovered, began < recovered { return (false, false) }
+            guard state.cause != cause else { return (false, false) }
+            let began = state.cause == nil
+            if began { state.since = .now }
             state.cause = cause
-            return true
+            return (began, true)
         }
         troubled.store(true, ordering: .releasing)
-        if changed {
-            logger.warning(
-                "PostgreSQL cannot take work: \(cause); requests that need it are answered 503 with Retry-After",
-                metadata: ["db.sqlstate": "\(error.sqlState ?? "")", "db.error": "\(error.code)"]
-            )
+        var metadata: Logger.Metadata = ["db.cause": "\(cause)", "db.error": "\(error.code)"]
+        if let sqlState = error.sqlState { metadata["db.sqlstate"] = "\(sqlState)" }
+        if began {
+            logger.warning("\(Self.unavailable)", metadata: metadata)
+        } else if changed {
+            logger.debug("database still unavailable, for another cause", metadata: metadata)
         }
     }
 
     func succeeded(logger: Logger) {
         guard troubled.load(ordering: .acquiring) else { return }
-        let was = state.withLock { state -> String? in
+        let ended = state.withLock { state -> (cause: String, length: Duration)? in
             // A server refusing writes still answers reads: only time clears a refusal, or every
             // read between two refused writes would log twice.
             if let refusal = state.refusal, refusal.cause == state.cause, ContinuousClock.now - refusal.at < .seconds(60) { return nil }
-            defer { state.cause = nil }
+            defer {
+                state.cause = nil
+                state.since = nil
+                state.recovered = .now
+            }
             troubled.store(false, ordering: .releasing)
-            return state.cause
+            guard let cause = state.cause else { return nil }
+            return (cause, state.since.map { ContinuousClock.now - $0 } ?? .zero)
         }
-        if let was { logger.info("PostgreSQL answers again", metadata: ["db.was": "\(was)"]) }
+        if let ended {
+            let milliseconds = ended.length.components.seconds * 1000 + ended.length.components.attoseconds / 1_000_000_000_000_000
+            logger.notice("\(Self.availableAgain)", metadata: ["db.outage_ms": "\(milliseconds)", "db.was": "\(ended.cause)"])
+        }
     }
 
     func recentRefusal(within window: Duration) -> String? {

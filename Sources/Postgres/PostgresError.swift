@@ -1,3 +1,5 @@
+import Logging
+
 /// An error from the PostgreSQL layer.
 ///
 /// `description` carries the server's primary message and SQLSTATE but never the SQL text, bound
@@ -113,5 +115,14 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
             return text + "): the server refused a value (its message is withheld: it may quote the value)"
         }
         return text + "): \(message)"
+    }
+}
+
+extension PostgresError {
+    /// The level for a line about work that failed with `error`: `.debug` when it is the database
+    /// being unavailable, which the pool reports once per outage ("database unavailable", then
+    /// "database available again" with its length); `level` for any other error.
+    public static func logLevel(for error: any Error, otherwise level: Logger.Level = .warning) -> Logger.Level {
+        (error as? PostgresError)?.isUnavailable == true ? .debug : level
     }
 }

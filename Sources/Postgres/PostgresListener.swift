@@ -37,6 +37,7 @@ public final class PostgresListener: Service, Sendable {
     private let threadPool: NIOThreadPool
     private let settings: PostgresConnectionSettings
     private let probeInterval: Duration
+    private let trouble: TroubleLog?
 
     /// - Parameters:
     ///   - conninfo: libpq connection string.
@@ -46,11 +47,15 @@ public final class PostgresListener: Service, Sendable {
     ///     a question (`SELECT 1`, answered within the settings' call timeout) to learn whether it
     ///     is still there: a server that vanished without closing the connection sends nothing,
     ///     exactly like a quiet one, and something in between may keep the TCP connection alive.
+    ///   - client: the pool on the same database, if any: the listener's failures and recoveries
+    ///     count in its single "database unavailable" / "database available again" pair of lines,
+    ///     and its own reconnect lines are at debug while the database is unavailable.
     public init(
         conninfo: String,
         channels: [String],
         settings: PostgresConnectionSettings = .init(),
         probeInterval: Duration = .seconds(5),
+        reportingTo client: PostgresClient? = nil,
         logger: Logger
     ) throws {
         for channel in channels {
@@ -62,6 +67,7 @@ public final class PostgresListener: Service, Sendable {
         self.channels = channels
         self.settings = settings
         self.probeInterval = max(probeInterval, .milliseconds(100))
+        self.trouble = client?.trouble
         self.logger = logger
         self.threadPool = NIOThreadPool(numberOfThreads: 1)
         self.threadPool.start()
@@ -98,14 +104,25 @@ public final class PostgresListener: Service, Sendable {
         await cancelWhenGracefulShutdown {
             var delay = Duration.milliseconds(100)
             while !Task.isCancelled {
+                var began = ContinuousClock.now
                 do {
-                    try await self.listen()
+                    try await self.listen(began: &began)
                 } catch is CancellationError {
                     return
                 } catch {
                     if Task.isCancelled { return }
                     self.yield(.lost)
-                    self.logger.warning("PostgreSQL listener lost its connection; reconnecting", metadata: ["error": "\(error)"])
+                    if let trouble = self.trouble {
+                        // The pool's trouble log says "database unavailable" once per outage.
+                        trouble.failed(error, began: began, logger: self.logger)
+                        self.logger.log(
+                            level: PostgresError.logLevel(for: error),
+                            "PostgreSQL listener lost its connection; reconnecting",
+                            metadata: ["error": "\(error)"]
+                        )
+                    } else {
+                        self.logger.warning("PostgreSQL listener lost its connection; reconnecting", metadata: ["error": "\(error)"])
+                    }
                     try? await Task.sleep(for: delay)
                     delay = min(delay * 2, .seconds(5))
                     continue
@@ -115,7 +132,8 @@ public final class PostgresListener: Service, Sendable {
         }
     }
 
-    private func listen() async throws {
+    /// `began` is set to when the current call to the server started, for the trouble log.
+    private func listen(began: inout ContinuousClock.Instant) async throws {
         let conninfo = self.conninfo
         let channels = self.channels
         var probing = self.settings
@@ -131,10 +149,12 @@ public final class PostgresListener: Service, Sendable {
             return connection
         }
         yield(.listening)
+        trouble?.succeeded(logger: logger)
         logger.debug("PostgreSQL listener ready", metadata: ["db.channels": "\(channels.joined(separator: ","))"])
         let clock = ContinuousClock()
         var heard = clock.now
         while !Task.isCancelled {
+            began = clock.now
             let notifications = try await threadPool.runIfActive {
                 try connection.waitForNotifications(timeoutMilliseconds: 250)
             }
@@ -143,6 +163,7 @@ public final class PostgresListener: Service, Sendable {
                 heard = clock.now
             } else if clock.now - heard >= probeInterval {
                 // Throws when the server does not answer in time; run() then reconnects.
+                began = clock.now
                 try await threadPool.runIfActive { _ = try connection.execute("SELECT 1") }
                 heard = clock.now
             }

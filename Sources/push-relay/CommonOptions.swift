@@ -17,6 +17,9 @@ struct CommonOptions: ParsableArguments {
     @Option(help: ArgumentHelp("trace, debug, info, notice, warning, error or critical (or LOG_LEVEL; default info).", valueName: "level"))
     var logLevel: String?
 
+    @Option(help: ArgumentHelp("text or json: one JSON object per line (or LOG_FORMAT; default text).", valueName: "format"))
+    var logFormat: String?
+
     /// Builds the configuration reader with these options on top; refuses unknown keys and values
     /// of the wrong type.
     func reader(_ extra: [AbsoluteConfigKey: ConfigValue] = [:], recorder: AccessRecorder? = nil) async throws -> ConfigReader {
@@ -33,6 +36,7 @@ struct CommonOptions: ParsableArguments {
         var overrides = extra
         if let dataDir { overrides["data.directory"] = .init(.string(dataDir), isSecret: false) }
         if let logLevel { overrides["log.level"] = .init(.string(logLevel), isSecret: false) }
+        if let logFormat { overrides["log.format"] = .init(.string(logFormat), isSecret: false) }
         if let configFile { overrides["config.file"] = .init(.string(configFile), isSecret: false) }
         let configFile = configFile
         return { [overrides] recorder in
@@ -46,8 +50,12 @@ struct CommonOptions: ParsableArguments {
         guard let level = Logger.Level(rawValue: name.lowercased()) else {
             throw CommandError("unknown log level '\(name)'; use trace, debug, info, notice, warning, error or critical")
         }
+        let formatName = reader.string(forKey: "log.format", default: "text")
+        guard let format = RelayLogHandler.Format(rawValue: formatName.lowercased()) else {
+            throw CommandError("unknown log format '\(formatName)'; use text or json")
+        }
         LoggingSystem.bootstrap { label in
-            var handler = RelayLogHandler.standardError(label: label)
+            var handler = RelayLogHandler.standardError(label: label, format: format)
             handler.logLevel = level
             return handler
         }

@@ -44,7 +44,7 @@ struct Config: AsyncParsableCommand {
             for read in reads {
                 print("\(read.key.padding(toLength: width, withPad: " ", startingAt: 0))  \(read.shownValue)  (\(read.source))")
             }
-            print("database: \(DatabaseConfiguration(config: reader.scoped(to: "database")).displayName)")
+            print("database: \(Database.summary(reader: reader))")
             if apps.isEmpty { print("apps: none (serve runs the demo app when database.url is unset too)") }
             for app in apps {
                 print("app \(app.id):")

@@ -37,10 +37,18 @@ struct Serve: AsyncParsableCommand {
         if let port { overrides["http.port"] = .init(.int(port), isSecret: false) }
         var reader = try await common.reader(overrides)
         let logger = try common.logger(reader)
-        logger.info("starting PushRelay", metadata: ["version": "\(PushRelayVersion.current)", "allocator": "\(Allocator.description)"])
+        let started = ContinuousClock.now
         var apps = try await AppConfiguration.loadChecked(reader: reader)
+        let demo = apps.isEmpty && reader.string(forKey: "database.url", isSecret: true) == nil
+        logger.info(
+            "starting PushRelay",
+            metadata: [
+                "version": "\(PushRelayVersion.current)", "allocator": "\(Allocator.description)",
+                "database": "\(Database.summary(reader: reader))", "apps": "\(demo ? DemoApp.id : apps.map(\.id).joined(separator: ","))",
+            ]
+        )
         var sandbox: SandboxServer?
-        if apps.isEmpty && reader.string(forKey: "database.url", isSecret: true) == nil {
+        if demo {
             // A local run with nothing configured: a demo app whose APNs and FCM are the built-in
             // sandbox, so a webhook can be followed to a delivered push with no credentials.
             let dataDirectory = reader.string(forKey: "data.directory", default: Database.defaultDataDirectory)
@@ -78,9 +86,14 @@ struct Serve: AsyncParsableCommand {
             try await app.runService()
         } catch {
             await sandbox?.shutdown()
+            logger.error(
+                "PushRelay stopped on an error",
+                metadata: ["error": "\(error)", "uptime_s": "\((ContinuousClock.now - started).components.seconds)"]
+            )
             throw error
         }
         await sandbox?.shutdown()
+        logger.info("PushRelay stopped", metadata: ["uptime_s": "\((ContinuousClock.now - started).components.seconds)"])
     }
 
     /// Where a browser on this machine reaches the server.

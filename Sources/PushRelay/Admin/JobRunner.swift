@@ -70,7 +70,7 @@ final class JobRunner: Service, Sendable {
         do {
             claimed = try await store.claim(owner: owner, lease: lease, batchSize: batchSize)
         } catch {
-            logger.warning("claiming a job failed", metadata: ["error": "\(error)"])
+            logger.log(level: PostgresError.logLevel(for: error), "claiming a job failed", metadata: ["error": "\(error)"])
             return false
         }
         guard let job = claimed else { return false }
@@ -111,7 +111,8 @@ final class JobRunner: Service, Sendable {
                                 break
                             } catch {
                                 if Task.isCancelled { return }
-                                self.logger.warning(
+                                self.logger.log(
+                                    level: PostgresError.logLevel(for: error),
                                     "a bulk-unregister batch failed; retrying",
                                     metadata: ["push.job": "\(job.id)", "error": "\(error)"]
                                 )
@@ -132,7 +133,11 @@ final class JobRunner: Service, Sendable {
             try await store.finish(job.id, owner: owner, status: .succeeded)
             logger.info("bulk-unregister job succeeded", metadata: ["push.job": "\(job.id)", "push.lines": "\(job.total)"])
         } catch {
-            logger.warning("marking a job finished failed", metadata: ["push.job": "\(job.id)", "error": "\(error)"])
+            logger.log(
+                level: PostgresError.logLevel(for: error),
+                "marking a job finished failed",
+                metadata: ["push.job": "\(job.id)", "error": "\(error)"]
+            )
         }
         return true
     }

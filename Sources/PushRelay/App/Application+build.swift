@@ -62,6 +62,7 @@ public func buildApplication(
             channels: [DeliveryQueue.channel, UnreadChannel.name, JobStore.channel],
             settings: database.client.configuration.connection,
             probeInterval: database.listenerProbeInterval,
+            reportingTo: database.client,
             logger: logger
         )
         forwarder = try ZendeskForwarder(

@@ -81,6 +81,17 @@ public struct Database: Sendable {
         return database
     }
 
+    /// The database a configuration names, for the start-up line: the server of `database.url`
+    /// without its password (``PostgresClientConfiguration/summary(of:)``), or `embedded` and the
+    /// cluster's directory.
+    public static func summary(reader: ConfigReader) -> String {
+        if let url = DatabaseConfiguration(config: reader.scoped(to: "database")).url {
+            return PostgresClientConfiguration.summary(of: url)
+        }
+        let dataDirectory = reader.string(forKey: "data.directory", default: defaultDataDirectory)
+        return "embedded " + (dataDirectory as NSString).appendingPathComponent("postgres")
+    }
+
     /// Applies pending migrations.
     @discardableResult
     public func migrate() async throws -> [Migration] { try await migrator.migrate(client) }

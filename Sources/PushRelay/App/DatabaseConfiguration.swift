@@ -1,5 +1,4 @@
 import Configuration
-import Foundation
 import Postgres
 
 /// Where PushRelay's PostgreSQL is and how the pool behaves.
@@ -47,40 +46,6 @@ public struct DatabaseConfiguration: Sendable {
             tcpUserTimeoutMilliseconds: config.int(forKey: "tcp_user_timeout_ms", default: 20_000)
         )
         self.listenerProbeInterval = .seconds(min(max(1, config.int(forKey: "listener_probe_seconds", default: 5)), 3600))
-    }
-}
-
-extension DatabaseConfiguration {
-    /// The database as it may be shown and logged: host, port, database and user, never the
-    /// password; `embedded` when no URL is set.
-    public var displayName: String {
-        guard let url else { return "embedded" }
-        return Self.displayName(conninfo: url)
-    }
-
-    /// ``displayName`` of a libpq connection string (`key=value …`) or URI (`postgresql://…`).
-    static func displayName(conninfo: String) -> String {
-        var fields: [String: String] = [:]
-        if conninfo.hasPrefix("postgres://") || conninfo.hasPrefix("postgresql://") {
-            guard let url = URLComponents(string: conninfo) else { return "(a postgresql:// URI that does not parse)" }
-            fields["host"] = url.host
-            fields["port"] = url.port.map(String.init)
-            fields["user"] = url.user
-            fields["dbname"] = url.path.isEmpty || url.path == "/" ? nil : String(url.path.dropFirst())
-            for item in url.queryItems ?? [] where ["host", "port", "user", "dbname"].contains(item.name) { fields[item.name] = item.value }
-        } else {
-            for pair in conninfo.split(separator: " ") {
-                let parts = pair.split(separator: "=", maxSplits: 1).map(String.init)
-                if parts.count == 2, ["host", "hostaddr", "port", "user", "dbname"].contains(parts[0]) {
-                    fields[parts[0] == "hostaddr" ? "host" : parts[0]] = parts[1].trimmingCharacters(in: CharacterSet(charactersIn: "'"))
-                }
-            }
-        }
-        let host = fields["host"] ?? "localhost"
-        let port = fields["port"].map { ":\($0)" } ?? ""
-        let database = fields["dbname"].map { "/\($0)" } ?? ""
-        let user = fields["user"].map { " as \($0)" } ?? ""
-        return "postgresql \(host)\(port)\(database)\(user)"
     }
 }
 

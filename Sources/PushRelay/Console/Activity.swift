@@ -42,7 +42,11 @@ final class ActivityWriter: Service, Sendable {
         } catch {
             tally.restore(taken)
             guard !(error is CancellationError) else { return }
-            logger.warning("could not store the console's activity counts; trying again", metadata: ["error": "\(error)"])
+            logger.log(
+                level: PostgresError.logLevel(for: error),
+                "could not store the console's activity counts; trying again",
+                metadata: ["error": "\(error)"]
+            )
         }
     }
 

@@ -126,7 +126,11 @@ final class Dispatcher: Service, Sendable {
             do {
                 claimed = try await queue.claim(apps: request.apps, limits: request.limits, owner: owner, lease: settings.lease)
             } catch {
-                logger.warning("claiming deliveries failed; trying again at the next poll", metadata: ["error": "\(error)"])
+                logger.log(
+                    level: PostgresError.logLevel(for: error),
+                    "claiming deliveries failed; trying again at the next poll",
+                    metadata: ["error": "\(error)"]
+                )
                 return
             }
             let again = machine.withLock { $0.claimed(claimed, for: request) }
@@ -314,7 +318,11 @@ final class Dispatcher: Service, Sendable {
             } catch {
                 machine.withLock { $0.writeFailed(batch) }
                 failures += 1
-                logger.warning("writing delivery outcomes failed; retrying", metadata: ["error": "\(error)", "push.outcomes": "\(batch.count)"])
+                logger.log(
+                    level: PostgresError.logLevel(for: error),
+                    "writing delivery outcomes failed; retrying",
+                    metadata: ["error": "\(error)", "push.outcomes": "\(batch.count)"]
+                )
                 if failures >= 30 { return }
                 try? await Task.sleep(for: .seconds(1))
                 continue

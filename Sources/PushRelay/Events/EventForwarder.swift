@@ -238,7 +238,11 @@ final class EventForwarder: Service, Sendable {
                 round = try await sendBatch(target, http: self.http, failures: failures)
             } catch {
                 lease.forget()
-                logger.warning("reading the feedback event queue failed", metadata: ["push.app": "\(target.app)", "error": "\(error)"])
+                logger.log(
+                    level: PostgresError.logLevel(for: error),
+                    "reading the feedback event queue failed",
+                    metadata: ["push.app": "\(target.app)", "error": "\(error)"]
+                )
                 round = .idle
             }
             switch round {

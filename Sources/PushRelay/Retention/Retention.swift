@@ -212,7 +212,11 @@ final class RetentionService: Service, Sendable {
                     interrupted.withLock { $0 = true }
                     return
                 } catch {
-                    self.logger.warning("retention run failed; trying again at the next interval", metadata: ["error": "\(error)"])
+                    self.logger.log(
+                        level: PostgresError.logLevel(for: error),
+                        "retention run failed; trying again at the next interval",
+                        metadata: ["error": "\(error)"]
+                    )
                 }
                 try? await Task.sleep(for: self.settings.interval)
             }

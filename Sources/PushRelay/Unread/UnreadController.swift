@@ -4,6 +4,7 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
+import Postgres
 import ServiceLifecycle
 import StrictJSON
 
@@ -143,7 +144,11 @@ struct UnreadController<Context: RequestContext>: Sendable {
                             do {
                                 current = try await store.summary(app: app, owner: owner)
                             } catch {
-                                logger.warning("reading unread counts for a stream failed", metadata: ["error": "\(error)"])
+                                logger.log(
+                                    level: PostgresError.logLevel(for: error),
+                                    "reading unread counts for a stream failed",
+                                    metadata: ["error": "\(error)"]
+                                )
                                 continue
                             }
                             if current != last {

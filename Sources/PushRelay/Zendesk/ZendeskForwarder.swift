@@ -97,7 +97,7 @@ final class ZendeskForwarder: Service, Sendable {
         do {
             claimed = try await queue.takeZendeskBatch(app: target.app, limit: batchSize)
         } catch {
-            logger.warning("reading the Zendesk unregister queue failed", metadata: ["error": "\(error)"])
+            logger.log(level: PostgresError.logLevel(for: error), "reading the Zendesk unregister queue failed", metadata: ["error": "\(error)"])
             return false
         }
         guard !claimed.isEmpty else { return false }
@@ -153,7 +153,7 @@ final class ZendeskForwarder: Service, Sendable {
             metrics.zendeskForwarded(app: target.app, tokens: batch.count)
             logger.debug("tokens forwarded to Zendesk", metadata: ["push.app": "\(target.app)", "push.tokens": "\(batch.count)"])
         } catch {
-            logger.warning("recording a Zendesk forward failed", metadata: ["error": "\(error)"])
+            logger.log(level: PostgresError.logLevel(for: error), "recording a Zendesk forward failed", metadata: ["error": "\(error)"])
         }
         return true
     }

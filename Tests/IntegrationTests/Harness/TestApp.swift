@@ -44,7 +44,7 @@ struct TestApp {
         )
     }
 
-    func application(extra: [AbsoluteConfigKey: ConfigValue] = [:]) async throws -> some ApplicationProtocol {
+    func application(extra: [AbsoluteConfigKey: ConfigValue] = [:], logger: Logger = TestDatabase.logger) async throws -> some ApplicationProtocol {
         var values: [AbsoluteConfigKey: ConfigValue] = [
             "database.url": .init(.string(conninfo), isSecret: true),
             "database.max_connections": .init(.int(6), isSecret: false),
@@ -54,7 +54,7 @@ struct TestApp {
         values.merge(extra) { $1 }
         return try await buildApplication(
             reader: ConfigReader(provider: InMemoryProvider(values: values)),
-            logger: TestDatabase.logger,
+            logger: logger,
             apps: apps
         )
     }

@@ -139,12 +139,14 @@ struct StrictConfigurationTests {
         #expect(!summary.contains("Zq9w") && !summary.contains("Xk3v"), "\(summary)")
         #expect(summary.contains(Fingerprint.of("Zq9wSecret-0123456789")) && summary.contains(Fingerprint.of("Xk3vSigning-0123456789")))
         #expect(
-            DatabaseConfiguration.displayName(conninfo: "postgresql://relay:s3cret@db.internal:5433/pushrelay?sslmode=require")
-                == "postgresql db.internal:5433/pushrelay as relay"
-        )
-        #expect(
-            DatabaseConfiguration.displayName(conninfo: "host=db.internal port=5432 dbname=pushrelay user=relay password=s3cret")
-                == "postgresql db.internal:5432/pushrelay as relay"
+            Database.summary(
+                reader: ConfigReader(
+                    provider: InMemoryProvider(values: [
+                        "database.url": .init(.string("postgresql://relay:s3cret@db.internal:5433/pushrelay?sslmode=require"), isSecret: true)
+                    ])
+                )
+            )
+                == "host=db.internal port=5433 dbname=pushrelay user=relay"
         )
     }
 }

@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import PushRelay
 import Synchronization
@@ -11,12 +12,29 @@ private final class Lines: TextOutputStream, Sendable {
     var withoutTimestamps: [String] {
         lines.withLock { $0.map { String($0.drop { $0 != " " }) } }
     }
+    var all: [String] { lines.withLock { $0 } }
+}
+
+/// Counts how often its description is rendered.
+private final class Rendered: CustomStringConvertible, Sendable {
+    let count = Atomic<Int>(0)
+    var description: String {
+        count.add(1, ordering: .relaxed)
+        return "rendered"
+    }
 }
 
 @Suite("Relay log handler")
 struct RelayLogHandlerTests {
+    /// As libpq words a refused connection.
+    static let libpqMessage = """
+        connection to server at "127.0.0.1", port 5432 failed: Connection refused
+        \tIs the server running on that host and accepting TCP/IP connections?
+
+        """
+
     @Test(
-        "writes the same lines as StreamLogHandler: handler metadata, a line's own metadata winning, errors, levels",
+        "writes the same lines as StreamLogHandler but for the timestamp: handler metadata, a line's own metadata winning, errors, levels",
         arguments: [false, true]
     )
     func sameLinesAsStreamLogHandler(withProvider: Bool) {
@@ -48,5 +66,127 @@ struct RelayLogHandlerTests {
                 withProvider ? "provided=p push.app=from-provider request.id=abc" : "push.app=support request.id=abc"
             )
         )
+    }
+
+    @Test("timestamps are RFC 3339 in UTC with milliseconds, in both formats", arguments: RelayLogHandler.Format.allCases)
+    func millisecondTimestamps(format: RelayLogHandler.Format) throws {
+        let lines = Lines()
+        let logger = Logger(label: "push-relay") { RelayLogHandler(label: $0, stream: lines, format: format) }
+        let before = Date()
+        logger.info("one")
+        let after = Date()
+        let line = try #require(lines.all.first)
+        let stamp: String
+        switch format {
+        case .text: stamp = String(line.prefix { $0 != " " })
+        case .json: stamp = try #require(try Self.object(line)["timestamp"] as? String)
+        }
+        #expect(stamp.wholeMatch(of: /\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z/) != nil, "\(stamp)")
+        let parser = ISO8601DateFormatter()
+        parser.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        let date = try #require(parser.date(from: stamp))
+        // Truncated to the millisecond.
+        #expect(date.timeIntervalSince(before) > -0.002 && date.timeIntervalSince(after) < 0.001, "\(stamp) vs \(before)…\(after)")
+    }
+
+    @Test("a libpq-like message, and values with newlines or other control characters, stay one line", arguments: RelayLogHandler.Format.allCases)
+    func newlinesAreEscaped(format: RelayLogHandler.Format) throws {
+        let lines = Lines()
+        var logger = Logger(label: "push-relay") { RelayLogHandler(label: $0, stream: lines, format: format) }
+        logger[metadataKey: "request.id"] = "a\rb"
+        logger.warning(
+            "database unavailable: \(Self.libpqMessage)",
+            metadata: ["db.cause": "\(Self.libpqMessage)", "push.reason": "bell\u{7}del\u{7F}nel\u{85}ls\u{2028}ps\u{2029}esc\u{1B}"]
+        )
+        let line = try #require(lines.all.first)
+        #expect(lines.all.count == 1)
+        #expect(line.last == "\n")
+        #expect(
+            !line.dropLast().unicodeScalars.contains {
+                $0.value < 0x20 || (0x7F...0x9F).contains($0.value) || $0.value == 0x2028 || $0.value == 0x2029
+            }
+        )
+        switch format {
+        case .text:
+            #expect(line.contains(#"port 5432 failed: Connection refused\n\tIs the server running"#))
+            #expect(line.contains(#"request.id=a\rb"#))
+            #expect(line.contains(#"push.reason=bell\u{07}del\u{7F}nel\u{0085}ls\u{2028}ps\u{2029}esc\u{1B}"#), "\(line)")
+        case .json:
+            // Parses back to exactly what was logged.
+            let object = try Self.object(line)
+            #expect(object["message"] as? String == "database unavailable: \(Self.libpqMessage)")
+            #expect(object["db.cause"] as? String == Self.libpqMessage)
+            #expect(object["request.id"] as? String == "a\rb")
+            #expect(object["push.reason"] as? String == "bell\u{7}del\u{7F}nel\u{85}ls\u{2028}ps\u{2029}esc\u{1B}")
+        }
+    }
+
+    @Test("JSON: one object per line with timestamp, level, label, source, message and the text format's metadata keys and values")
+    func jsonHasTheTextKeys() throws {
+        let text = Lines()
+        let json = Lines()
+        var textLogger = Logger(label: "push-relay") { RelayLogHandler(label: $0, stream: text) }
+        var jsonLogger = Logger(label: "push-relay") { RelayLogHandler(label: $0, stream: json, format: .json) }
+        struct Failure: Error {}
+        for index in [0, 1] {
+            var logger = index == 0 ? textLogger : jsonLogger
+            logger.logLevel = .debug
+            logger[metadataKey: "request.id"] = "abc"
+            logger.info("request", metadata: ["http.method": "POST", "http.status": "202", "quote": #"say "hi" \ back"#])
+            logger.debug("nested", metadata: ["list": ["a", "b"], "map": ["k": "v"], "message": "collides"])
+            logger.error("failed", error: Failure())
+            if index == 0 { textLogger = logger } else { jsonLogger = logger }
+        }
+        #expect(json.all.count == 3)
+        for (textLine, jsonLine) in zip(text.all, json.all) {
+            #expect(jsonLine.filter { $0 == "\n" }.count == 1 && jsonLine.last == "\n")
+            let object = try Self.object(jsonLine)
+            // `timestamp level label: k=v … [source] message`
+            let fields = textLine.split(separator: " ", maxSplits: 2)
+            #expect(object["timestamp"] is String)
+            #expect(object["level"] as? String == String(fields[1]))
+            #expect(object["label"] as? String == "push-relay")
+            #expect(object["source"] as? String == "PushRelayTests")
+            #expect(textLine.hasSuffix("[PushRelayTests] \(object["message"] as? String ?? "?")\n"))
+            let metadataKeys = Set(object.keys).subtracting(["timestamp", "level", "label", "source", "message"])
+            let textKeys = Set(
+                textLine.split(separator: " ").compactMap { word -> String? in
+                    guard let equals = word.firstIndex(of: "="), word[..<equals].allSatisfy({ $0.isLetter || $0 == "." }) else { return nil }
+                    return String(word[..<equals])
+                }
+            )
+            // The one key named like a fixed key is `metadata.message` in JSON.
+            #expect(metadataKeys == Set(textKeys.map { $0 == "message" ? "metadata.message" : $0 }), "\(textLine)")
+        }
+        let request = try Self.object(json.all[0])
+        #expect(request["http.method"] as? String == "POST")
+        #expect(request["request.id"] as? String == "abc")
+        #expect(request["quote"] as? String == #"say "hi" \ back"#)
+        let nested = try Self.object(json.all[1])
+        #expect(nested["list"] as? [String] == ["a", "b"])
+        #expect(nested["map"] as? [String: String] == ["k": "v"])
+        #expect(nested["message"] as? String == "nested")
+        #expect(nested["metadata.message"] as? String == "collides")
+        let failed = try Self.object(json.all[2])
+        #expect((failed["error.type"] as? String)?.hasSuffix("Failure") == true)
+    }
+
+    @Test("metadata set on the handler is rendered only for lines that are written", arguments: RelayLogHandler.Format.allCases)
+    func metadataRenderedOnlyWhenWritten(format: RelayLogHandler.Format) {
+        let lines = Lines()
+        let rendered = Rendered()
+        var logger = Logger(label: "push-relay") { RelayLogHandler(label: $0, stream: lines, format: format) }
+        logger.logLevel = .info
+        logger[metadataKey: "lazy"] = .stringConvertible(rendered)
+        for index in 0..<100 { logger[metadataKey: "request.id"] = "\(index)" }
+        logger.debug("not written")
+        #expect(rendered.count.load(ordering: .relaxed) == 0)
+        logger.info("written")
+        #expect(rendered.count.load(ordering: .relaxed) == 1)
+        #expect(lines.all.count == 1)
+    }
+
+    static func object(_ line: String) throws -> [String: Any] {
+        try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
     }
 }
