@@ -12,14 +12,16 @@ import Postgres
 /// `tls.ca_file` (``DeliverySettings``), `zendesk.*` (``ZendeskForwarderSettings``), `jobs.*`
 /// (``JobSettings``), `unread.*` (``UnreadSettings``), `events.*` (``EventForwarderSettings``),
 /// `retention.*` (``RetentionSettings``), `data.directory` (default
-/// `./.push-relay-data`, where the embedded cluster lives when `database.url` is not set), and
-/// `config.file`, whose `apps:` list is read when `apps` is not given.
+/// `./.push-relay-data`, where the embedded cluster lives when `database.url` is not set),
+/// `apps_store.*` (``ManagedAppStoreSettings``: the key of the apps managed through the admin API)
+/// and `config.file`, whose `apps:` list is read when `apps` is not given.
 ///
 /// The logger is passed in: logging is bootstrapped once, by the executable, never here.
 public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppConfiguration]? = nil) async throws -> some ApplicationProtocol {
     let http = HTTPConfiguration(config: reader.scoped(to: "http"))
     let configuredApps = try apps ?? AppConfiguration.load(reader: reader)
     let directory = try await AppDirectory(apps: configuredApps)
+    let appsStore = try ManagedAppStoreSettings(config: reader.scoped(to: "apps_store"))
     if configuredApps.isEmpty {
         logger.warning("no apps are configured; webhooks will be refused until the configuration file lists some under apps:")
     }
@@ -123,6 +125,10 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
         maxLifetime: consoleSettings.sessionLifetime
     )
     let keys = APIKeyStore(client: database.client)
+    let fileAppIDs = Set(configuredApps.map(\.id))
+    let managedApps = appsStore.key.map { key in
+        ManagedAppStore(client: database.client, key: key, previousKey: appsStore.previousKey, fileAppIDs: { fileAppIDs })
+    }
     let authenticator = Authenticator(keys: keys, apps: directory, sessions: consoleSettings.enabled ? sessions : nil)
     let console =
         consoleSettings.enabled
@@ -141,7 +147,9 @@ public func buildApplication(reader: ConfigReader, logger: Logger, apps: [AppCon
         hub: hub,
         metrics: metrics,
         console: console,
-        maxUploadBytes: JobSettings(config: reader.scoped(to: "jobs")).maxUploadBytes
+        maxUploadBytes: JobSettings(config: reader.scoped(to: "jobs")).maxUploadBytes,
+        managedApps: managedApps,
+        fileApps: { configuredApps }
     )
     let limits = ConnectionLimits(config: reader.scoped(to: "http"))
     let serverName = "PushRelay"
@@ -196,7 +204,9 @@ func buildRouter(
     hub: UnreadHub,
     metrics: RelayMetrics,
     console: ConsoleController? = nil,
-    maxUploadBytes: Int = JobSettings.defaultMaxUploadBytes
+    maxUploadBytes: Int = JobSettings.defaultMaxUploadBytes,
+    managedApps: ManagedAppStore? = nil,
+    fileApps: (@Sendable () -> [AppConfiguration])? = nil
 ) -> (Router<AppRequestContext>, [Route]) {
     let router = Router(context: AppRequestContext.self)
     let routes = RouteRecorder(router: router)
@@ -219,6 +229,9 @@ func buildRouter(
             maxJSONBytes: 64 << 20,
             maxTextBytes: maxUploadBytes
         ).endpoints
+    )
+    routes.addRoutes(
+        AppAdminController(store: managedApps, fileApps: fileApps ?? { apps.ids.compactMap(apps.app) }, authenticator: authenticator).endpoints
     )
     routes.addRoutes(StatusController(store: DeliveryStatusStore(client: database.client), authenticator: authenticator).endpoints)
     routes.addRoutes(

@@ -4,7 +4,8 @@ import Postgres
 
 /// The operator API the console's Overview and Apps pages read (and any other client may):
 /// `GET /v1/overview` (activity over the last hour, queues and backlogs per app) and `GET /v1/apps`
-/// (each app's configuration as loaded, secrets shortened to a prefix, and its credentials' state).
+/// (each app's configuration as loaded, each secret shown as a ``SecretIdentifier``, and its
+/// credentials' state).
 ///
 /// An admin key sees every app; an app key sees its own app only. User tokens are refused (401:
 /// these routes name no app).
@@ -134,8 +135,10 @@ struct OperatorController<Context: RequestContext>: Sendable {
 
     struct AppView: Codable, Sendable {
         var id: String
-        var webhookSecrets: [String]
-        var webhookSigningSecret: String?
+        var webhookSecrets: [SecretIdentifier]
+        var webhookSigningSecret: SecretIdentifier?
+        /// Every secret of the app (those above, keys, tokens), as identifiers.
+        var secrets: [SecretIdentifier]
         var userTokens: [String: String]?
         var apns: [String: String]?
         var fcm: [String: String]?
@@ -145,7 +148,7 @@ struct OperatorController<Context: RequestContext>: Sendable {
 
         struct EventsView: Codable, Sendable {
             var url: String
-            var signingSecretFile: String
+            var signingSecretFile: String?
             var types: [String]
             enum CodingKeys: String, CodingKey {
                 case url, types
@@ -154,7 +157,7 @@ struct OperatorController<Context: RequestContext>: Sendable {
         }
 
         enum CodingKeys: String, CodingKey {
-            case id, apns, fcm, zendesk, events, credentials
+            case id, apns, fcm, zendesk, events, credentials, secrets
             case webhookSecrets = "webhook_secrets"
             case webhookSigningSecret = "webhook_signing_secret"
             case userTokens = "user_tokens"
@@ -163,11 +166,6 @@ struct OperatorController<Context: RequestContext>: Sendable {
 
     struct AppList: ResponseEncodable {
         var apps: [AppView]
-    }
-
-    /// A secret as shown: its first 4 characters and an ellipsis.
-    static func redacted(_ secret: String) -> String {
-        String(secret.prefix(4)) + "…"
     }
 
     /// `GET /v1/apps`.
@@ -182,7 +180,7 @@ struct OperatorController<Context: RequestContext>: Sendable {
             if let settings = app.apns {
                 var fields = ["topic": settings.topic, "environment": settings.environment.rawValue, "url": settings.baseURL]
                 if let token = settings.token {
-                    fields.merge(["auth": "token", "team_id": token.teamID, "key_id": token.keyID, "key_file": token.keyFile]) { $1 }
+                    fields.merge(["auth": "token", "team_id": token.teamID, "key_id": token.keyID, "key_file": token.keyFile ?? "(inline)"]) { $1 }
                     credentials.append(Credential(platform: "ios", kind: "token", name: "apns:\(token.teamID):\(token.keyID)"))
                 } else if let certificate = settings.certificate {
                     fields.merge(["auth": "certificate", "certificate_file": certificate.file]) { $1 }
@@ -192,22 +190,24 @@ struct OperatorController<Context: RequestContext>: Sendable {
             }
             var fcm: [String: String]?
             if let settings = app.fcm {
-                var fields = ["url": settings.baseURL, "service_account_file": settings.serviceAccountFile]
+                var fields = ["url": settings.baseURL, "service_account_file": settings.serviceAccountFile ?? "(inline)"]
                 let account = try? settings.serviceAccount(app: id)
                 if let account { fields["project_id"] = account.projectID }
                 credentials.append(Credential(platform: "android", kind: "service_account", name: account.map { "fcm:\($0.clientEmail)" }))
                 fcm = fields
             }
             names += credentials.compactMap(\.name)
+            let secrets = app.secretIdentifiers
             views.append(
                 AppView(
                     id: id,
-                    webhookSecrets: app.webhookSecrets.map(Self.redacted),
-                    webhookSigningSecret: app.webhookSigningSecret.map(Self.redacted),
-                    userTokens: app.userTokens.map { ["secret_file": $0.secretFile] },
+                    webhookSecrets: secrets.filter { $0.label.hasPrefix("webhook_secrets[") },
+                    webhookSigningSecret: secrets.first { $0.label == "webhook_signing_secret" },
+                    secrets: secrets,
+                    userTokens: app.userTokens.map { ["secret_file": $0.secretFile ?? "(inline)"] },
                     apns: apns,
                     fcm: fcm,
-                    zendesk: app.zendesk.map { ["url": $0.baseURL, "email": $0.email, "api_token_file": $0.apiTokenFile] },
+                    zendesk: app.zendesk.map { ["url": $0.baseURL, "email": $0.email, "api_token_file": $0.apiTokenFile ?? "(inline)"] },
                     events: app.events.map {
                         AppView.EventsView(url: $0.url, signingSecretFile: $0.signingSecretFile, types: $0.eventTypes.map(\.rawValue).sorted())
                     },

@@ -36,23 +36,21 @@ final class ProviderSet: Sendable {
                 var fcm: (any PushProvider)?
                 if let apnsSettings = app.apns {
                     if let token = apnsSettings.token {
-                        guard let pem = FileManager.default.contents(atPath: token.keyFile) else {
-                            throw ConfigurationError("app '\(app.id)': cannot read apns.token.key_file \(token.keyFile)")
-                        }
+                        let pem = try token.privateKeyPEM(app: app.id)
                         let manager: APNsTokenManager
                         do {
                             if let existing = apnsManagers["\(token.teamID):\(token.keyID)"] {
                                 manager = existing
                             } else {
                                 manager = try await APNsTokenManager(
-                                    privateKeyPEM: String(decoding: pem, as: UTF8.self),
+                                    privateKeyPEM: pem,
                                     keyID: token.keyID,
                                     teamID: token.teamID,
                                     store: tokens
                                 )
                             }
                         } catch {
-                            throw ConfigurationError("app '\(app.id)': apns.token.key_file is not a PKCS#8 P-256 key (.p8)")
+                            throw ConfigurationError("app '\(app.id)': \(token.keySource) is not a PKCS#8 P-256 key (.p8)")
                         }
                         apnsManagers["\(token.teamID):\(token.keyID)"] = manager
                         apns = APNsProvider(
@@ -93,7 +91,7 @@ final class ProviderSet: Sendable {
                             )
                         }
                     } catch {
-                        throw ConfigurationError("app '\(app.id)': the private_key of fcm.service_account_file is not an RSA key")
+                        throw ConfigurationError("app '\(app.id)': the private_key of \(fcmSettings.accountSource) is not an RSA key")
                     }
                     fcmManagers[account.clientEmail] = manager
                     fcm = FCMProvider(
