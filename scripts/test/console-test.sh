@@ -29,8 +29,10 @@ base="http://127.0.0.1:$port"
 admin_key="$(create_key --data-dir "$work/data" --admin --label console-test)"
 app_key="$(create_key --data-dir "$work/data" --app demo --label console-test)"
 
+# The key of the apps managed through the console (test_08a), as docs/operations.md says to make it.
+openssl rand -base64 32 > "$work/apps-store.key"
 # The banner (stdout) names the webhook URL, secret included; the log (stderr) must not.
-relay_start --data-dir "$work/data" --port "$port"
+APPS_STORE_KEY_FILE="$work/apps-store.key" relay_start --data-dir "$work/data" --port "$port"
 grep -q "Console: $base/console" "$work/relay.out" || { log "the start-up lines do not name the console's URL:"; cat "$work/relay.out" >&2; exit 1; }
 webhook_url="$(grep -o "$base/v1/webhooks/zendesk/demo/[0-9a-f]*" "$work/relay.out" | head -n 1)"
 [ -n "$webhook_url" ] || { log "no webhook URL in the banner:"; cat "$work/relay.out" >&2; exit 1; }
@@ -46,7 +48,7 @@ CONSOLE_BASE_URL="$base" CONSOLE_ADMIN_KEY="$admin_key" CONSOLE_APP_KEY="$app_ke
 # 4. What the log must never hold, whatever the pages did.
 secret="${webhook_url##*/}"
 for needle in "$admin_key" "$app_key" "$secret" "6b1c0f5e8d2a4b7c9e3f1a0d5c8b2e4f6a9d1c3b5e7f0a2d4c6b8e1f3a5c7d9e" \
-    "android-console-browser-token" "Console check reply" "Hello from the console test"; do
+    "android-console-browser-token" "browser-managed-secret-0123456789" "Console check reply" "Hello from the console test"; do
     if grep -qF -- "$needle" "$work/relay.log"; then
         log "the relay's log holds a secret, a full token or notification text (${needle:0:6}…):"
         grep -nF -- "$needle" "$work/relay.log" | head -n 5 >&2

@@ -36,6 +36,8 @@ base="http://127.0.0.1:$port"
 secret="schemathesis-$(random_hex 16)"
 # The app's HS256 key for user JWTs, so the user-token code paths are on as in production.
 random_hex 32 > "$work/user-tokens.key"
+# The key of the apps managed through the admin API, so PUT /v1/admin/apps/{app} stores them.
+openssl rand -base64 32 > "$work/apps-store.key"
 # The user and device that generated requests find: the document's examples of {user} and
 # {token}, so the examples phase (and the coverage phase, which starts from them) reaches them.
 user="alice"
@@ -52,6 +54,8 @@ data:
   directory: $work/data
 delivery:
   enabled: false
+apps_store:
+  key_file: $work/apps-store.key
 apps:
   - id: support
     webhook_secrets: ["$secret"]
@@ -133,6 +137,19 @@ checks.positive_data_acceptance.enabled = false
 [[operations]]
 include-operation-id = "bulkUnregister"
 checks.negative_data_rejection.enabled = false
+
+# The managed-app operations work on an app of their own: `support` is the file's, and read-only
+# there (409, which the file app's GET and the other checks still meet through the fixed app).
+# A generated "valid" configuration is rightly a 422 when it has a credentials section: a P-256
+# .p8 key or an RSA service account key is text no schema can describe. Every other check runs.
+[[operations]]
+include-operation-id = "putManagedApp"
+parameters = { "path.app" = "schemathesis-managed" }
+checks.positive_data_acceptance.enabled = false
+
+[[operations]]
+include-operation-id = "deleteManagedApp"
+parameters = { "path.app" = "schemathesis-managed" }
 
 # The live stream never ends: read its first event (sent on connect) and close it.
 [[operations]]

@@ -10,7 +10,7 @@ import Foundation
 ///   # production_url: …             # or replace Apple's host of one environment (a proxy, a test gateway)
 ///   # sandbox_url: …
 ///   token:                          # token authentication (recommended) ...
-///     key_file: /etc/push-relay/AuthKey_ABC123DEFG.p8
+///     key_file: /etc/push-relay/AuthKey_ABC123DEFG.p8   # or key: the .p8 file's PEM text
 ///     key_id: ABC123DEFG
 ///     team_id: DEF123GHIJ
 ///   # certificate:                  # ... or certificate authentication
@@ -19,7 +19,9 @@ import Foundation
 ///   #   password_file: /etc/push-relay/apns.p12.password
 ///   #   key_file: /etc/push-relay/apns-key.pem   # PEM only, when the key is a separate file
 /// ```
-public struct APNsSettings: Sendable, Decodable, Hashable {
+/// Certificate authentication reads files only (libcurl loads the certificate from a path), so an
+/// app managed through the admin API uses token authentication.
+public struct APNsSettings: Sendable, Codable, Hashable {
     public var topic: String
     public var environment: Environment
     public var url: String?
@@ -28,7 +30,7 @@ public struct APNsSettings: Sendable, Decodable, Hashable {
     public var token: Token?
     public var certificate: Certificate?
 
-    public enum Environment: String, Sendable, Decodable, Hashable {
+    public enum Environment: String, Sendable, Codable, Hashable {
         case production, sandbox
 
         /// Apple's host for this environment.
@@ -40,9 +42,12 @@ public struct APNsSettings: Sendable, Decodable, Hashable {
         }
     }
 
-    /// Token authentication: a `.p8` key signs ES256 provider tokens.
-    public struct Token: Sendable, Decodable, Hashable {
-        public var keyFile: String
+    /// Token authentication: a `.p8` key signs ES256 provider tokens. The key is given inline
+    /// (`key`, the PEM text) or as a file (`key_file`): exactly one.
+    public struct Token: Sendable, Codable, Hashable {
+        /// The `.p8` file's content: PKCS#8 PEM of a P-256 key.
+        public var key: String?
+        public var keyFile: String?
         public var keyID: String
         public var teamID: String
 
@@ -52,15 +57,30 @@ public struct APNsSettings: Sendable, Decodable, Hashable {
             self.teamID = teamID
         }
 
+        public init(key: String, keyID: String, teamID: String) {
+            self.key = key
+            self.keyID = keyID
+            self.teamID = teamID
+        }
+
         enum CodingKeys: String, CodingKey {
+            case key
             case keyFile = "key_file"
             case keyID = "key_id"
             case teamID = "team_id"
         }
+
+        /// The PEM text of the key, inline or read from `key_file`.
+        func privateKeyPEM(app: String) throws -> String {
+            try secretMaterial(inline: key, file: keyFile, app: app, key: "apns.token.key", fileKey: "apns.token.key_file", minBytes: 1)
+        }
+
+        /// The configuration key the private key came from, for messages.
+        var keySource: String { key != nil ? "apns.token.key" : "apns.token.key_file" }
     }
 
     /// Certificate authentication: a client certificate on the TLS connection.
-    public struct Certificate: Sendable, Decodable, Hashable {
+    public struct Certificate: Sendable, Codable, Hashable {
         public var file: String
         public var type: String?
         public var keyFile: String?
@@ -133,9 +153,7 @@ public struct APNsSettings: Sendable, Decodable, Hashable {
         case (nil, nil), (.some, .some):
             throw ConfigurationError("app '\(app)': apns needs exactly one of token (a .p8 key) or certificate")
         case (let token?, nil):
-            guard FileManager.default.isReadableFile(atPath: token.keyFile) else {
-                throw ConfigurationError("app '\(app)': cannot read apns.token.key_file \(token.keyFile)")
-            }
+            _ = try token.privateKeyPEM(app: app)
             guard token.keyID.count == 10, token.teamID.count == 10 else {
                 throw ConfigurationError("app '\(app)': apns.token.key_id and team_id are Apple's 10-character ids")
             }

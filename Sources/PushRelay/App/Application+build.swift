@@ -12,8 +12,9 @@ import Postgres
 /// `tls.ca_file` (``DeliverySettings``), `zendesk.*` (``ZendeskForwarderSettings``), `jobs.*`
 /// (``JobSettings``), `unread.*` (``UnreadSettings``), `events.*` (``EventForwarderSettings``),
 /// `retention.*` (``RetentionSettings``), `data.directory` (default
-/// `./.push-relay-data`, where the embedded cluster lives when `database.url` is not set), and
-/// `config.file`, whose `apps:` list is read when `apps` is not given.
+/// `./.push-relay-data`, where the embedded cluster lives when `database.url` is not set),
+/// `apps_store.*` (``ManagedAppStoreSettings``: the key of the apps managed through the admin API)
+/// and `config.file`, whose `apps:` list is read when `apps` is not given.
 ///
 /// The logger is passed in: logging is bootstrapped once, by the executable, never here.
 ///
@@ -26,12 +27,9 @@ public func buildApplication(
     reload: ConfigurationReloader.ReadConfiguration? = nil
 ) async throws -> some ApplicationProtocol {
     let http = HTTPConfiguration(config: reader.scoped(to: "http"))
-    let configuredApps: [AppConfiguration]
-    if let apps { configuredApps = apps } else { configuredApps = try await AppConfiguration.loadChecked(reader: reader) }
-    let directory = try await AppDirectory(apps: configuredApps)
-    if configuredApps.isEmpty {
-        logger.warning("no apps are configured; webhooks will be refused until the configuration file lists some under apps:")
-    }
+    let fileApps: [AppConfiguration]
+    if let apps { fileApps = apps } else { fileApps = try await AppConfiguration.loadChecked(reader: reader) }
+    let appsStore = try ManagedAppStoreSettings(config: reader.scoped(to: "apps_store"))
 
     let database = try await Database.open(reader: reader, logger: logger)
     do {
@@ -44,6 +42,23 @@ public func buildApplication(
     } catch {
         try? await database.shutdown()
         throw error
+    }
+    // The file's apps and, with an `apps_store` key, those managed through the admin API.
+    let fileAppsNow = FileApps(fileApps)
+    let managedApps = appsStore.key.map { key in
+        ManagedAppStore(client: database.client, key: key, previousKey: appsStore.previousKey, fileAppIDs: { fileAppsNow.ids })
+    }
+    let configuredApps: [AppConfiguration]
+    let directory: AppDirectory
+    do {
+        configuredApps = ConfigurationReloader.merge(file: fileApps, managed: try await managedApps?.list() ?? [], logger: logger)
+        directory = try await AppDirectory(apps: configuredApps)
+    } catch {
+        try? await database.shutdown()
+        throw error
+    }
+    if configuredApps.isEmpty {
+        logger.warning("no apps are configured; webhooks will be refused until the configuration file lists some under apps:")
     }
 
     let settings = WebhookSettings(config: reader.scoped(to: "webhooks"))
@@ -59,7 +74,7 @@ public func buildApplication(
         // One connection in LISTEN for the dispatcher, the unread hub and the job runner.
         listener = try PostgresListener(
             conninfo: database.client.configuration.conninfo,
-            channels: [DeliveryQueue.channel, UnreadChannel.name, JobStore.channel],
+            channels: [DeliveryQueue.channel, UnreadChannel.name, JobStore.channel, ManagedAppStore.channel],
             settings: database.client.configuration.connection,
             probeInterval: database.listenerProbeInterval,
             reportingTo: database.client,
@@ -137,28 +152,27 @@ public func buildApplication(
     )
     let keys = APIKeyStore(client: database.client)
     let authenticator = Authenticator(keys: keys, apps: directory, sessions: consoleSettings.enabled ? sessions : nil)
-    var reloader: ConfigurationReloader?
-    if let reload {
-        // What the reloader compares a reload's settings with: the ones in force now.
-        let recorder = AccessRecorder()
-        _ = try await reload(recorder)
-        reloader = ConfigurationReloader(
-            read: reload,
-            parts: .init(
-                directory: directory,
-                providers: providers,
-                dispatcher: dispatcher,
-                zendesk: forwarder,
-                events: eventForwarder,
-                authenticator: authenticator,
-                webhooks: settings,
-                deliveryEnabled: delivery.enabled
-            ),
-            apps: configuredApps,
-            startSettings: ConfigurationReloader.settings(of: recorder),
-            logger: logger
-        )
-    }
+    // What a reload compares its settings with: the ones in force now.
+    let startSettings = AccessRecorder()
+    if let reload { _ = try await reload(startSettings) }
+    let reloader = ConfigurationReloader(
+        read: reload,
+        parts: .init(
+            directory: directory,
+            providers: providers,
+            dispatcher: dispatcher,
+            zendesk: forwarder,
+            events: eventForwarder,
+            authenticator: authenticator,
+            webhooks: settings,
+            deliveryEnabled: delivery.enabled
+        ),
+        fileApps: fileAppsNow,
+        managed: managedApps,
+        managedAtStart: configuredApps.filter { app in !fileApps.contains { $0.id == app.id } },
+        startSettings: ConfigurationReloader.settings(of: startSettings),
+        logger: logger
+    )
     let console =
         consoleSettings.enabled
         ? try ConsoleController(
@@ -177,7 +191,10 @@ public func buildApplication(
         metrics: metrics,
         console: console,
         maxUploadBytes: JobSettings(config: reader.scoped(to: "jobs")).maxUploadBytes,
-        reloader: reloader
+        reloader: reloader,
+        reloadable: reload != nil,
+        managedApps: managedApps,
+        fileApps: { fileAppsNow.apps }
     )
     let limits = ConnectionLimits(config: reader.scoped(to: "http"))
     let serverName = "PushRelay"
@@ -220,6 +237,9 @@ public func buildApplication(
     app.addServices(retention)
     app.addServices(writer)
     app.addServices(ReloadOnHangUp(reloader: reloader, logger: logger))
+    if let managedApps {
+        app.addServices(ManagedAppWatcher(store: managedApps, reloader: reloader, changes: listener.events(on: [ManagedAppStore.channel])))
+    }
     return app
 }
 
@@ -234,7 +254,10 @@ func buildRouter(
     metrics: RelayMetrics,
     console: ConsoleController? = nil,
     maxUploadBytes: Int = JobSettings.defaultMaxUploadBytes,
-    reloader: ConfigurationReloader? = nil
+    reloader: ConfigurationReloader? = nil,
+    reloadable: Bool = false,
+    managedApps: ManagedAppStore? = nil,
+    fileApps: (@Sendable () -> [AppConfiguration])? = nil
 ) -> (Router<AppRequestContext>, [Route]) {
     let router = Router(context: AppRequestContext.self)
     let routes = RouteRecorder(router: router)
@@ -258,12 +281,15 @@ func buildRouter(
             maxTextBytes: maxUploadBytes
         ).endpoints
     )
+    routes.addRoutes(
+        AppAdminController(store: managedApps, fileApps: fileApps ?? { apps.ids.compactMap(apps.app) }, authenticator: authenticator).endpoints
+    )
     routes.addRoutes(StatusController(store: DeliveryStatusStore(client: database.client), authenticator: authenticator).endpoints)
     routes.addRoutes(
         UnreadController(store: UnreadStore(client: database.client), hub: hub, authenticator: authenticator, metrics: metrics).endpoints
     )
     routes.addRoutes(OperatorController(store: OperatorStore(client: database.client), apps: apps, authenticator: authenticator).endpoints)
-    routes.addRoutes(ReloadController(reloader: reloader, authenticator: authenticator).endpoints)
+    routes.addRoutes(ReloadController(reloader: reloader, reloadable: reloadable, authenticator: authenticator).endpoints)
     if let console {
         // HTML pages, outside the API's document; they call the API through this router.
         console.addRoutes(to: router)

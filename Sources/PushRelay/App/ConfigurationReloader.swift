@@ -2,7 +2,9 @@ import Configuration
 import Foundation
 import Hummingbird
 import Logging
+import Postgres
 import ServiceLifecycle
+import Synchronization
 import UnixSignals
 
 /// Re-reads the configuration and puts its apps in use without a restart (SIGHUP, `systemctl
@@ -52,27 +54,58 @@ public actor ConfigurationReloader {
         var deliveryEnabled: Bool
     }
 
-    private let read: ReadConfiguration
+    /// `nil` when the relay was started without a configuration file (the demo, tests).
+    private let read: ReadConfiguration?
     private let parts: Parts
     private let logger: Logger
-    private var apps: [AppConfiguration]
+    /// The file's apps in use, also read by the admin API (which refuses to change them).
+    private let fileApps: FileApps
+    private let managed: ManagedAppStore?
+    /// The managed apps in use.
+    private var managedApps: [AppConfiguration]
     /// Every non-app setting as read at start, shown form (secrets by fingerprint).
     private let startSettings: [String: String]
 
-    init(read: @escaping ReadConfiguration, parts: Parts, apps: [AppConfiguration], startSettings: [String: String], logger: Logger) {
+    init(
+        read: ReadConfiguration?,
+        parts: Parts,
+        fileApps: FileApps,
+        managed: ManagedAppStore?,
+        managedAtStart: [AppConfiguration],
+        startSettings: [String: String],
+        logger: Logger
+    ) {
         self.read = read
         self.parts = parts
-        self.apps = apps
+        self.fileApps = fileApps
+        self.managed = managed
+        self.managedApps = managedAtStart
         self.startSettings = startSettings
         self.logger = logger
     }
+
+    /// The apps served: the file's, then the managed ones whose id the file does not use (the
+    /// admin API refuses such ids, but a file may add one later; the file's app wins, with a
+    /// warning).
+    static func merge(file: [AppConfiguration], managed: [AppConfiguration], logger: Logger) -> [AppConfiguration] {
+        let ids = Set(file.map(\.id))
+        for app in managed where ids.contains(app.id) {
+            logger.warning(
+                "a managed app has the id of an app in the configuration file; the file's app is served",
+                metadata: ["push.app": "\(app.id)"]
+            )
+        }
+        return file + managed.filter { !ids.contains($0.id) }
+    }
+
+    private var apps: [AppConfiguration] { Self.merge(file: fileApps.apps, managed: managedApps, logger: Logger(label: "push-relay.quiet")) }
 
     /// The settings `reader` holds, by key, in a form that shows a change without showing a secret.
     static func settings(of recorder: AccessRecorder) -> [String: String] {
         var settings: [String: String] = [:]
         for read in recorder.events where read.key != "config.file" {
             if let value = read.value, value.isSecret {
-                settings[read.key] = Fingerprint.of("\(value.content)")
+                settings[read.key] = SecretIdentifier.fingerprint("\(value.content)")
             } else {
                 settings[read.key] = read.shownValue
             }
@@ -86,9 +119,16 @@ public actor ConfigurationReloader {
         let started = ContinuousClock.now
         let recorder = AccessRecorder()
         let next: [AppConfiguration]
+        let nextFile: [AppConfiguration]
+        let nextManaged: [AppConfiguration]
         do {
+            guard let read else {
+                throw ConfigurationError("this relay was started without a configuration file; there is nothing to reload")
+            }
             let reader = try await read(recorder)
-            next = try await AppConfiguration.loadChecked(reader: reader)
+            nextFile = try await AppConfiguration.loadChecked(reader: reader)
+            nextManaged = try await managed?.list() ?? managedApps
+            next = Self.merge(file: nextFile, managed: nextManaged, logger: logger)
             try await install(next)
             parts.webhooks.applyLimits(of: WebhookSettings(config: reader.scoped(to: "webhooks")))
         } catch {
@@ -100,6 +140,8 @@ public actor ConfigurationReloader {
             throw Refused(description: message)
         }
         let old = Dictionary(uniqueKeysWithValues: apps.map { ($0.id, $0) })
+        fileApps.apps = nextFile
+        managedApps = nextManaged
         let new = Dictionary(uniqueKeysWithValues: next.map { ($0.id, $0) })
         let settings = Self.settings(of: recorder)
         let outcome = Outcome(
@@ -110,7 +152,6 @@ public actor ConfigurationReloader {
             restartNeeded: Set(settings.keys).union(startSettings.keys).subtracting(WebhookSettings.reloadableKeys)
                 .filter { settings[$0] != startSettings[$0] }.sorted()
         )
-        apps = next
         var metadata: Logger.Metadata = [
             "trigger": "\(trigger)", "apps": "\(outcome.apps.joined(separator: ","))",
             "duration_ms": "\(Int(((ContinuousClock.now - started) / .milliseconds(1)).rounded()))",
@@ -121,6 +162,31 @@ public actor ConfigurationReloader {
         if !outcome.restartNeeded.isEmpty { metadata["restart_needed"] = "\(outcome.restartNeeded.joined(separator: ","))" }
         logger.notice("configuration reloaded", metadata: metadata)
         return outcome
+    }
+
+    /// Reads the managed apps again (a NOTIFY from an admin API change on any instance) and puts
+    /// them in use beside the file's; nothing happens when they did not change. A set that fails
+    /// its checks is refused whole, with one error line, and the apps in use serve on.
+    func reloadManaged() async {
+        guard let managed else { return }
+        let next: [AppConfiguration]
+        do {
+            next = try await managed.list()
+            guard next != managedApps else { return }
+            let old = Set(managedApps.map(\.id))
+            try await install(Self.merge(file: fileApps.apps, managed: next, logger: logger))
+            logger.notice(
+                "managed apps reloaded",
+                metadata: [
+                    "apps": "\(next.map(\.id).sorted().joined(separator: ","))",
+                    "added": "\(next.map(\.id).filter { !old.contains($0) }.sorted().joined(separator: ","))",
+                    "removed": "\(old.subtracting(next.map(\.id)).sorted().joined(separator: ","))",
+                ]
+            )
+            managedApps = next
+        } catch {
+            logger.error("managed apps not reloaded; the apps in use are unchanged", metadata: ["error": "\(error)"])
+        }
     }
 
     /// Builds every part's new state from `apps` (the step that may fail), then switches them all.
@@ -148,21 +214,60 @@ public actor ConfigurationReloader {
     }
 }
 
+/// The file's apps in use: what the admin API shows as read-only, and the ids it refuses.
+final class FileApps: Sendable {
+    private let current: Mutex<[AppConfiguration]>
+
+    init(_ apps: [AppConfiguration]) { current = Mutex(apps) }
+
+    var apps: [AppConfiguration] {
+        get { current.withLock { $0 } }
+        set { current.withLock { $0 = newValue } }
+    }
+
+    var ids: Set<String> { Set(apps.map(\.id)) }
+}
+
 /// Reloads the configuration on SIGHUP (what `systemctl reload` sends).
 struct ReloadOnHangUp: Service {
-    let reloader: ConfigurationReloader?
+    let reloader: ConfigurationReloader
     let logger: Logger
 
     func run() async throws {
         let signals = await UnixSignalsSequence(trapping: .sighup)
         await cancelWhenGracefulShutdown {
             for await _ in signals {
-                guard let reloader else {
-                    logger.warning("SIGHUP received: nothing to reload (this relay was started without a configuration file)")
-                    continue
-                }
                 // A refused file is logged by the reloader; the relay goes on as it was.
                 _ = try? await reloader.reload(trigger: "SIGHUP")
+            }
+        }
+    }
+}
+
+/// Puts a change to the managed apps in use on this instance: at each `NOTIFY push_relay_apps`
+/// (sent in the changing transaction, from any instance or psql), and, in case a notification
+/// was missed (the LISTEN connection was down), whenever the stored generation moved, checked
+/// every second.
+struct ManagedAppWatcher: Service {
+    let store: ManagedAppStore
+    let reloader: ConfigurationReloader
+    let changes: AsyncStream<PostgresListenerEvent>
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown {
+            await withDiscardingTaskGroup { group in
+                group.addTask {
+                    for await _ in changes { await reloader.reloadManaged() }
+                }
+                group.addTask {
+                    var seen = try? await store.generation()
+                    while !Task.isCancelled {
+                        try? await Task.sleep(for: .seconds(1))
+                        guard let generation = try? await store.generation(), generation != seen else { continue }
+                        seen = generation
+                        await reloader.reloadManaged()
+                    }
+                }
             }
         }
     }
@@ -172,6 +277,8 @@ struct ReloadOnHangUp: Service {
 /// 422 `configuration_invalid` with the reason and nothing changed.
 struct ReloadController<Context: RequestContext>: Sendable {
     let reloader: ConfigurationReloader?
+    /// Whether the relay was started from a configuration file it can read again.
+    var reloadable = true
     let authenticator: Authenticator
 
     var endpoints: RouteCollection<Context> {
@@ -194,7 +301,7 @@ struct ReloadController<Context: RequestContext>: Sendable {
 
     @Sendable func reload(_ request: Request, context: Context) async throws -> Answer {
         try await authenticator.resolve(request).requireAdmin()
-        guard let reloader else {
+        guard let reloader, reloadable else {
             throw APIError(
                 .conflict,
                 code: "reload_unavailable",

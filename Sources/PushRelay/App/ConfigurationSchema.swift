@@ -31,6 +31,7 @@ public enum ConfigurationSchema {
         _ = EventForwarderSettings(config: reader.scoped(to: "events"))
         _ = RetentionSettings(config: reader.scoped(to: "retention"))
         _ = ConsoleSettings(config: reader.scoped(to: "console"))
+        _ = try ManagedAppStoreSettings(config: reader.scoped(to: "apps_store"))
         _ = reader.string(forKey: "data.directory", default: Database.defaultDataDirectory)
         _ = reader.string(forKey: "config.file")
         _ = reader.string(forKey: "log.level", default: "info")
@@ -69,7 +70,7 @@ public enum ConfigurationSchema {
     static func checkFileKeys(_ keys: some Sequence<String>, file: String) throws {
         let known = Set(knownKeys)
         for key in keys.sorted() where !known.contains(key) {
-            throw ConfigurationError("\(file): unknown key '\(key)'\(suggestion(for: key, among: knownKeys + ["apps"]))")
+            throw ConfigurationError("\(file): unknown key '\(key)'\(nearestNameSuggestion(for: key, among: knownKeys + ["apps"]))")
         }
     }
 
@@ -78,7 +79,7 @@ public enum ConfigurationSchema {
     static func checkEnvironment(_ environment: [String: String]) throws {
         for name in environment.keys.sorted() where name.hasPrefix("PUSH_RELAY_") && !knownEnvironmentVariables.contains(name) {
             throw ConfigurationError(
-                "unknown environment variable \(name)\(suggestion(for: name, among: knownEnvironmentVariables.sorted()))"
+                "unknown environment variable \(name)\(nearestNameSuggestion(for: name, among: knownEnvironmentVariables.sorted()))"
             )
         }
     }
@@ -90,29 +91,6 @@ public enum ConfigurationSchema {
         if let problem = recorder.events.first(where: { $0.conversionError != nil }) {
             throw ConfigurationError("\(problem.key) (from the \(problem.source)) must be \(problem.typeName)")
         }
-    }
-
-    /// `" ; did you mean 'x'?"` when a known name is close to `name`.
-    static func suggestion(for name: String, among candidates: [String]) -> String {
-        let scored = candidates.map { ($0, editDistance(name, $0)) }.min { $0.1 < $1.1 }
-        guard let (best, distance) = scored, distance <= max(2, name.count / 3) else { return "" }
-        return "; did you mean '\(best)'?"
-    }
-
-    /// Levenshtein distance over characters.
-    static func editDistance(_ a: String, _ b: String) -> Int {
-        let a = Array(a)
-        let b = Array(b)
-        if a.isEmpty { return b.count }
-        var previous = Array(0...b.count)
-        for i in 1...a.count {
-            var current = [i] + Array(repeating: 0, count: b.count)
-            for j in 1...max(b.count, 1) where j <= b.count {
-                current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
-            }
-            previous = current
-        }
-        return previous[b.count]
     }
 }
 

@@ -15,8 +15,13 @@ import Yams
 ///     fcm: { service_account_file: /etc/push-relay/support-firebase.json }
 ///     events: { url: https://hooks.example.com/push, signing_secret_file: /etc/push-relay/support-events.key }
 /// ```
-/// ``APNsSettings`` and ``FCMSettings`` describe the delivery sections.
-public struct AppConfiguration: Sendable, Decodable, Hashable {
+/// ``APNsSettings`` and ``FCMSettings`` describe the delivery sections. Every secret kept in a
+/// file (`…_file`) may instead be given inline under the key without `_file` (`user_tokens.secret`,
+/// `apns.token.key`, `fcm.service_account`, `zendesk.api_token`, `events.signing_secret`): exactly
+/// one of each pair. Apps managed through the admin API (``ManagedAppStore``) use the inline form
+/// only. Encoding writes the same key names, secrets included: encode only to store or send it
+/// where a secret may go.
+public struct AppConfiguration: Sendable, Codable, Hashable {
     /// The app's id, used in every URL and registry row.
     public var id: String
     /// Secrets accepted in the webhook URL. Each at least 16 URL-safe characters.
@@ -40,14 +45,19 @@ public struct AppConfiguration: Sendable, Decodable, Hashable {
     /// Where the app's feedback events (delivered, failed, dead token …) are sent; none when absent.
     public var events: EventSettings?
 
-    /// User JWT settings.
-    public struct UserTokens: Sendable, Decodable, Hashable {
+    /// User JWT settings: the HS256 key, inline (`secret`) or in a file (`secret_file`).
+    public struct UserTokens: Sendable, Codable, Hashable {
+        /// The HS256 key itself (trimmed).
+        public var secret: String?
         /// A file whose content (trimmed) is the HS256 key.
-        public var secretFile: String
+        public var secretFile: String?
 
         public init(secretFile: String) { self.secretFile = secretFile }
 
+        public init(secret: String) { self.secret = secret }
+
         enum CodingKeys: String, CodingKey {
+            case secret
             case secretFile = "secret_file"
         }
     }
@@ -95,6 +105,22 @@ public struct AppConfiguration: Sendable, Decodable, Hashable {
         fcm = try container.decodeIfPresent(FCMSettings.self, forKey: .fcm)
         zendesk = try container.decodeIfPresent(ZendeskSettings.self, forKey: .zendesk)
         events = try container.decodeIfPresent(EventSettings.self, forKey: .events)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(id, forKey: .id)
+        try container.encode(webhookSecrets, forKey: .webhookSecrets)
+        if additionalWebhookSigningSecrets.isEmpty {
+            try container.encodeIfPresent(webhookSigningSecret, forKey: .webhookSigningSecret)
+        } else {
+            try container.encode(webhookSigningSecrets, forKey: .webhookSigningSecret)
+        }
+        try container.encodeIfPresent(userTokens, forKey: .userTokens)
+        try container.encodeIfPresent(apns, forKey: .apns)
+        try container.encodeIfPresent(fcm, forKey: .fcm)
+        try container.encodeIfPresent(zendesk, forKey: .zendesk)
+        try container.encodeIfPresent(events, forKey: .events)
     }
 
     /// Whether `value` can be an app id.
@@ -145,13 +171,13 @@ extension AppConfiguration {
 
     /// The keys an entry of `apps:` may hold, dotted (`apns.token.key_id`).
     public static let knownKeys: [String] = [
-        "id", "webhook_secrets", "webhook_signing_secret", "user_tokens.secret_file",
+        "id", "webhook_secrets", "webhook_signing_secret", "user_tokens.secret_file", "user_tokens.secret",
         "apns.topic", "apns.environment", "apns.url", "apns.production_url", "apns.sandbox_url",
-        "apns.token.key_file", "apns.token.key_id", "apns.token.team_id",
+        "apns.token.key_file", "apns.token.key", "apns.token.key_id", "apns.token.team_id",
         "apns.certificate.file", "apns.certificate.type", "apns.certificate.key_file", "apns.certificate.password_file",
-        "fcm.service_account_file", "fcm.url",
-        "zendesk.url", "zendesk.email", "zendesk.api_token_file",
-        "events.url", "events.signing_secret_file", "events.types",
+        "fcm.service_account_file", "fcm.service_account", "fcm.url",
+        "zendesk.url", "zendesk.email", "zendesk.api_token_file", "zendesk.api_token",
+        "events.url", "events.signing_secret_file", "events.signing_secret", "events.types",
     ]
 
     /// Refuses keys of `apps:` entries that no setting reads, naming the app, the key and the
@@ -174,7 +200,7 @@ extension AppConfiguration {
                     continue
                 }
                 throw ConfigurationError(
-                    "\(file): apps entry \(app): unknown key '\(full)'\(ConfigurationSchema.suggestion(for: full, among: knownKeys))"
+                    "\(file): apps entry \(app): unknown key '\(full)'\(nearestNameSuggestion(for: full, among: knownKeys))"
                 )
             }
         }
@@ -214,7 +240,8 @@ extension AppConfiguration {
         }
     }
 
-    private static func describe(_ error: DecodingError) -> String {
+    /// A decoding error as a message naming the key (`missing .apns.topic`).
+    static func describe(_ error: DecodingError) -> String {
         func path(_ context: DecodingError.Context) -> String {
             context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined()
         }
@@ -228,8 +255,16 @@ extension AppConfiguration {
 }
 
 extension AppConfiguration.UserTokens {
-    /// Reads the HS256 key; at least 32 bytes, as RFC 7518 asks of HS256 keys.
+    /// The HS256 key, inline or from its file; at least 32 bytes, as RFC 7518 asks of HS256 keys.
     func key(app: String) throws -> String {
-        try readSecretFile(secretFile, app: app, key: "user_tokens.secret_file", minBytes: 32, what: "the key")
+        try secretMaterial(
+            inline: secret,
+            file: secretFile,
+            app: app,
+            key: "user_tokens.secret",
+            fileKey: "user_tokens.secret_file",
+            minBytes: 32,
+            what: "the key"
+        )
     }
 }

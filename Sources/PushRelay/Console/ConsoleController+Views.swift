@@ -274,9 +274,38 @@ extension ConsoleController {
 
     struct AppsView: Sendable {
         var apps: [AppRow] = []
+        /// Admin keys: every app with its source, from `GET /v1/admin/apps`.
+        var admin = false
+        var managedEnabled = false
+        var managedMessage: String?
+        var all: [AdminAppRow] = []
+        /// The add-or-replace form's values (kept when the API refuses them).
+        var draftID = ""
+        var draft = ""
     }
 
-    /// An app's configuration as loaded (secrets shortened by the API) and its credentials' state.
+    /// An app of `GET /v1/admin/apps`: where it comes from and its secrets' fingerprints.
+    struct AdminAppRow: Sendable {
+        var id: String
+        var source: String
+        var managed: Bool
+        var secrets: [SecretIdentifier]
+        var version: String
+        var updatedAt: String
+        var configuration: String
+
+        init(_ app: AppAdminController<AppRequestContext>.AppView) {
+            id = app.id
+            source = app.source
+            managed = app.source == "managed"
+            secrets = app.secrets
+            version = app.version.map { String($0) } ?? ""
+            updatedAt = app.updatedAt.map(ConsoleController.time) ?? ""
+            configuration = app.configuration.json
+        }
+    }
+
+    /// An app's configuration as loaded (secrets as fingerprints) and its credentials' state.
     struct AppRow: Sendable {
         struct Setting: Sendable {
             var label: String
@@ -304,8 +333,9 @@ extension ConsoleController {
             id = app.id
             var settings: [Setting] = []
             let add = { (label: String, value: String?) in if let value { settings.append(Setting(label: label, value: value)) } }
-            add("Webhook secrets", app.webhookSecrets.joined(separator: ", "))
-            add("Webhook signing secret", app.webhookSigningSecret)
+            for secret in app.secrets {
+                add("Secret \(secret.label)", secret.fingerprint)
+            }
             add("User tokens (key file)", app.userTokens?["secret_file"])
             for (fields, label) in [(app.apns, "APNs"), (app.fcm, "FCM"), (app.zendesk, "Zendesk")] {
                 for (key, value) in (fields ?? [:]).sorted(by: { $0.key < $1.key }) {

@@ -66,6 +66,8 @@ final class ConsoleController: Sendable {
         router.get("/console/jobs", use: jobs)
         router.post("/console/jobs/{id}/cancel", use: cancelJob)
         router.get("/console/apps", use: appsPage)
+        router.post("/console/apps/managed", use: saveManagedApp)
+        router.post("/console/apps/managed/delete", use: deleteManagedApp)
         router.get("/console/static/console.css") { _, _ in ConsolePages.asset(EmbeddedAssets.console_css, type: "text/css; charset=utf-8") }
         router.get("/console/static/console.js") { _, _ in ConsolePages.asset(EmbeddedAssets.console_js, type: "text/javascript; charset=utf-8") }
     }
@@ -340,14 +342,63 @@ final class ConsoleController: Sendable {
 
     @Sendable func appsPage(_ request: Request, context: AppRequestContext) async throws -> Response {
         try await withSession(request, context: context) { visit in
-            var page = visit.page(title: "Apps", page: "apps", view: AppsView())
-            let answer = try await visit.api(.get, "/v1/apps")
-            if let list = answer.value(APIList<Operator.AppView>.self) {
-                page.view.apps = list.items.map(AppRow.init)
-            } else {
-                page.error = answer.errorMessage
+            var page = try await self.appsPageContent(visit)
+            switch request.uri.queryParameters["done"] {
+            case "saved": page.flash = Flash(kind: "ok", text: "The managed app was saved.")
+            case "deleted": page.flash = Flash(kind: "ok", text: "The managed app was deleted.")
+            default: break
             }
             return self.pages.html(template: "apps", page: page)
+        }
+    }
+
+    /// The Apps page: `GET /v1/apps`, and for an admin `GET /v1/admin/apps` (sources, managed apps).
+    private func appsPageContent(_ visit: Visit) async throws -> ConsolePage<AppsView> {
+        var page = visit.page(title: "Apps", page: "apps", view: AppsView())
+        let answer = try await visit.api(.get, "/v1/apps")
+        if let list = answer.value(APIList<Operator.AppView>.self) {
+            page.view.apps = list.items.map(AppRow.init)
+        } else {
+            page.error = answer.errorMessage
+        }
+        if case .admin = visit.session.principal {
+            page.view.admin = true
+            let all = try await visit.api(.get, "/v1/admin/apps")
+            if let list = all.value(AppAdminController<AppRequestContext>.AppList.self) {
+                page.view.all = list.apps.map(AdminAppRow.init)
+                page.view.managedEnabled = list.managedAppsEnabled
+                if !list.managedAppsEnabled { page.view.managedMessage = ManagedAppStoreError.disabled.message }
+            } else {
+                page.view.managedMessage = all.errorMessage
+            }
+        }
+        return page
+    }
+
+    /// The add-or-replace form: `PUT /v1/admin/apps/{app}` with the form's JSON as the body.
+    @Sendable func saveManagedApp(_ request: Request, context: AppRequestContext) async throws -> Response {
+        try await withSession(request, context: context, form: true) { visit in
+            let app = (visit.form["app"] ?? "").trimmingCharacters(in: .whitespaces)
+            let configuration = visit.form["configuration"] ?? ""
+            let answer = try await visit.api(.put, "/v1/admin/apps/\(Self.segment(app))", body: ByteBuffer(string: configuration))
+            guard answer.ok else {
+                var page = try await self.appsPageContent(visit)
+                page.error = answer.errorMessage
+                page.view.draftID = app
+                page.view.draft = configuration
+                return self.pages.html(template: "apps", page: page, status: answer.status)
+            }
+            return Self.redirect("/console/apps?done=saved")
+        }
+    }
+
+    /// `DELETE /v1/admin/apps/{app}`.
+    @Sendable func deleteManagedApp(_ request: Request, context: AppRequestContext) async throws -> Response {
+        try await withSession(request, context: context, form: true) { visit in
+            let app = visit.form["app"] ?? ""
+            let answer = try await visit.api(.delete, "/v1/admin/apps/\(Self.segment(app))")
+            guard answer.ok else { return self.pages.message(visit, title: "Apps", page: "apps", text: answer.errorMessage, status: answer.status) }
+            return Self.redirect("/console/apps?done=deleted")
         }
     }
 

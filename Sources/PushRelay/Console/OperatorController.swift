@@ -5,7 +5,8 @@ import Postgres
 
 /// The operator API the console's Overview and Apps pages read (and any other client may):
 /// `GET /v1/overview` (activity over the last hour, queues and backlogs per app) and `GET /v1/apps`
-/// (each app's configuration as loaded, secrets shortened to a prefix, and its credentials' state).
+/// (each app's configuration as loaded, each secret shown as a ``SecretIdentifier``, and its
+/// credentials' state).
 ///
 /// An admin key sees every app; an app key sees its own app only. User tokens are refused (401:
 /// these routes name no app).
@@ -135,8 +136,10 @@ struct OperatorController<Context: RequestContext>: Sendable {
 
     struct AppView: Codable, Sendable {
         var id: String
-        var webhookSecrets: [String]
-        var webhookSigningSecret: String?
+        var webhookSecrets: [SecretIdentifier]
+        var webhookSigningSecret: SecretIdentifier?
+        /// Every secret of the app (those above, keys, tokens), as identifiers.
+        var secrets: [SecretIdentifier]
         var userTokens: [String: String]?
         var apns: [String: String]?
         var fcm: [String: String]?
@@ -146,7 +149,7 @@ struct OperatorController<Context: RequestContext>: Sendable {
 
         struct EventsView: Codable, Sendable {
             var url: String
-            var signingSecretFile: String
+            var signingSecretFile: String?
             var types: [String]
             enum CodingKeys: String, CodingKey {
                 case url, types
@@ -155,7 +158,7 @@ struct OperatorController<Context: RequestContext>: Sendable {
         }
 
         enum CodingKeys: String, CodingKey {
-            case id, apns, fcm, zendesk, events, credentials
+            case id, apns, fcm, zendesk, events, credentials, secrets
             case webhookSecrets = "webhook_secrets"
             case webhookSigningSecret = "webhook_signing_secret"
             case userTokens = "user_tokens"
@@ -164,11 +167,6 @@ struct OperatorController<Context: RequestContext>: Sendable {
 
     struct AppList: ResponseEncodable {
         var apps: [AppView]
-    }
-
-    /// A secret as shown: its first 4 characters and an ellipsis.
-    static func redacted(_ secret: String) -> String {
-        String(secret.prefix(4)) + "…"
     }
 
     /// `GET /v1/apps`.
@@ -183,11 +181,9 @@ struct OperatorController<Context: RequestContext>: Sendable {
             if let settings = app.apns {
                 var fields = ["topic": settings.topic, "environment": settings.environment.rawValue, "url": settings.baseURL]
                 if let token = settings.token {
-                    fields.merge(["auth": "token", "team_id": token.teamID, "key_id": token.keyID, "key_file": token.keyFile]) { $1 }
+                    fields.merge(["auth": "token", "team_id": token.teamID, "key_id": token.keyID, "key_file": token.keyFile ?? "(inline)"]) { $1 }
                     // The shared token's key names the key by fingerprint too (``ProviderTokenStore``).
-                    let key = FileManager.default.contents(atPath: token.keyFile).flatMap {
-                        try? P256.Signing.PrivateKey(pemRepresentation: String(decoding: $0, as: UTF8.self))
-                    }
+                    let key = (try? token.privateKeyPEM(app: id)).flatMap { try? P256.Signing.PrivateKey(pemRepresentation: $0) }
                     let name = key.map { ProviderTokenStore.credentialName("apns:\(token.teamID):\(token.keyID)", key: $0) }
                     credentials.append(Credential(platform: "ios", kind: "token", name: name))
                 } else if let certificate = settings.certificate {
@@ -198,7 +194,7 @@ struct OperatorController<Context: RequestContext>: Sendable {
             }
             var fcm: [String: String]?
             if let settings = app.fcm {
-                var fields = ["url": settings.baseURL, "service_account_file": settings.serviceAccountFile]
+                var fields = ["url": settings.baseURL, "service_account_file": settings.serviceAccountFile ?? "(inline)"]
                 let account = try? settings.serviceAccount(app: id)
                 if let account { fields["project_id"] = account.projectID }
                 credentials.append(
@@ -211,15 +207,17 @@ struct OperatorController<Context: RequestContext>: Sendable {
                 fcm = fields
             }
             names += credentials.compactMap(\.name)
+            let secrets = app.secretIdentifiers
             views.append(
                 AppView(
                     id: id,
-                    webhookSecrets: app.webhookSecrets.map(Self.redacted),
-                    webhookSigningSecret: app.webhookSigningSecret.map(Self.redacted),
-                    userTokens: app.userTokens.map { ["secret_file": $0.secretFile] },
+                    webhookSecrets: secrets.filter { $0.label.hasPrefix("webhook_secrets[") },
+                    webhookSigningSecret: secrets.first { $0.label == "webhook_signing_secret" },
+                    secrets: secrets,
+                    userTokens: app.userTokens.map { ["secret_file": $0.secretFile ?? "(inline)"] },
                     apns: apns,
                     fcm: fcm,
-                    zendesk: app.zendesk.map { ["url": $0.baseURL, "email": $0.email, "api_token_file": $0.apiTokenFile] },
+                    zendesk: app.zendesk.map { ["url": $0.baseURL, "email": $0.email, "api_token_file": $0.apiTokenFile ?? "(inline)"] },
                     events: app.events.map {
                         AppView.EventsView(url: $0.url, signingSecretFile: $0.signingSecretFile, types: $0.eventTypes.map(\.rawValue).sorted())
                     },

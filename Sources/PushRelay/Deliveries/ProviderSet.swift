@@ -109,11 +109,9 @@ final class ProviderSet: Sendable {
                 var pair: Pair = (nil, nil)
                 if let apnsSettings = app.apns {
                     if let token = apnsSettings.token {
-                        guard let pem = FileManager.default.contents(atPath: token.keyFile).map({ String(decoding: $0, as: UTF8.self) }) else {
-                            throw ConfigurationError("app '\(app.id)': cannot read apns.token.key_file \(token.keyFile)")
-                        }
+                        let pem = try token.privateKeyPEM(app: app.id)
                         guard let key = try? P256.Signing.PrivateKey(pemRepresentation: pem) else {
-                            throw ConfigurationError("app '\(app.id)': apns.token.key_file is not a PKCS#8 P-256 key (.p8)")
+                            throw ConfigurationError("app '\(app.id)': \(token.keySource) is not a PKCS#8 P-256 key (.p8)")
                         }
                         let name = ProviderTokenStore.credentialName("apns:\(token.teamID):\(token.keyID)", key: key)
                         let manager: APNsTokenManager
@@ -140,12 +138,13 @@ final class ProviderSet: Sendable {
                         // Named by the files' content too: a certificate replaced at the same path
                         // gets a client (and TLS connections) of its own.
                         let content = [certificate.file, certificate.keyFile].compactMap { $0 }.map { path in
-                            FileManager.default.contents(atPath: path).map { Fingerprint.of(String(decoding: $0, as: UTF8.self)) } ?? "-"
+                            FileManager.default.contents(atPath: path).map { SecretIdentifier.fingerprint(String(decoding: $0, as: UTF8.self)) }
+                                ?? "-"
                         }
                         pair.apns = APNsProvider(
                             settings: apnsSettings,
                             client: try client(
-                                "apns-certificate:\(certificate.file):\(content.joined(separator: ",")):\(identity.password.map(Fingerprint.of) ?? "")",
+                                "apns-certificate:\(certificate.file):\(content.joined(separator: ",")):\(identity.password.map { SecretIdentifier.fingerprint($0) } ?? "")",
                                 certificate: identity
                             ),
                             tokens: nil,

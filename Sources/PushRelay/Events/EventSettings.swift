@@ -7,12 +7,14 @@ import Foundation
 /// ```yaml
 /// events:
 ///   url: https://hooks.example.com/push-relay      # HTTPS (HTTP/2 or HTTP/1.1)
-///   signing_secret_file: /etc/push-relay/support-events.key
+///   signing_secret_file: /etc/push-relay/support-events.key   # or signing_secret: the secret itself
 ///   types: [delivered, failed, expired, dead_token, badge_sync_failed]   # the default
 /// ```
-public struct EventSettings: Sendable, Decodable, Hashable {
+public struct EventSettings: Sendable, Codable, Hashable {
     public var url: String
-    public var signingSecretFile: String
+    /// The signing secret itself (exactly one of this and ``signingSecretFile``).
+    public var signingSecret: String?
+    public var signingSecretFile: String?
     /// Event types to send; every other outcome writes no event. `nil`: ``DeliveryEventType/defaults``.
     public var types: [String]?
 
@@ -22,8 +24,15 @@ public struct EventSettings: Sendable, Decodable, Hashable {
         self.types = types
     }
 
+    public init(url: String, signingSecret: String, types: [String]? = nil) {
+        self.url = url
+        self.signingSecret = signingSecret
+        self.types = types
+    }
+
     enum CodingKeys: String, CodingKey {
         case url, types
+        case signingSecret = "signing_secret"
         case signingSecretFile = "signing_secret_file"
     }
 
@@ -33,9 +42,21 @@ public struct EventSettings: Sendable, Decodable, Hashable {
         return Set(types.compactMap(DeliveryEventType.init(rawValue:)))
     }
 
-    /// The signing secret (trimmed), at least 16 bytes.
+    /// The signing secret (trimmed), at least 16 bytes, inline or from its file.
+    func secretText(app: String) throws -> String {
+        try secretMaterial(
+            inline: signingSecret,
+            file: signingSecretFile,
+            app: app,
+            key: "events.signing_secret",
+            fileKey: "events.signing_secret_file",
+            minBytes: 16
+        )
+    }
+
+    /// The signing secret as an HMAC key.
     func secret(app: String) throws -> SymmetricKey {
-        SymmetricKey(data: Data(try readSecretFile(signingSecretFile, app: app, key: "events.signing_secret_file", minBytes: 16).utf8))
+        SymmetricKey(data: Data(try secretText(app: app).utf8))
     }
 
     func validate(app: String) throws {

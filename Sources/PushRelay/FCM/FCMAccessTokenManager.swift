@@ -2,11 +2,19 @@ import Foundation
 import JWTKit
 
 /// A Google service account, as in the JSON key file FCM hands out.
-struct ServiceAccount: Sendable, Decodable {
-    var projectID: String
-    var clientEmail: String
-    var privateKey: String
-    var tokenURI: String
+public struct ServiceAccount: Sendable, Codable, Hashable {
+    public var projectID: String
+    public var clientEmail: String
+    /// The RSA private key (PEM): the secret part.
+    public var privateKey: String
+    public var tokenURI: String
+
+    public init(projectID: String, clientEmail: String, privateKey: String, tokenURI: String) {
+        self.projectID = projectID
+        self.clientEmail = clientEmail
+        self.privateKey = privateKey
+        self.tokenURI = tokenURI
+    }
 
     enum CodingKeys: String, CodingKey {
         case projectID = "project_id"

@@ -7,12 +7,14 @@ import Foundation
 /// zendesk:
 ///   url: https://example.zendesk.com            # the account's base URL
 ///   email: admin@example.com                    # an admin's email; Basic {email}/token:{api_token}
-///   api_token_file: /etc/push-relay/zendesk-api-token
+///   api_token_file: /etc/push-relay/zendesk-api-token   # or api_token: the token itself
 /// ```
-public struct ZendeskSettings: Sendable, Decodable, Hashable {
+public struct ZendeskSettings: Sendable, Codable, Hashable {
     public var url: String
     public var email: String
-    public var apiTokenFile: String
+    /// The API token itself (exactly one of this and ``apiTokenFile``).
+    public var apiToken: String?
+    public var apiTokenFile: String?
 
     public init(url: String, email: String, apiTokenFile: String) {
         self.url = url
@@ -20,16 +22,28 @@ public struct ZendeskSettings: Sendable, Decodable, Hashable {
         self.apiTokenFile = apiTokenFile
     }
 
+    public init(url: String, email: String, apiToken: String) {
+        self.url = url
+        self.email = email
+        self.apiToken = apiToken
+    }
+
     enum CodingKeys: String, CodingKey {
         case url, email
+        case apiToken = "api_token"
         case apiTokenFile = "api_token_file"
+    }
+
+    /// The API token, inline or read from its file.
+    func token(app: String) throws -> String {
+        try secretMaterial(inline: apiToken, file: apiTokenFile, app: app, key: "zendesk.api_token", fileKey: "zendesk.api_token_file", minBytes: 1)
     }
 
     public var baseURL: String { url.trimmingSuffix("/") }
 
     /// `Basic base64({email}/token:{api_token})`.
     func authorization(app: String) throws -> String {
-        let token = try readSecretFile(apiTokenFile, app: app, key: "zendesk.api_token_file", minBytes: 1)
+        let token = try token(app: app)
         return "Basic " + Data("\(email)/token:\(token)".utf8).base64EncodedString()
     }
 

@@ -76,7 +76,7 @@ struct CommandLineTests {
         #expect(good.output.contains("http.port") && good.output.contains("47080  (file)"), "\(good.output)")
         #expect(good.output.contains("0.0.0.0  (environment)"), "\(good.output)")
         #expect(good.output.contains("database: host=db.internal dbname=pushrelay user=relay"), "\(good.output)")
-        #expect(good.output.contains(Fingerprint.of("support-secret-0123456789")))
+        #expect(good.output.contains(SecretIdentifier.fingerprint("support-secret-0123456789")))
         #expect(!good.output.contains("s3cret-password") && !good.output.contains("support-secret"), "a secret was printed")
         try ("http:\n  prot: 47080\n" + Self.app).write(toFile: directory + "/bad.yaml", atomically: true, encoding: .utf8)
         let bad = try Self.run(["config", "check", "--config", "bad.yaml"], in: directory)

@@ -103,7 +103,7 @@ struct CrashRecoveryTests {
             apns:
               topic: com.example.support
               url: \(harness.gateway)
-              token: { key_file: \(apns.keyFile), key_id: \(apns.keyID), team_id: \(apns.teamID) }
+              token: { key_file: \(apns.keyFile ?? ""), key_id: \(apns.keyID), team_id: \(apns.teamID) }
         """.write(toFile: configFile, atomically: true, encoding: .utf8)
 
         // Every token's first request is slow, so sends are in flight when the relay is killed. Slow

@@ -334,7 +334,8 @@ struct ConsoleTests {
                 #expect(!page.contains(secret))
                 #expect(!json.contains(secret))
             }
-            #expect(page.contains("supp…"))
+            #expect(page.contains(SecretIdentifier.fingerprint(TestApp.webhookSecret)))
+            #expect(!page.contains("supp…"))
             #expect(page.contains("data-app=\"other\""))
         }
     }

@@ -158,18 +158,18 @@ struct DeliveryHarness: Sendable {
         return """
               - id: \(app.id)
                 webhook_secrets: [\((secrets ?? app.webhookSecrets).map { "\"\($0)\"" }.joined(separator: ", "))]
-            \(app.userTokens.map { "    user_tokens: { secret_file: \($0.secretFile) }\n" } ?? "")\
+            \(app.userTokens.map { "    user_tokens: { secret_file: \($0.secretFile ?? "") }\n" } ?? "")\
                 apns:
                   topic: com.example.\(app.id)
                   url: \(gateway)
-                  token: { key_file: \(apns.keyFile), key_id: \(apns.keyID), team_id: \(apns.teamID) }
+                  token: { key_file: \(apns.keyFile ?? ""), key_id: \(apns.keyID), team_id: \(apns.teamID) }
                 fcm:
-                  service_account_file: \(fcm.serviceAccountFile)
+                  service_account_file: \(fcm.serviceAccountFile ?? "")
                   url: \(gateway)
                 zendesk:
                   url: \(gateway)
                   email: admin@example.com
-                  api_token_file: \(zendesk.apiTokenFile)
+                  api_token_file: \(zendesk.apiTokenFile ?? "")
 
             """
     }

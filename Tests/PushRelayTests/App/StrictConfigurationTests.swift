@@ -133,11 +133,14 @@ struct StrictConfigurationTests {
     @Test("secrets are shown by fingerprint, which sha256sum reproduces, and a database without its password")
     func fingerprints() {
         // printf %s support-secret-0123456789 | sha256sum | cut -c1-8
-        #expect(Fingerprint.of("support-secret-0123456789") == "sha256:" + SHA256Hex.prefix8("support-secret-0123456789"))
+        #expect(SecretIdentifier.fingerprint("support-secret-0123456789") == "sha256:" + SHA256Hex.prefix8("support-secret-0123456789"))
         let app = AppConfiguration(id: "support", webhookSecrets: ["Zq9wSecret-0123456789"], webhookSigningSecret: "Xk3vSigning-0123456789")
         let summary = app.summary.joined(separator: "\n")
         #expect(!summary.contains("Zq9w") && !summary.contains("Xk3v"), "\(summary)")
-        #expect(summary.contains(Fingerprint.of("Zq9wSecret-0123456789")) && summary.contains(Fingerprint.of("Xk3vSigning-0123456789")))
+        #expect(
+            summary.contains(SecretIdentifier.fingerprint("Zq9wSecret-0123456789"))
+                && summary.contains(SecretIdentifier.fingerprint("Xk3vSigning-0123456789"))
+        )
         #expect(
             Database.summary(
                 reader: ConfigReader(
