@@ -237,7 +237,19 @@ struct WebhookShortcutTests {
 
     @Test("while a webhook is stored, reading goes on until a later request's parts are held, then waits for the answer")
     func readingWhileStored() async throws {
-        try await Self.withShortcut { _, shortcut in
+        try await Self.withShortcut { test, shortcut in
+            // The webhook's INSERT waits on this lock until the reads are counted: a store that
+            // finished first would answer (and read again) before the test looks.
+            let locked = AsyncStream.makeStream(of: Void.self)
+            let gate = AsyncStream.makeStream(of: Void.self)
+            let holder = Task {
+                try await test.client.withTransaction { session in
+                    _ = try await session.query("LOCK TABLE notifications IN EXCLUSIVE MODE")
+                    locked.continuation.yield()
+                    for await _ in gate.stream { break }
+                }
+            }
+            for await _ in locked.stream { break }
             let counter = ReadCounter()
             let channel = try await Self.channel(shortcut, inFront: counter)
             try await Self.send(channel, Self.head(), Self.body)
@@ -248,6 +260,8 @@ struct WebhookShortcutTests {
             try await channel.writeInbound(HTTPServerRequestPart.head(health))
             try await Self.read(channel)
             #expect(counter.reads == 1, "held parts: the read waits for the answer")
+            gate.continuation.yield()
+            try await holder.value
             let (head, _) = try await Self.answer(channel)
             #expect(head.status == .accepted)
             #expect(counter.reads == 2, "the read that waited is made after the answer")
