@@ -26,13 +26,14 @@ python3 -c "import selenium, sys; sys.exit(selenium.__version__ != '$selenium_ve
 work_dir console
 port="$(free_port)"
 base="http://127.0.0.1:$port"
-admin_key="$(create_key --data-dir "$work/data" --admin --label console-test)"
-app_key="$(create_key --data-dir "$work/data" --app demo --label console-test)"
 
 # The key of the apps managed through the console (test_08a), as docs/operations.md says to make it.
 openssl rand -base64 32 > "$work/apps-store.key"
 # The banner (stdout) names the webhook URL, secret included; the log (stderr) must not.
 APPS_STORE_KEY_FILE="$work/apps-store.key" relay_start --data-dir "$work/data" --port "$port"
+# Keys once `serve` has created the embedded cluster (`keys create` never creates one).
+admin_key="$(create_key --data-dir "$work/data" --admin --label console-test)"
+app_key="$(create_key --data-dir "$work/data" --app demo --label console-test)"
 grep -q "Console: $base/console" "$work/relay.out" || { log "the start-up lines do not name the console's URL:"; cat "$work/relay.out" >&2; exit 1; }
 webhook_url="$(grep -o "$base/v1/webhooks/zendesk/demo/[0-9a-f]*" "$work/relay.out" | head -n 1)"
 [ -n "$webhook_url" ] || { log "no webhook URL in the banner:"; cat "$work/relay.out" >&2; exit 1; }

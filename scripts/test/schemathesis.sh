@@ -63,10 +63,10 @@ apps:
       secret_file: $work/user-tokens.key
 YAML
 
-# Keys before `serve`: `keys create` opens the embedded cluster itself.
+# `serve` creates the embedded cluster; `keys create` then uses it (it never creates one).
+relay_start --config "$work/config.yaml"
 admin_key="$(create_key --config "$work/config.yaml" --admin --label schemathesis)"
 app_key="$(create_key --config "$work/config.yaml" --app support --label schemathesis)"
-relay_start --config "$work/config.yaml"
 
 # 3. Test data, through the API as an app backend and Zendesk would send it.
 api() { # key method path json-body: fails on an error answer
