@@ -272,14 +272,20 @@ struct DatabaseFaultTests {
         try await cluster.stop(immediate: true)
     }
 
+    /// Runs `executable` and waits for it with posix_spawn and waitpid: Foundation's
+    /// `Process.waitUntilExit` was seen spinning forever on a `mount` that had exited (left a
+    /// zombie) while other tests started processes.
     static func run(_ executable: String, _ arguments: [String]) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw PostgresError(code: .server, message: "\(executable) \(arguments.joined(separator: " ")) exited \(process.terminationStatus)")
+        var pid: pid_t = 0
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        let spawned = posix_spawn(&pid, executable, nil, nil, argv, environ)
+        guard spawned == 0 else { throw PostgresError(code: .server, message: "cannot start \(executable): \(spawned)") }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        let exitStatus = (status >> 8) & 0xff
+        guard status & 0x7f == 0 && exitStatus == 0 else {
+            throw PostgresError(code: .server, message: "\(executable) \(arguments.joined(separator: " ")) exited \(exitStatus)")
         }
     }
 }
