@@ -234,7 +234,7 @@ struct WebhookLoad: Sendable {
     ) async throws -> Result {
         let load = self
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .connect(host: target.host, port: target.port(forConnection: index)) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let driver = LoadDriver(
