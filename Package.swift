@@ -71,6 +71,8 @@ let package = Package(
             pkgConfig: "jemalloc",
             providers: [.apt(["libjemalloc-dev"]), .brew(["jemalloc"])]
         ),
+        // The commit a release build was made from (Deploy/release.sh defines it).
+        .target(name: "CBuildInfo"),
         // Typed wrappers for libcurl's variadic functions.
         .target(name: "CCurlShim", dependencies: ["CLibCurl"], linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]),
 
@@ -118,6 +120,7 @@ let package = Package(
         .target(
             name: "PushRelay",
             dependencies: [
+                "CBuildInfo",
                 "Postgres",
                 "CurlHTTP2",
                 "StrictJSON",

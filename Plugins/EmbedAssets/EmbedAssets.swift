@@ -2,7 +2,8 @@ import Foundation
 import PackagePlugin
 
 /// Embeds a target's text assets (`.yaml`, `.mustache`, `.css`, `.js` files among its sources) in
-/// the target as string constants of a generated `EmbeddedAssets` enum.
+/// the target as string constants of a generated `EmbeddedAssets` enum; for the `PushRelay`
+/// target, the package's `Migrations/*.sql` files too (`EmbeddedAssets.migrations`).
 ///
 /// A build-time embed rather than SwiftPM resources: `Bundle.module` on Linux looks for a resource
 /// bundle directory beside the executable, and the container image and the Debian package ship
@@ -14,7 +15,12 @@ struct EmbedAssets: BuildToolPlugin {
 
     func createBuildCommands(context: PluginContext, target: any Target) async throws -> [Command] {
         guard let target = target as? SourceModuleTarget else { return [] }
-        let assets = target.sourceFiles.map(\.url).filter { Self.extensions.contains($0.pathExtension) }.sorted { $0.path < $1.path }
+        var assets = target.sourceFiles.map(\.url).filter { Self.extensions.contains($0.pathExtension) }.sorted { $0.path < $1.path }
+        if target.name == "PushRelay" {
+            let folder = context.package.directoryURL.appending(path: "Migrations")
+            let names = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".sql") }.sorted()
+            assets += names.map { folder.appending(path: $0) }
+        }
         guard !assets.isEmpty else { return [] }
         let output = context.pluginWorkDirectoryURL.appending(path: "EmbeddedAssets.swift")
         return [

@@ -3,7 +3,8 @@ import Foundation
 // The EmbedAssets plugin's generator: `EmbedAssetsTool <target directory> <output.swift> <file>…`
 // writes an `EmbeddedAssets` enum with one string constant per file, named after the file
 // (`console.css` → `console_css`), holding its exact bytes less one final newline (editors end a
-// file with one; the strings these files replaced did not).
+// file with one; the strings these files replaced did not). Files in a `Migrations` folder (`.sql`)
+// go, byte for byte, into `migrations`: (file name, text) pairs in file-name order.
 
 struct Failure: Error, CustomStringConvertible {
     var description: String
@@ -40,7 +41,15 @@ func generate(targetDirectory: String, files: [String]) throws -> String {
 
         """
     var names: [String: String] = [:]
-    for path in files {
+    var migrations: [(name: String, text: String)] = []
+    for path in files where URL(fileURLWithPath: path).deletingLastPathComponent().lastPathComponent == "Migrations" {
+        let url = URL(fileURLWithPath: path)
+        guard let text = String(validating: [UInt8](try Data(contentsOf: url)), as: UTF8.self) else {
+            throw Failure(description: "\(path) is not UTF-8")
+        }
+        migrations.append((url.lastPathComponent, text))
+    }
+    for path in files where URL(fileURLWithPath: path).deletingLastPathComponent().lastPathComponent != "Migrations" {
         let url = URL(fileURLWithPath: path)
         var bytes = [UInt8](try Data(contentsOf: url))
         if bytes.last == UInt8(ascii: "\n") { bytes.removeLast() }
@@ -50,6 +59,14 @@ func generate(targetDirectory: String, files: [String]) throws -> String {
         names[name] = path
         let relative = path.hasPrefix(targetDirectory + "/") ? String(path.dropFirst(targetDirectory.count + 1)) : path
         source += "    /// `\(relative)`.\n    static let \(name) = \(literal(text))\n"
+    }
+    if !migrations.isEmpty {
+        source += "    /// The package's `Migrations/*.sql` files: (file name, contents), in file-name order.\n"
+        source += "    static let migrations: [(name: String, sql: String)] = [\n"
+        for migration in migrations.sorted(by: { $0.name < $1.name }) {
+            source += "        (\(literal(migration.name)), \(literal(migration.text))),\n"
+        }
+        source += "    ]\n"
     }
     return source + "}\n"
 }

@@ -50,16 +50,26 @@ public struct Migrator: Sendable {
         } catch {
             throw PostgresError(code: .migration, message: "cannot read the migrations directory \(directory)")
         }
-        var migrations: [Int: Migration] = [:]
+        var files: [(name: String, sql: String)] = []
         for fileName in names.sorted() where fileName.hasSuffix(".sql") {
-            let stem = fileName.dropLast(4)
-            guard let underscore = stem.firstIndex(of: "_"), let version = Int(stem[..<underscore]), version > 0 else { continue }
-            if migrations[version] != nil {
-                throw PostgresError(code: .migration, message: "two migrations share the number \(version) in \(directory)")
-            }
             let path = (directory as NSString).appendingPathComponent(fileName)
             guard let sql = FileManager.default.contents(atPath: path).map({ String(decoding: $0, as: UTF8.self) }) else {
                 throw PostgresError(code: .migration, message: "cannot read \(path)")
+            }
+            files.append((fileName, sql))
+        }
+        return try parse(files, source: directory)
+    }
+
+    /// The migrations among `files` ((file name, text) pairs) named `NNNN_name.sql`. Other names
+    /// are ignored; two files with one number are an error naming `source`.
+    public static func parse(_ files: [(name: String, sql: String)], source: String) throws -> [Migration] {
+        var migrations: [Int: Migration] = [:]
+        for (fileName, sql) in files where fileName.hasSuffix(".sql") {
+            let stem = fileName.dropLast(4)
+            guard let underscore = stem.firstIndex(of: "_"), let version = Int(stem[..<underscore]), version > 0 else { continue }
+            if migrations[version] != nil {
+                throw PostgresError(code: .migration, message: "two migrations share the number \(version) in \(source)")
             }
             migrations[version] = Migration(version: version, name: String(stem[stem.index(after: underscore)...]), sql: sql)
         }

@@ -32,6 +32,13 @@ public struct Database: Sendable {
         )
     }
 
+    /// The schema migrations: those built into the binary (the package's `Migrations/` folder, by
+    /// the EmbedAssets plugin), or the folder `database.migrations_directory` names.
+    static func migrations(_ configuration: DatabaseConfiguration) throws -> [Migration] {
+        if let directory = configuration.migrationsDirectory { return try Migrator.load(directory: directory) }
+        return try Migrator.parse(EmbeddedAssets.migrations, source: "the migrations built into push-relay")
+    }
+
     /// Where the embedded cluster lives unless `data.directory` says otherwise.
     public static let defaultDataDirectory = ".push-relay-data"
 
@@ -42,8 +49,7 @@ public struct Database: Sendable {
         logger: Logger,
         createEmbedded: Bool = true
     ) async throws -> Database {
-        let directory = try configuration.migrationsDirectory ?? MigrationsLocator.find()
-        let migrator = Migrator(migrations: try Migrator.load(directory: directory), logger: logger)
+        let migrator = Migrator(migrations: try migrations(configuration), logger: logger)
         var embedded: EmbeddedPostgres?
         var started = false
         let conninfo: String
@@ -140,30 +146,5 @@ struct EmbeddedPostgresService: Service {
     func run() async throws {
         try? await gracefulShutdown()
         try await server.stop()
-    }
-}
-
-/// Finds the `Migrations` directory when the configuration does not name one.
-enum MigrationsLocator {
-    /// Looks beside and above the executable (a SwiftPM build lives in `.build/<config>/`), then in
-    /// the working directory, then where packages install it.
-    static func find() throws -> String {
-        var candidates: [String] = []
-        if let executable = Bundle.main.executableURL?.resolvingSymlinksInPath() {
-            var directory = executable.deletingLastPathComponent()
-            for _ in 0..<6 {
-                candidates.append(directory.appendingPathComponent("Migrations").path)
-                directory = directory.deletingLastPathComponent()
-            }
-        }
-        candidates.append(FileManager.default.currentDirectoryPath + "/Migrations")
-        candidates.append("/usr/share/push-relay/migrations")
-        for candidate in candidates where FileManager.default.fileExists(atPath: candidate + "/0001_initial.sql") {
-            return candidate
-        }
-        throw PostgresError(
-            code: .migration,
-            message: "cannot find the Migrations directory; set database.migrations_directory (DATABASE_MIGRATIONS_DIRECTORY)"
-        )
     }
 }

@@ -9,8 +9,8 @@ import Postgres
 /// - `max_connections` (int, default 10): pool size.
 /// - `acquire_timeout_seconds` (double, default 10): wait for a free connection before failing.
 /// - `migrate_on_start` (bool, default true): apply pending migrations when `serve` starts.
-/// - `migrations_directory` (string, optional): where the `NNNN_name.sql` files are; found
-///   automatically next to the executable or in the working directory otherwise.
+/// - `migrations_directory` (string, optional): a folder of `NNNN_name.sql` files to use instead
+///   of the migrations built into the binary.
 /// - `statement_timeout_ms` (int, default 15000, 0 for none): the server ends a statement running
 ///   longer (`statement_timeout`); the relay gives up on a call unanswered 2 s after that, closes
 ///   the connection and opens another (a server that vanished without closing the connection).

@@ -1,3 +1,4 @@
+import CBuildInfo
 import CurlHTTP2
 import Postgres
 
@@ -6,13 +7,24 @@ public enum PushRelayVersion {
     /// PushRelay's own version.
     public static let current = "0.1.0"
 
+    /// The commit this binary was built from (a release build's; see Deploy/release.sh), nil for a
+    /// development build.
+    public static var commit: String? {
+        let commit = String(cString: push_relay_build_commit())
+        return commit.isEmpty ? nil : commit
+    }
+
+    /// The version and the commit, as `--version` prints them: `0.1.0 (commit 45e1e92a1b2c)`, or
+    /// `0.1.0 (development build)`.
+    public static var full: String { "\(current) (\(commit.map { "commit \($0)" } ?? "development build"))" }
+
     /// libpq's version as a dotted string (for example `15.18`).
     public static var libpq: String { PostgresLibrary.version }
 
     /// Lines describing this build and the C libraries it runs on.
     public static var report: [String] {
         [
-            "push-relay \(current)",
+            "push-relay \(full)",
             "libpq \(libpq)",
             "\(CurlLibrary.version) (HTTP/2 \(CurlLibrary.supportsHTTP2 ? "yes" : "no"))",
         ]
