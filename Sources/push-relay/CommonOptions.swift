@@ -44,8 +44,8 @@ struct CommonOptions: ParsableArguments {
         }
     }
 
-    /// Bootstraps logging once for the process and returns the root logger.
-    func logger(_ reader: ConfigReader) throws -> Logger {
+    /// `log.level` and `log.format`, refused when they name no level or format.
+    static func logSettings(_ reader: ConfigReader) throws -> (Logger.Level, RelayLogHandler.Format) {
         let name = reader.string(forKey: "log.level", default: "info")
         guard let level = Logger.Level(rawValue: name.lowercased()) else {
             throw CommandError("unknown log level '\(name)'; use trace, debug, info, notice, warning, error or critical")
@@ -54,6 +54,12 @@ struct CommonOptions: ParsableArguments {
         guard let format = RelayLogHandler.Format(rawValue: formatName.lowercased()) else {
             throw CommandError("unknown log format '\(formatName)'; use text or json")
         }
+        return (level, format)
+    }
+
+    /// Bootstraps logging once for the process and returns the root logger.
+    func logger(_ reader: ConfigReader) throws -> Logger {
+        let (level, format) = try Self.logSettings(reader)
         LoggingSystem.bootstrap { label in
             var handler = RelayLogHandler.standardError(label: label, format: format)
             handler.logLevel = level

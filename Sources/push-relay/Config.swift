@@ -31,6 +31,7 @@ struct Config: AsyncParsableCommand {
         func run() async throws {
             let recorder = AccessRecorder()
             let reader = try await common.reader(recorder: recorder)
+            _ = try CommonOptions.logSettings(reader)
             let apps: [AppConfiguration]
             do {
                 apps = try await AppConfiguration.loadChecked(reader: reader)

@@ -13,7 +13,7 @@ struct PushRelayCommand: AsyncParsableCommand {
             Configuration comes from command-line options, then environment variables (HTTP_PORT for http.port, DATABASE_URL for database.url, ...), then the YAML file given by --config or CONFIG_FILE. docs/configuration.md lists every key; an unknown key is an error, and `push-relay config check` validates a file without serving.
             """,
         version: PushRelayVersion.full,
-        subcommands: [Serve.self, Migrate.self, Config.self, Keys.self, Devices.self, Jobs.self, Sandbox.self, Version.self],
+        subcommands: [Serve.self, Migrate.self, Config.self, Keys.self, Devices.self, Jobs.self, Sandbox.self, Health.self, Version.self],
         defaultSubcommand: nil
     )
 }

@@ -75,13 +75,26 @@ public enum ConfigurationSchema {
     }
 
     /// Refuses `PUSH_RELAY_*` variables that nothing reads (a misspelt admin key variable would
-    /// otherwise be ignored).
+    /// otherwise be ignored), except those Kubernetes sets in every pod for a Service named
+    /// `push-relay` (``isServiceLink(_:)``).
     static func checkEnvironment(_ environment: [String: String]) throws {
-        for name in environment.keys.sorted() where name.hasPrefix("PUSH_RELAY_") && !knownEnvironmentVariables.contains(name) {
+        for name in environment.keys.sorted()
+        where name.hasPrefix("PUSH_RELAY_") && !knownEnvironmentVariables.contains(name) && !isServiceLink(name) {
             throw ConfigurationError(
                 "unknown environment variable \(name)\(nearestNameSuggestion(for: name, among: knownEnvironmentVariables.sorted()))"
             )
         }
+    }
+
+    /// Kubernetes' service-link variables for a Service named `push-relay`:
+    /// `PUSH_RELAY_SERVICE_HOST`, `PUSH_RELAY_SERVICE_PORT[_NAME]`, `PUSH_RELAY_PORT` and
+    /// `PUSH_RELAY_PORT_<port>_<protocol>[_PROTO|_PORT|_ADDR]`.
+    static func isServiceLink(_ name: String) -> Bool {
+        if name == "PUSH_RELAY_SERVICE_HOST" || name == "PUSH_RELAY_SERVICE_PORT" || name == "PUSH_RELAY_PORT" { return true }
+        if name.hasPrefix("PUSH_RELAY_SERVICE_PORT_") { return true }
+        let parts = name.dropFirst("PUSH_RELAY_PORT_".count).split(separator: "_")
+        return name.hasPrefix("PUSH_RELAY_PORT_") && (2...3).contains(parts.count) && Int(parts[0]) != nil
+            && ["TCP", "UDP", "SCTP"].contains(parts[1]) && (parts.count == 2 || ["PROTO", "PORT", "ADDR"].contains(parts[2]))
     }
 
     /// Reads every setting from `reader` and refuses values that do not convert to their key's type

@@ -84,6 +84,26 @@ struct CommandLineTests {
         #expect(bad.error.contains("unknown key 'http.prot'; did you mean 'http.port'?"), "\(bad.error)")
         let version = try Self.run(["--version"], in: directory)
         #expect(version.status == 0 && version.output.contains(PushRelayVersion.current))
+        let format = try Self.run(["config", "check", "--config", "relay.yaml"], in: directory, environment: ["LOG_FORMAT": "jsn"])
+        #expect(format.status == 1 && format.error.contains("unknown log format 'jsn'"), "\(format.error)")
+    }
+
+    @Test("health exits 0 when the relay's /health (or /ready) answers 200, and 1 with the reason otherwise")
+    func health() async throws {
+        let directory = try Self.directory()
+        let conninfo = try await TestDatabase.makeDatabase()
+        try ("database:\n  url: \"\(conninfo)\"\n" + Self.app).write(toFile: directory + "/relay.yaml", atomically: true, encoding: .utf8)
+        let port = try EmbeddedPostgres.freePort()
+        let closed = try Self.run(["health", "--port", "\(port)"], in: directory)
+        #expect(closed.status == 1 && closed.error.contains("127.0.0.1:\(port)"), "\(closed.error)")
+        let relay = try await RelayProcess.start(configFile: directory + "/relay.yaml", port: port, log: directory + "/relay.log")
+        defer { relay.stop() }
+        let healthy = try Self.run(["health", "--port", "\(port)"], in: directory)
+        #expect(healthy.status == 0 && healthy.output.contains("/health: HTTP/1.1 200"), "\(healthy.output) \(healthy.error)")
+        let ready = try Self.run(["health", "--ready"], in: directory, environment: ["HTTP_PORT": "\(port)"])
+        #expect(ready.status == 0 && ready.output.contains("/ready: HTTP/1.1 200"), "\(ready.output) \(ready.error)")
+        let other = try Self.run(["health", "--port", "\(try EmbeddedPostgres.freePort())"], in: directory)
+        #expect(other.status == 1)
     }
 
     @Test("keys list shows every scope of a key, whatever their length")

@@ -75,6 +75,22 @@ struct StrictConfigurationTests {
         #expect(HTTPConfiguration(config: reader.scoped(to: "http")).host == "0.0.0.0")
     }
 
+    @Test("the variables Kubernetes sets for a Service named push-relay are not refused; look-alikes still are")
+    func kubernetesServiceLinks() async throws {
+        let path = try Self.file("http:\n  port: 8080\n")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let links = [
+            "PUSH_RELAY_SERVICE_HOST": "10.96.0.12", "PUSH_RELAY_SERVICE_PORT": "80", "PUSH_RELAY_SERVICE_PORT_HTTP": "80",
+            "PUSH_RELAY_PORT": "tcp://10.96.0.12:80", "PUSH_RELAY_PORT_80_TCP": "tcp://10.96.0.12:80", "PUSH_RELAY_PORT_80_TCP_PROTO": "tcp",
+            "PUSH_RELAY_PORT_80_TCP_PORT": "80", "PUSH_RELAY_PORT_80_TCP_ADDR": "10.96.0.12",
+        ]
+        _ = try await ConfigReader.pushRelay(configFile: path, environment: links)
+        for name in ["PUSH_RELAY_PORT_HTTP", "PUSH_RELAY_PORT_80_TCP_HOST", "PUSH_RELAY_SERVICE", "PUSH_RELAY_PORTS"] {
+            let message = try await Self.refusal("http:\n  port: 8080\n", environment: [name: "x"])
+            #expect(message.contains("unknown environment variable \(name)"), "\(name): \(message)")
+        }
+    }
+
     @Test("every known key, and only those, is in docs/configuration.md; every app key too")
     func documented() throws {
         let text = try String(contentsOf: packageRoot(from: #filePath).appendingPathComponent("docs/configuration.md"), encoding: .utf8)

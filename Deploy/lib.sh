@@ -1,0 +1,74 @@
+# Sourced by Deploy/release.sh and Deploy/test.sh (after scripts/lib.sh): Debian root filesystems
+# made with mmdebstrap from Debian 12's own mirror, and podman set up for these machines.
+# shellcheck shell=bash
+
+# Debian 12 as a fresh install has it: the main archive, its updates and security updates.
+debian_sources=(
+    "deb http://deb.debian.org/debian bookworm main"
+    "deb http://deb.debian.org/debian bookworm-updates main"
+    "deb http://deb.debian.org/debian-security bookworm-security main"
+)
+
+# The version in Sources/PushRelay/App/PushRelayVersion.swift.
+release_version() {
+    sed -n 's/.*static let current = "\(.*\)".*/\1/p' Sources/PushRelay/App/PushRelayVersion.swift
+}
+
+# debian_rootfs VARIANT "PACKAGE …" TARGET_DIR: a Debian 12 root filesystem in TARGET_DIR, from
+# a tarball cached in .build-release/rootfs/ for a day (the same variant and packages are built
+# once per run, and reused by the next run on this machine).
+debian_rootfs() {
+    local variant="$1" packages="$2" target="$3"
+    local key
+    key=$(echo "$variant $packages ${debian_sources[*]}" | sha256sum | cut -c1-12)
+    local cache=".build-release/rootfs/$variant-$key.tar"
+    mkdir -p .build-release/rootfs
+    if [ ! -f "$cache" ] || [ -n "$(find "$cache" -mmin +1440)" ]; then
+        log "making a Debian 12 root filesystem ($variant: ${packages:-no extra packages}) with mmdebstrap"
+        local include=()
+        [ -n "$packages" ] && include=(--include="${packages// /,}")
+        # The output's extension tells mmdebstrap to write a tarball.
+        if ! mmdebstrap --variant="$variant" --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr "${include[@]}" \
+            --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
+            --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/info/*' \
+            bookworm "${cache%.tar}.partial.tar" "${debian_sources[@]}" >"${cache%.tar}.log" 2>&1; then
+            tail -20 "${cache%.tar}.log" >&2
+            return 1
+        fi
+        mv "${cache%.tar}.partial.tar" "$cache"
+    fi
+    rm -rf "$target"
+    mkdir -p "$target"
+    tar -C "$target" --numeric-owner -xf "$cache"
+}
+
+# image_rootfs TARGET_DIR "PACKAGE …": the container image's base: Debian 12's essential
+# packages (no apt) and the run-time packages.
+image_rootfs() { debian_rootfs essential "$2" "$1"; }
+
+# podman as it works on these machines: runc (crun fails: "cgroups in hybrid mode not supported"),
+# explicit ulimits (the defaults fail: "setrlimit RLIMIT_NOFILE: Operation not permitted"; so do
+# open files above this shell's hard limit, and here processes above about 4096), and
+# its storage under .build-release/containers, so nothing under /etc or /var/lib changes.
+podman_env() {
+    local root files
+    root="$(pwd)/.build-release/containers"
+    files=$(ulimit -Hn)
+    [ "$files" = unlimited ] && files=65536
+    mkdir -p "$root"
+    cat >"$root/containers.conf" <<EOF
+[containers]
+default_ulimits = ["nofile=$files:$files", "nproc=4096:4096"]
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+EOF
+    cat >"$root/storage.conf" <<EOF
+[storage]
+driver = "vfs"
+graphroot = "$root/storage"
+runroot = "$root/run"
+EOF
+    export CONTAINERS_CONF="$root/containers.conf" CONTAINERS_STORAGE_CONF="$root/storage.conf"
+}

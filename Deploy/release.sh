@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# Builds PushRelay's release artifacts into one folder (default dist/), with SHA256SUMS:
+#   push-relay-VERSION-linux-ARCH.tar.gz  the binary (Swift runtime linked in; migrations, console
+#                                         and OpenAPI document built in), the systemd units, the
+#                                         example configuration and DEPENDENCIES (the Debian packages
+#                                         it needs at run time)
+#   push-relay_VERSION_DEBARCH.deb        Debian 12 / Ubuntu package: the binary, a push-relay system
+#                                         user, the units, /etc/push-relay
+#   push-relay-VERSION-oci.tar            OCI image archive (Debian 12 libraries and the binary;
+#                                         `podman load -i`, `skopeo copy oci-archive:…`)
+# Usage: Deploy/release.sh [--out DIR] [--no-image]
+# Needs root (or sudo) for apt-get and the image's root filesystem; builds with the Swift toolchain
+# in .build-release/. Deploy/test.sh runs what this makes.
+set -euo pipefail
+. "$(dirname "$0")/../scripts/lib.sh"
+. Deploy/lib.sh
+
+out=dist
+with_image=1
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --out) out="$2"; shift 2 ;;
+    --no-image) with_image=0; shift ;;
+    *) usage ;;
+    esac
+done
+
+scripts/bootstrap.sh
+apt_install_missing dpkg-dev binutils
+((with_image)) && apt_install_missing mmdebstrap podman runc uidmap
+
+version=$(release_version)
+commit=$(git rev-parse --short=12 HEAD)
+git diff --quiet HEAD -- Sources Package.swift Migrations Plugins || commit="${commit}_modified"
+arch=$(uname -m)
+debarch=$(dpkg --print-architecture)
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+work=$(mktemp -d "${TMPDIR:-/tmp}/push-relay-release.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+# 1. The binary: the Swift standard library and Foundation linked in, the commit compiled in.
+started=$SECONDS
+log "building push-relay $version ($commit), release, static Swift runtime"
+swift build -c release --product push-relay --static-swift-stdlib --scratch-path .build-release \
+    -Xcc "-DPUSH_RELAY_COMMIT=$commit" >&2
+log "built in $((SECONDS - started)) s"
+binary="$work/push-relay"
+cp .build-release/release/push-relay "$binary"
+strip --strip-unneeded "$binary"
+"$binary" --version | grep -q "commit $commit" || { log "the binary does not report commit $commit"; exit 1; }
+
+# 2. What it needs at run time: Debian packages, from its ELF dependencies (dpkg-shlibdeps).
+mkdir -p "$work/shlibs/debian"
+printf 'Source: push-relay\n\nPackage: push-relay\nArchitecture: any\n' >"$work/shlibs/debian/control"
+depends=$(cd "$work/shlibs" && dpkg-shlibdeps -O -e"$binary" 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
+depends="$depends, ca-certificates"
+log "depends: $depends"
+
+# 3. The tarball.
+name="push-relay-$version-linux-$arch"
+stage="$work/$name"
+mkdir -p "$stage/bin" "$stage/systemd"
+cp "$binary" "$stage/bin/push-relay"
+cp Deploy/push-relay.service Deploy/push-relay@.service "$stage/systemd/"
+cp Deploy/push-relay.example.yaml "$stage/push-relay.example.yaml"
+cp README.md CHANGELOG.md "$stage/"
+{
+    echo "push-relay $version (commit $commit), built $(date -u +%Y-%m-%d) on $(. /etc/os-release && echo "$PRETTY_NAME")."
+    echo "Debian/Ubuntu packages it needs at run time (apt-get install …):"
+    echo "  $(echo "$depends" | sed 's/ ([^)]*)//g; s/,//g')"
+    echo "With versions: $depends"
+    echo "Shared libraries (ldd on the build machine):"
+    ldd "$binary" | sed 's/ (0x[0-9a-f]*)//; s/^\t/  /'
+} >"$stage/DEPENDENCIES"
+tar -C "$work" --owner=0 --group=0 -czf "$out/$name.tar.gz" "$name"
+
+# 4. The Debian package.
+deb="$work/deb"
+install -D -m 0755 "$binary" "$deb/usr/bin/push-relay"
+for unit in push-relay.service push-relay@.service; do
+    install -D -m 0644 "Deploy/$unit" "$deb/lib/systemd/system/$unit"
+    sed -i 's|/usr/local/bin/push-relay|/usr/bin/push-relay|g; /^# .*Install the binary/,/^\[Unit\]/{/^#/d}' "$deb/lib/systemd/system/$unit"
+done
+install -D -m 0640 Deploy/push-relay.example.yaml "$deb/etc/push-relay/push-relay.yaml"
+install -D -m 0644 README.md "$deb/usr/share/doc/push-relay/README.md"
+install -D -m 0644 Deploy/push-relay.example.yaml "$deb/usr/share/doc/push-relay/examples/push-relay.example.yaml"
+gzip -9n <CHANGELOG.md >"$work/changelog.gz" && install -m 0644 "$work/changelog.gz" "$deb/usr/share/doc/push-relay/changelog.gz"
+printf '%s\n' 'Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/' 'Upstream-Name: push-relay' \
+    'Files: *' 'Copyright: PushRelay authors' 'License: see README.md' >"$deb/usr/share/doc/push-relay/copyright"
+install -d "$deb/DEBIAN"
+install -m 0755 Deploy/debian/postinst Deploy/debian/prerm Deploy/debian/postrm "$deb/DEBIAN/"
+echo /etc/push-relay/push-relay.yaml >"$deb/DEBIAN/conffiles"
+cat >"$deb/DEBIAN/control" <<EOF
+Package: push-relay
+Version: $version
+Architecture: $debarch
+Maintainer: PushRelay <push-relay@localhost>
+Installed-Size: $(du -sk --exclude=DEBIAN "$deb" | cut -f1)
+Depends: $depends, passwd
+Section: net
+Priority: optional
+Homepage: https://github.com/push-relay/push-relay
+Description: push-notification relay for helpdesk webhooks (APNs and FCM)
+ PushRelay takes a helpdesk's webhook when an agent replies, stores it in
+ PostgreSQL, keeps the device registry and unread counts, and sends the push
+ to APNs and FCM over HTTP/2. The systemd unit is installed but not enabled:
+ configure /etc/push-relay first.
+EOF
+dpkg-deb --root-owner-group -Zxz --build "$deb" "$out/push-relay_${version}_$debarch.deb" >/dev/null
+
+# 5. The OCI image: Debian 12's libraries (mmdebstrap, essential packages only) plus the binary.
+if ((with_image)); then
+    rootfs="$work/rootfs"
+    image_rootfs "$rootfs" "$(echo "$depends" | sed 's/ ([^)]*)//g; s/,//g')"
+    install -m 0755 "$binary" "$rootfs/usr/bin/push-relay"
+    install -D -m 0644 Deploy/push-relay.example.yaml "$rootfs/usr/share/doc/push-relay/push-relay.example.yaml"
+    echo "push-relay:x:10001:10001:PushRelay:/var/lib/push-relay:/usr/sbin/nologin" >>"$rootfs/etc/passwd"
+    echo "push-relay:x:10001:" >>"$rootfs/etc/group"
+    install -d -m 0755 "$rootfs/etc/push-relay"
+    install -d -m 0750 -o 10001 -g 10001 "$rootfs/var/lib/push-relay"
+    podman_env
+    image="localhost/push-relay:$version"
+    podman rmi -f "$image" >/dev/null 2>&1 || true
+    tar -C "$rootfs" --numeric-owner -c . | podman import \
+        --change 'USER=10001:10001' \
+        --change 'WORKDIR=/var/lib/push-relay' \
+        --change 'ENV=HTTP_HOST=0.0.0.0' \
+        --change 'EXPOSE=8080' \
+        --change 'STOPSIGNAL=SIGTERM' \
+        --change 'ENTRYPOINT=["/usr/bin/push-relay"]' \
+        --change 'CMD=["serve", "--config", "/etc/push-relay/push-relay.yaml"]' \
+        --change "LABEL=org.opencontainers.image.version=$version" \
+        --change "LABEL=org.opencontainers.image.revision=$commit" \
+        --change 'LABEL=org.opencontainers.image.title=push-relay' \
+        - "$image" >/dev/null
+    rm -f "$out/push-relay-$version-oci.tar"
+    podman save --format oci-archive -o "$out/push-relay-$version-oci.tar" "$image"
+fi
+
+(cd "$out" && rm -f SHA256SUMS && sha256sum -- *.tar.gz *.deb $( ((with_image)) && echo "*-oci.tar") >SHA256SUMS)
+log "artifacts in $out ($((SECONDS - started)) s in all):"
+(cd "$out" && ls -l --block-size=K -- *.tar.gz *.deb $( ((with_image)) && echo "*-oci.tar") SHA256SUMS) >&2

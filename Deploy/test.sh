@@ -1,0 +1,268 @@
+#!/usr/bin/env bash
+# Tests the release artifacts by running them. Builds them first (Deploy/release.sh, into
+# .build-release/dist) unless --dist names a folder that holds them. Then, each against a
+# PostgreSQL 15 started here and a `push-relay sandbox` run from the artifact under test:
+#   tarball  its binary on a stock Debian 12 (mmdebstrap minbase plus only the packages its
+#            DEPENDENCIES lists), in a chroot, as an unprivileged user;
+#   deb      `apt-get install ./push-relay_*.deb` into a clean Debian 12 (minbase, nothing else):
+#            dependencies pulled, user, files and units as a Debian admin expects; the relay run
+#            as its unit runs it (User, EnvironmentFile, ExecStart, ExecReload); then purged;
+#   image    the OCI archive loaded into podman (runc): sandbox and relay containers as a
+#            non-root user with a read-only root filesystem, configured by file and environment,
+#            `push-relay health` as the health check, a clean stop on SIGTERM;
+# each posting the README's webhook and seeing both pushes (APNs and FCM) answered by the sandbox.
+# Then Deploy/examples-check.sh (compose and Kubernetes examples) with the release binary.
+# Usage: Deploy/test.sh [--dist DIR] [--only tarball|deb|image|examples]
+# Needs root (chroot, mounts, podman). Takes about 3 minutes past the build on 2 cores.
+set -euo pipefail
+. "$(dirname "$0")/../scripts/lib.sh"
+. Deploy/lib.sh
+
+dist=""
+only=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --dist) dist="$2"; shift 2 ;;
+    --only) only="$2"; shift 2 ;;
+    *) usage ;;
+    esac
+done
+[ "$(id -u)" -eq 0 ] || { log "needs root (chroot, mounts, podman)"; exit 1; }
+apt_install_missing mmdebstrap podman runc uidmap postgresql curl python3
+if [ -z "$dist" ]; then
+    dist=.build-release/dist
+    Deploy/release.sh --out "$dist"
+fi
+version=$(release_version)
+debarch=$(dpkg --print-architecture)
+tarball=$(ls "$dist"/push-relay-"$version"-linux-*.tar.gz)
+deb="$dist/push-relay_${version}_$debarch.deb"
+archive="$dist/push-relay-$version-oci.tar"
+(cd "$dist" && sha256sum --quiet -c SHA256SUMS)
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/push-relay-artifacts.XXXXXX")
+chmod 0755 "$work"
+mounts=()
+cleanup() {
+    local status=$?
+    podman_env
+    podman rm -f -t 0 pr-test-relay pr-test-sandbox >/dev/null 2>&1 || true
+    local index
+    for ((index = ${#mounts[@]} - 1; index >= 0; index--)); do umount -l "${mounts[index]}" 2>/dev/null || true; done
+    pkill -f "$work/" 2>/dev/null || true
+    [ -d "$work/pg" ] && runuser -u postgres -- /usr/lib/postgresql/15/bin/pg_ctl -D "$work/pg" -m immediate stop >/dev/null 2>&1 || true
+    rm -rf "$work"
+    exit $status
+}
+trap cleanup EXIT
+
+fail() { log "FAIL: $*"; exit 1; }
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# waits up to $2 seconds for `$1` (a command) to succeed.
+wait_for() {
+    local deadline=$((SECONDS + $2))
+    until eval "$1" >/dev/null 2>&1; do
+        ((SECONDS < deadline)) || return 1
+        sleep 0.5
+    done
+}
+
+# PostgreSQL 15 on this machine, one database per artifact.
+pg_port=$(free_port)
+install -d -o postgres -g postgres "$work/pg"
+runuser -u postgres -- /usr/lib/postgresql/15/bin/initdb -D "$work/pg" --auth=trust -U postgres >/dev/null
+runuser -u postgres -- /usr/lib/postgresql/15/bin/pg_ctl -D "$work/pg" -l "$work/pg/log" -w \
+    -o "-c listen_addresses=127.0.0.1 -c port=$pg_port -c unix_socket_directories=$work/pg" start >/dev/null
+for name in tarball deb image; do
+    psql -h 127.0.0.1 -p "$pg_port" -U postgres -q -c "CREATE DATABASE relay_$name" postgres
+done
+database_url() { echo "postgresql://postgres@127.0.0.1:$pg_port/relay_$1"; }
+
+# A Debian root filesystem in $1 with /proc, /dev and /sys, and this machine's resolver.
+prepare_root() {
+    mount -t proc proc "$1/proc" && mounts+=("$1/proc")
+    mount --rbind /dev "$1/dev" && mounts+=("$1/dev")
+    mount --rbind /sys "$1/sys" && mounts+=("$1/sys")
+    cp -L /etc/resolv.conf "$1/etc/resolv.conf"
+}
+
+# The sandbox's printed configuration (tls and apps) from its output file $1, once it is whole.
+sandbox_config() { sed -n '/^tls:/,$p' "$1"; }
+sandbox_ready() { grep -q 'url: https' "$1" 2>/dev/null && [ "$(sandbox_config "$1" | grep -c 'url: https')" -ge 2 ]; }
+
+# A relay configuration: listen on $1, the sandbox's tls and apps sections from output file $2.
+relay_config() {
+    printf 'http:\n  host: 127.0.0.1\n  port: %s\n' "$1"
+    sandbox_config "$2"
+}
+
+readme_webhook='{"devices":[{"identifier":"6b1c0f5e8d2a4b7c9e3f1a0d5c8b2e4f6a9d1c3b5e7f0a2d4c6b8e1f3a5c7d9e","type":"ios"},{"identifier":"android-demo-token","type":"android"}],"notification":{"title":"Agent replied","body":"Hello","ticket_id":"5"}}'
+
+# posts the README's webhook to the relay on port $1 for the sandbox whose output is in $2 and
+# whose CA file (seen from here) is $3; checks that the sandbox answered both pushes with 200.
+deliver() {
+    local relay_port="$1" output="$2" ca="$3" name="$4"
+    local secret sandbox_url answer
+    secret=$(sed -n 's/.*webhook_secrets: \["\([^"]*\)"\].*/\1/p' "$output")
+    sandbox_url=$(sed -n 's/^sandbox: \(https:[^ ]*\).*/\1/p' "$output")
+    wait_for "curl -sf http://127.0.0.1:$relay_port/ready" 60 || fail "$name: /ready did not answer 200 in 60 s"
+    answer=$(curl -s -X POST -H 'Content-Type: application/json' -d "$readme_webhook" \
+        "http://127.0.0.1:$relay_port/v1/webhooks/zendesk/sandbox/$secret")
+    echo "$answer" | grep -q '"deliveries":2' || fail "$name: the webhook was answered $answer"
+    local received=""
+    local deadline=$((SECONDS + 30))
+    while ((SECONDS < deadline)); do
+        received=$(curl -s --cacert "$ca" "$sandbox_url/sandbox/received" || true)
+        if python3 - "$received" <<'EOF'; then
+import json, sys
+requests = json.loads(sys.argv[1])["requests"]
+apns = [r for r in requests if r["service"] == "apns" and r["path"].endswith("/6b1c0f5e8d2a4b7c9e3f1a0d5c8b2e4f6a9d1c3b5e7f0a2d4c6b8e1f3a5c7d9e") and r["status"] == 200]
+fcm = [r for r in requests if r["service"] == "fcm" and "android-demo-token" in r["body"] and r["status"] == 200]
+sys.exit(0 if apns and fcm and '"zendesk_sdk_request_id":"5"' in apns[0]["body"] else 1)
+EOF
+            log "$name: webhook $answer; the sandbox answered the APNs and the FCM push with 200"
+            return 0
+        fi
+        sleep 0.5
+    done
+    fail "$name: the sandbox did not receive both pushes in 30 s; it received: $received"
+}
+
+test_tarball() {
+    local root="$work/tarball-root"
+    local packages
+    packages=$(tar -xOzf "$tarball" --wildcards '*/DEPENDENCIES' | sed -n '3p' | xargs)
+    log "tarball: $(basename "$tarball") on Debian 12 minbase + $packages"
+    debian_rootfs minbase "$packages" "$root"
+    prepare_root "$root"
+    tar -C "$root/opt" -xzf "$tarball"
+    local binary
+    binary=$(cd "$root" && ls -d opt/push-relay-*/bin/push-relay)
+    chroot "$root" "/$binary" --version | grep -q "^$version (commit " || fail "tarball: --version: $(chroot "$root" "/$binary" --version)"
+    local missing
+    missing=$(chroot "$root" ldd "/$binary" | grep 'not found' || true)
+    [ -z "$missing" ] || fail "tarball: libraries missing on Debian 12 with the listed packages: $missing"
+    local sandbox_port relay_port
+    sandbox_port=$(free_port)
+    relay_port=$(free_port)
+    chroot --userspec=65534:65534 "$root" "/$binary" sandbox --port "$sandbox_port" --directory /tmp/sandbox >"$work/tarball-sandbox.out" 2>"$work/tarball-sandbox.err" &
+    wait_for "sandbox_ready $work/tarball-sandbox.out" 60 || fail "tarball: the sandbox printed no configuration: $(cat "$work/tarball-sandbox.err")"
+    relay_config "$relay_port" "$work/tarball-sandbox.out" >"$root/tmp/relay.yaml"
+    chroot --userspec=65534:65534 "$root" env -i PATH=/usr/bin:/bin HOME=/tmp DATABASE_URL="$(database_url tarball)" \
+        "/$binary" serve --config /tmp/relay.yaml >"$work/tarball-relay.log" 2>&1 &
+    local relay=$!
+    deliver "$relay_port" "$work/tarball-sandbox.out" "$root/tmp/sandbox/sandbox-ca.pem" tarball
+    kill -TERM "$relay"
+    wait "$relay" || fail "tarball: serve exited $? on SIGTERM: $(tail -5 "$work/tarball-relay.log")"
+    log "tarball: stopped cleanly on SIGTERM"
+}
+
+test_deb() {
+    local root="$work/deb-root"
+    log "deb: $(basename "$deb") into a clean Debian 12 (minbase)"
+    debian_rootfs minbase "" "$root"
+    prepare_root "$root"
+    cp "$deb" "$root/tmp/"
+    chroot "$root" apt-get update -qq
+    chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "/tmp/$(basename "$deb")" \
+        >"$work/deb-install.log" 2>&1 || fail "deb: apt-get install failed: $(tail -20 "$work/deb-install.log")"
+    log "deb: apt-get install pulled $(grep -c '^Setting up' "$work/deb-install.log") packages; postinst said: $(grep '^push-relay:' "$work/deb-install.log")"
+    chroot "$root" dpkg-query -W -f='${Status}\n' push-relay | grep -q 'install ok installed' || fail "deb: not installed"
+    chroot "$root" getent passwd push-relay | grep -q ':/var/lib/push-relay:/usr/sbin/nologin$' || fail "deb: no push-relay system user"
+    [ "$(chroot "$root" stat -c '%U:%G %a' /etc/push-relay/push-relay.yaml)" = "root:push-relay 640" ] || fail "deb: /etc/push-relay/push-relay.yaml owner or mode"
+    [ "$(chroot "$root" stat -c '%U:%G %a' /etc/push-relay/environment)" = "root:push-relay 640" ] || fail "deb: /etc/push-relay/environment owner or mode"
+    [ "$(chroot "$root" stat -c '%U:%G %a' /var/lib/push-relay)" = "push-relay:push-relay 750" ] || fail "deb: /var/lib/push-relay owner or mode"
+    local unit="$root/lib/systemd/system/push-relay.service"
+    [ -f "$root/lib/systemd/system/push-relay@.service" ] || fail "deb: no template unit"
+    local exec_start user environment_file directory reload
+    exec_start=$(sed -n 's/^ExecStart=//p' "$unit")
+    user=$(sed -n 's/^User=//p' "$unit")
+    environment_file=$(sed -n 's/^EnvironmentFile=-\{0,1\}//p' "$unit")
+    directory=$(sed -n 's/^WorkingDirectory=//p' "$unit")
+    reload=$(sed -n 's/^ExecReload=//p' "$unit")
+    [ "$exec_start" = "/usr/bin/push-relay serve --config /etc/push-relay/push-relay.yaml" ] || fail "deb: ExecStart=$exec_start"
+    [ "$reload" = '/bin/kill -HUP $MAINPID' ] || fail "deb: ExecReload=$reload"
+    chroot "$root" push-relay --version | grep -q "^$version (commit " || fail "deb: --version"
+    # Configure it as an operator would: the sandbox's keys under the state directory, the
+    # relay's configuration in /etc/push-relay, DATABASE_URL in the environment file.
+    local sandbox_port relay_port
+    sandbox_port=$(free_port)
+    relay_port=$(free_port)
+    chroot --userspec=push-relay:push-relay "$root" /usr/bin/push-relay sandbox --port "$sandbox_port" \
+        --directory /var/lib/push-relay/sandbox >"$work/deb-sandbox.out" 2>"$work/deb-sandbox.err" &
+    wait_for "sandbox_ready $work/deb-sandbox.out" 60 || fail "deb: the sandbox printed no configuration: $(cat "$work/deb-sandbox.err")"
+    relay_config "$relay_port" "$work/deb-sandbox.out" >"$root/etc/push-relay/push-relay.yaml"
+    echo "DATABASE_URL=$(database_url deb)" >>"$root$environment_file"
+    chroot "$root" runuser -u "$user" -- push-relay config check --config /etc/push-relay/push-relay.yaml >"$work/deb-check.log" 2>&1 ||
+        fail "deb: config check: $(cat "$work/deb-check.log")"
+    # As systemd would start it (there is no systemd in a chroot): the unit's user, environment
+    # file, working directory and command line.
+    chroot "$root" runuser -u "$user" -- sh -c "set -a; . $environment_file; set +a; cd $directory && exec $exec_start" \
+        >"$work/deb-relay.log" 2>&1 &
+    local relay=$!
+    deliver "$relay_port" "$work/deb-sandbox.out" "$root/var/lib/push-relay/sandbox/sandbox-ca.pem" deb
+    kill -HUP "$relay"
+    wait_for "grep -q 'configuration reloaded' $work/deb-relay.log" 20 || fail "deb: no reload after SIGHUP: $(tail -5 "$work/deb-relay.log")"
+    kill -TERM "$relay"
+    wait "$relay" || fail "deb: serve exited $? on SIGTERM: $(tail -5 "$work/deb-relay.log")"
+    log "deb: reloaded on SIGHUP (ExecReload) and stopped cleanly on SIGTERM"
+    chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq push-relay >"$work/deb-purge.log" 2>&1 ||
+        fail "deb: purge failed: $(tail -5 "$work/deb-purge.log")"
+    [ ! -e "$root/usr/bin/push-relay" ] && [ ! -e "$root/etc/push-relay/environment" ] && [ ! -e "$root/lib/systemd/system/push-relay.service" ] ||
+        fail "deb: files left after purge"
+    log "deb: purged (binary, units and /etc/push-relay gone)"
+}
+
+test_image() {
+    podman_env
+    log "image: $(basename "$archive") with podman (runc)"
+    podman rm -f -t 0 pr-test-relay pr-test-sandbox >/dev/null 2>&1 || true
+    podman rmi -f "localhost/push-relay:$version" >/dev/null 2>&1 || true
+    podman load -q -i "$archive" >/dev/null
+    local image="localhost/push-relay:$version"
+    [ "$(podman image inspect -f '{{.Config.User}}' "$image")" = "10001:10001" ] || fail "image: not a non-root user"
+    local sandbox_dir="$work/image-sandbox" config_dir="$work/image-config"
+    install -d -o 10001 -g 10001 "$sandbox_dir"
+    install -d "$config_dir"
+    local sandbox_port relay_port
+    sandbox_port=$(free_port)
+    relay_port=$(free_port)
+    podman run -d --name pr-test-sandbox --network host --read-only -v "$sandbox_dir:/sandbox" "$image" \
+        sandbox --port "$sandbox_port" --directory /sandbox >/dev/null
+    wait_for "podman logs pr-test-sandbox 2>/dev/null >$work/image-sandbox.out; sandbox_ready $work/image-sandbox.out" 60 ||
+        fail "image: the sandbox printed no configuration: $(podman logs pr-test-sandbox 2>&1 | tail -5)"
+    podman logs pr-test-sandbox 2>/dev/null >"$work/image-sandbox.out"
+    sandbox_config "$work/image-sandbox.out" >"$config_dir/push-relay.yaml"
+    # The file holds the apps; the listener and the database come from the environment.
+    podman run -d --name pr-test-relay --network host --read-only --tmpfs /tmp \
+        -e DATABASE_URL="$(database_url image)" -e HTTP_HOST=127.0.0.1 -e HTTP_PORT="$relay_port" -e LOG_FORMAT=json \
+        -v "$config_dir:/etc/push-relay:ro" -v "$sandbox_dir:/sandbox:ro" "$image" >/dev/null
+    wait_for "podman exec pr-test-relay push-relay health --ready" 60 ||
+        fail "image: push-relay health --ready failed: $(podman logs pr-test-relay 2>&1 | tail -5)"
+    podman exec pr-test-relay push-relay health >/dev/null || fail "image: push-relay health"
+    [ "$(podman exec pr-test-relay id -u)" = 10001 ] || fail "image: the relay does not run as uid 10001"
+    [ "$(podman inspect -f '{{.HostConfig.ReadonlyRootfs}}' pr-test-relay)" = true ] || fail "image: the root filesystem is writable"
+    if podman exec pr-test-relay sh -c 'echo x > /var/lib/push-relay/x' 2>/dev/null; then fail "image: wrote to the root filesystem"; fi
+    deliver "$relay_port" "$work/image-sandbox.out" "$sandbox_dir/sandbox-ca.pem" image
+    local started=$SECONDS
+    podman stop -t 60 pr-test-relay >/dev/null
+    local code
+    code=$(podman inspect -f '{{.State.ExitCode}}' pr-test-relay)
+    [ "$code" = 0 ] || fail "image: exit code $code after SIGTERM: $(podman logs pr-test-relay 2>&1 | tail -5)"
+    podman logs pr-test-relay 2>&1 | grep -q '"PushRelay stopped"' || fail "image: no stop line in the log: $(podman logs pr-test-relay 2>&1 | tail -3)"
+    log "image: runs as uid 10001 on a read-only root filesystem; stopped on SIGTERM in $((SECONDS - started)) s with exit code 0"
+    log "image: $(podman image inspect -f '{{.Size}}' "$image" | awk '{printf "%.1f MB", $1 / 1e6}') unpacked, archive $(du -h "$archive" | cut -f1)"
+    podman rm -f -t 0 pr-test-relay pr-test-sandbox >/dev/null
+}
+
+for part in tarball deb image; do
+    if [ -z "$only" ] || [ "$only" = "$part" ]; then "test_$part"; fi
+done
+if [ -z "$only" ] || [ "$only" = examples ]; then
+    binary="$work/examples-bin/push-relay"
+    mkdir -p "$(dirname "$binary")"
+    tar -xOzf "$tarball" --wildcards '*/bin/push-relay' >"$binary" && chmod 0755 "$binary"
+    EXAMPLES_CHECK_BINARY="$binary" Deploy/examples-check.sh
+fi
+log "all artifact tests passed"
