@@ -42,8 +42,15 @@ trap 'rm -rf "$work"' EXIT
 # 1. The binary: the Swift standard library and Foundation linked in, the commit compiled in.
 started=$SECONDS
 log "building push-relay $version ($commit), release, static Swift runtime"
-swift build -c release --product push-relay --static-swift-stdlib --scratch-path .build-release \
-    -Xcc "-DPUSH_RELAY_COMMIT=$commit" >&2
+# The commit goes in through a header that exists only for this build (build_info.c is touched so
+# that the compiler sees it come and go).
+commit_header=Sources/CBuildInfo/push_relay_commit.h
+forget_commit() { rm -f "$commit_header"; touch Sources/CBuildInfo/build_info.c; }
+trap 'forget_commit; rm -rf "$work"' EXIT
+echo "#define PUSH_RELAY_COMMIT \"$commit\"" >"$commit_header"
+touch Sources/CBuildInfo/build_info.c
+swift build -c release --product push-relay --static-swift-stdlib --scratch-path .build-release >&2
+forget_commit
 log "built in $((SECONDS - started)) s"
 binary="$work/push-relay"
 cp .build-release/release/push-relay "$binary"
@@ -80,7 +87,7 @@ deb="$work/deb"
 install -D -m 0755 "$binary" "$deb/usr/bin/push-relay"
 for unit in push-relay.service push-relay@.service; do
     install -D -m 0644 "Deploy/$unit" "$deb/lib/systemd/system/$unit"
-    sed -i 's|/usr/local/bin/push-relay|/usr/bin/push-relay|g; /^# .*Install the binary/,/^\[Unit\]/{/^#/d}' "$deb/lib/systemd/system/$unit"
+    sed -i 's|/usr/local/bin/push-relay|/usr/bin/push-relay|g' "$deb/lib/systemd/system/$unit"
 done
 install -D -m 0640 Deploy/push-relay.example.yaml "$deb/etc/push-relay/push-relay.yaml"
 install -D -m 0644 README.md "$deb/usr/share/doc/push-relay/README.md"

@@ -43,13 +43,14 @@ archive="$dist/push-relay-$version-oci.tar"
 work=$(mktemp -d "${TMPDIR:-/tmp}/push-relay-artifacts.XXXXXX")
 chmod 0755 "$work"
 mounts=()
+pids=()
 cleanup() {
     local status=$?
     podman_env
     podman rm -f -t 0 pr-test-relay pr-test-sandbox >/dev/null 2>&1 || true
     local index
     for ((index = ${#mounts[@]} - 1; index >= 0; index--)); do umount -l "${mounts[index]}" 2>/dev/null || true; done
-    pkill -f "$work/" 2>/dev/null || true
+    ((${#pids[@]})) && kill -9 "${pids[@]}" 2>/dev/null || true
     [ -d "$work/pg" ] && runuser -u postgres -- /usr/lib/postgresql/15/bin/pg_ctl -D "$work/pg" -m immediate stop >/dev/null 2>&1 || true
     rm -rf "$work"
     exit $status
@@ -147,11 +148,13 @@ test_tarball() {
     sandbox_port=$(free_port)
     relay_port=$(free_port)
     chroot --userspec=65534:65534 "$root" "/$binary" sandbox --port "$sandbox_port" --directory /tmp/sandbox >"$work/tarball-sandbox.out" 2>"$work/tarball-sandbox.err" &
+    pids+=($!)
     wait_for "sandbox_ready $work/tarball-sandbox.out" 60 || fail "tarball: the sandbox printed no configuration: $(cat "$work/tarball-sandbox.err")"
     relay_config "$relay_port" "$work/tarball-sandbox.out" >"$root/tmp/relay.yaml"
     chroot --userspec=65534:65534 "$root" env -i PATH=/usr/bin:/bin HOME=/tmp DATABASE_URL="$(database_url tarball)" \
         "/$binary" serve --config /tmp/relay.yaml >"$work/tarball-relay.log" 2>&1 &
     local relay=$!
+    pids+=("$relay")
     deliver "$relay_port" "$work/tarball-sandbox.out" "$root/tmp/sandbox/sandbox-ca.pem" tarball
     kill -TERM "$relay"
     wait "$relay" || fail "tarball: serve exited $? on SIGTERM: $(tail -5 "$work/tarball-relay.log")"
@@ -189,18 +192,23 @@ test_deb() {
     local sandbox_port relay_port
     sandbox_port=$(free_port)
     relay_port=$(free_port)
-    chroot --userspec=push-relay:push-relay "$root" /usr/bin/push-relay sandbox --port "$sandbox_port" \
+    local uid gid
+    uid=$(chroot "$root" id -u "$user")
+    gid=$(chroot "$root" id -g "$user")
+    chroot --userspec="$uid:$gid" "$root" /usr/bin/push-relay sandbox --port "$sandbox_port" \
         --directory /var/lib/push-relay/sandbox >"$work/deb-sandbox.out" 2>"$work/deb-sandbox.err" &
+    pids+=($!)
     wait_for "sandbox_ready $work/deb-sandbox.out" 60 || fail "deb: the sandbox printed no configuration: $(cat "$work/deb-sandbox.err")"
     relay_config "$relay_port" "$work/deb-sandbox.out" >"$root/etc/push-relay/push-relay.yaml"
     echo "DATABASE_URL=$(database_url deb)" >>"$root$environment_file"
-    chroot "$root" runuser -u "$user" -- push-relay config check --config /etc/push-relay/push-relay.yaml >"$work/deb-check.log" 2>&1 ||
+    chroot --userspec="$uid:$gid" "$root" push-relay config check --config /etc/push-relay/push-relay.yaml >"$work/deb-check.log" 2>&1 ||
         fail "deb: config check: $(cat "$work/deb-check.log")"
     # As systemd would start it (there is no systemd in a chroot): the unit's user, environment
-    # file, working directory and command line.
-    chroot "$root" runuser -u "$user" -- sh -c "set -a; . $environment_file; set +a; cd $directory && exec $exec_start" \
-        >"$work/deb-relay.log" 2>&1 &
+    # file, working directory and command line, in one process that signals reach.
+    chroot --userspec="$uid:$gid" "$root" env -i PATH=/usr/bin:/bin \
+        sh -c "set -a; . $environment_file; set +a; cd $directory && exec $exec_start" >"$work/deb-relay.log" 2>&1 &
     local relay=$!
+    pids+=("$relay")
     deliver "$relay_port" "$work/deb-sandbox.out" "$root/var/lib/push-relay/sandbox/sandbox-ca.pem" deb
     kill -HUP "$relay"
     wait_for "grep -q 'configuration reloaded' $work/deb-relay.log" 20 || fail "deb: no reload after SIGHUP: $(tail -5 "$work/deb-relay.log")"

@@ -2,7 +2,7 @@
 # One command from a fresh clone to the whole test suite: checks the room table in
 # docs/architecture.md and the code's formatting, installs missing system packages, builds, and
 # runs every test against real PostgreSQL servers that the tests start themselves, then the API
-# and browser tests.
+# and browser tests, then builds the release artifacts and tests them by running them.
 # Extra arguments go to `swift test` alone (for example --filter PostgresTests).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -26,3 +26,4 @@ swift test --skip "$cluster_suites"
 swift test --filter "$cluster_suites"
 scripts/test/schemathesis.sh  # the served OpenAPI document vs the server
 scripts/test/console-test.sh  # the operator console in headless Chromium (screenshots in .build/console-test)
+Deploy/test.sh                # the release artifacts (tarball, .deb, OCI image) built and run; the deployment examples

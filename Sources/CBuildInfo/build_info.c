@@ -1,11 +1,15 @@
 #include "build_info.h"
 
-#define PUSH_RELAY_STRING(x) #x
-#define PUSH_RELAY_EXPAND(x) PUSH_RELAY_STRING(x)
+// Deploy/release.sh writes push_relay_commit.h (ignored by git) for the length of a release build:
+// `#define PUSH_RELAY_COMMIT "45e1e92a1b2c"`. A header rather than a -D flag: a flag changes every
+// compiler command line, and the whole package would rebuild for each commit.
+#if __has_include("push_relay_commit.h")
+#include "push_relay_commit.h"
+#endif
 
 const char *push_relay_build_commit(void) {
 #ifdef PUSH_RELAY_COMMIT
-    return PUSH_RELAY_EXPAND(PUSH_RELAY_COMMIT);
+    return PUSH_RELAY_COMMIT;
 #else
     return "";
 #endif
