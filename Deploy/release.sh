@@ -136,7 +136,7 @@ if ((with_image)); then
         --change 'EXPOSE=8080' \
         --change 'STOPSIGNAL=SIGTERM' \
         --change 'ENTRYPOINT=["/usr/bin/push-relay"]' \
-        --change 'CMD=["serve", "--config", "/etc/push-relay/push-relay.yaml"]' \
+        --change 'CMD=["serve","--config","/etc/push-relay/push-relay.yaml"]' \
         --change "LABEL=org.opencontainers.image.version=$version" \
         --change "LABEL=org.opencontainers.image.revision=$commit" \
         --change 'LABEL=org.opencontainers.image.title=push-relay' \

@@ -46,6 +46,14 @@ mounts=()
 pids=()
 cleanup() {
     local status=$?
+    if ((status != 0)) && [ -d "$work" ]; then
+        # What the relays and sandboxes printed, for reading a failed run.
+        rm -rf .build-release/artifact-test-logs && mkdir -p .build-release/artifact-test-logs
+        find "$work" -maxdepth 1 -type f \( -name '*.log' -o -name '*.out' -o -name '*.err' \) -exec cp {} .build-release/artifact-test-logs/ \;
+        podman_env
+        podman logs pr-test-relay >.build-release/artifact-test-logs/image-relay.log 2>&1 || true
+        log "logs in .build-release/artifact-test-logs/"
+    fi
     podman_env
     podman rm -f -t 0 pr-test-relay pr-test-sandbox >/dev/null 2>&1 || true
     local index

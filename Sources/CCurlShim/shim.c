@@ -66,6 +66,10 @@ const char *pushrelay_curl_version(void) {
     return curl_version();
 }
 
+unsigned int pushrelay_curl_version_number(void) {
+    return curl_version_info(CURLVERSION_NOW)->version_num;
+}
+
 CURLcode pushrelay_curl_easy_setopt_socket_callbacks(CURL *handle, void *clientp,
     int (*opened)(void *, curl_socket_t, curlsocktype),
     int (*closing)(void *, curl_socket_t)) {

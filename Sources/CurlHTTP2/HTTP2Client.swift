@@ -443,8 +443,9 @@ final class EasyHandle {
         pushrelay_curl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Self.milliseconds(configuration.connectTimeout))
         pushrelay_curl_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, errorBuffer)
         if !Self.proxyFromEnvironment { pushrelay_curl_easy_setopt_string(easy, CURLOPT_PROXY, "") }
-        // Read-ahead: one recv() per batch of TLS records instead of two per record (see shim.c).
-        pushrelay_curl_easy_setopt_read_ahead(easy, tls)
+        // Read-ahead: one recv() per batch of TLS records instead of two per record (see shim.c),
+        // with a libcurl that reads what OpenSSL holds (``CurlLibrary/readsAhead``).
+        if CurlLibrary.readsAhead { pushrelay_curl_easy_setopt_read_ahead(easy, tls) }
         if let caFile = configuration.caFile { pushrelay_curl_easy_setopt_string(easy, CURLOPT_CAINFO, caFile) }
         if let certificate = configuration.clientCertificate {
             pushrelay_curl_easy_setopt_string(easy, CURLOPT_SSLCERT, certificate.path)

@@ -172,8 +172,10 @@ struct HTTP2ClientTests {
 
     /// OpenSSL reads ahead on curl's connections, and the event thread tracks each such connection
     /// (it asks whether one holds bytes curl has not taken before it sleeps). A connection must
-    /// leave that set when OpenSSL frees it, or the thread would ask a freed object.
-    @Test("TLS connections read ahead and are tracked while open, none once the client has shut down")
+    /// leave that set when OpenSSL frees it, or the thread would ask a freed object. With a libcurl
+    /// that does not read what OpenSSL holds (7.88), no connection reads ahead, and every request
+    /// is still answered.
+    @Test("TLS connections read ahead (with libcurl 8.14 or later) and are tracked while open, none once the client has shut down")
     func readAhead() async throws {
         try await SandboxHarness.with { sandbox in
             let client = try HTTP2Client(configuration: .init(maxConnectionsPerHost: 1, caFile: sandbox.caFile, eventThreads: 2))
@@ -190,8 +192,9 @@ struct HTTP2ClientTests {
             // The count is published after each pass; the pass that answered the last request
             // publishes it right after answering.
             let deadline = ContinuousClock.now + .seconds(5)
-            while client.readAheadConnections != 2, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
-            #expect(client.readAheadConnections == 2)
+            let expected = CurlLibrary.readsAhead ? 2 : 0
+            while client.readAheadConnections != expected, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(client.readAheadConnections == expected)
             #expect(sandbox.state.sinkConnections == 2)
             await client.shutdown()
             #expect(client.readAheadConnections == 0)

@@ -49,6 +49,9 @@ int pushrelay_curl_msg_done(CURLMsg *message, CURL **easy, CURLcode *result);
 
 /// Whether the linked libcurl was built with HTTP/2 (nghttp2) support.
 int pushrelay_curl_has_http2(void);
+/// The linked libcurl's version as 0xXXYYZZ (8.14.1 is 0x080e01).
+unsigned int pushrelay_curl_version_number(void);
+
 /// The linked libcurl's version string, e.g. "libcurl/7.88.1 OpenSSL/3.0.x nghttp2/1.52.0".
 const char *pushrelay_curl_version(void);
 
