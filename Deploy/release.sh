@@ -4,7 +4,7 @@
 #                                         and OpenAPI document built in), the systemd units, the
 #                                         example configuration and DEPENDENCIES (the Debian packages
 #                                         it needs at run time)
-#   push-relay_VERSION_DEBARCH.deb        Debian 12 / Ubuntu package: the binary, a push-relay system
+#   push-relay_VERSION_DEBARCH.deb        Debian 12 package: the binary, a push-relay system
 #                                         user, the units, /etc/push-relay
 #   push-relay-VERSION-oci.tar            OCI image archive (Debian 12 libraries and the binary;
 #                                         `podman load -i`, `skopeo copy oci-archive:…`)
