@@ -138,7 +138,7 @@ checks.positive_data_acceptance.enabled = false
 include-operation-id = "bulkUnregister"
 checks.negative_data_rejection.enabled = false
 
-# The managed-app operations work on an app of their own: `support` is the file's, and read-only
+# The managed-app operations work on an app of their own: 'support' is the file's, and read-only
 # there (409, which the file app's GET and the other checks still meet through the fixed app).
 # A generated "valid" configuration is rightly a 422 when it has a credentials section: a P-256
 # .p8 key or an RSA service account key is text no schema can describe. Every other check runs.
