@@ -14,6 +14,7 @@ let relayTestDependencies: [Target.Dependency] = [
     "PushSandbox",
     "Postgres",
     "TestSupport",
+    "PushRelayKit",
     .product(name: "HummingbirdTesting", package: "hummingbird"),
     .product(name: "NIOCore", package: "swift-nio"),
     .product(name: "NIOPosix", package: "swift-nio"),
@@ -25,13 +26,16 @@ let relayTestDependencies: [Target.Dependency] = [
 
 let package = Package(
     name: "push-relay",
-    platforms: [.macOS(.v15)],
+    // iOS is for PushRelayKit, the client library; the server builds for Linux and macOS.
+    platforms: [.macOS(.v15), .iOS(.v16)],
     products: [
         .executable(name: "push-relay", targets: ["push-relay"]),
         .executable(name: "push-relay-bench", targets: ["push-relay-bench"]),
         .library(name: "PushRelay", targets: ["PushRelay"]),
         .library(name: "Postgres", targets: ["Postgres"]),
         .library(name: "CurlHTTP2", targets: ["CurlHTTP2"]),
+        // The client library an app adds: Foundation only, see Sources/PushRelayKit/README.md.
+        .library(name: "PushRelayKit", targets: ["PushRelayKit"]),
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
@@ -184,6 +188,20 @@ let package = Package(
             ]
         ),
 
+        // The client library for iOS (and macOS, Linux) apps: device registration and the unread
+        // counter. Foundation only, so an app that adds it builds none of the server.
+        .target(name: "PushRelayKit", swiftSettings: swiftSettings),
+        // PushRelayKit's example: two devices, a user switch, against a running relay.
+        .executableTarget(
+            name: "push-relay-kit-example",
+            dependencies: [
+                "PushRelayKit",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
         // Real PostgreSQL servers for the test suites.
         .target(
             name: "TestSupport",
@@ -191,6 +209,9 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "StrictJSONTests", dependencies: ["StrictJSON", "TestSupport"]),
+        // PushRelayKit without a relay (parsing, badges, the event-stream reader); the suites
+        // against a running relay are in IntegrationTests/Client.
+        .testTarget(name: "PushRelayKitTests", dependencies: ["PushRelayKit"]),
         .testTarget(
             name: "PostgresTests",
             dependencies: ["Postgres", "TestSupport"]

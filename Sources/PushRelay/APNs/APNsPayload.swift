@@ -6,13 +6,16 @@ enum APNsPayload {
     static let maxBytes = 4096
 
     /// An alert push: title, body, the owner's badge, the default sound, and the ticket as
-    /// `zendesk_sdk_request_id` beside `aps` so the Zendesk SDK opens that ticket. When the whole
-    /// does not fit, the body is shortened at a character boundary and ends in "…".
-    static func alert(title: String, body: String, badge: Int?, ticketID: String) -> [UInt8] {
+    /// `zendesk_sdk_request_id` beside `aps` so the Zendesk SDK opens that ticket, and the
+    /// notification's id as `push_relay_notification_id` (the app's read-up-to uses it). When the
+    /// whole does not fit, the body is shortened at a character boundary and ends in "…".
+    static func alert(title: String, body: String, badge: Int?, ticketID: String, notificationID: Int64? = nil) -> [UInt8] {
         func encode(_ body: String) -> [UInt8] {
             var aps: [String: PayloadJSON] = ["alert": .object(["title": .string(title), "body": .string(body)]), "sound": .string("default")]
             if let badge { aps["badge"] = .int(badge) }
-            return PayloadJSON.object(["aps": .object(aps), "zendesk_sdk_request_id": .string(ticketID)]).bytes
+            var object: [String: PayloadJSON] = ["aps": .object(aps), "zendesk_sdk_request_id": .string(ticketID)]
+            if let notificationID { object["push_relay_notification_id"] = .int(Int(notificationID)) }
+            return PayloadJSON.object(object).bytes
         }
         return TextFitting.longestFitting(body, encode: encode) { $0.count <= maxBytes }
     }

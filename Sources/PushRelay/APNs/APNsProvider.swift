@@ -21,7 +21,13 @@ struct APNsProvider: PushProvider {
         let body =
             isSync
             ? APNsPayload.badgeSync(badge: delivery.badge ?? 0)
-            : APNsPayload.alert(title: delivery.title, body: delivery.body, badge: delivery.badge, ticketID: delivery.ticketID)
+            : APNsPayload.alert(
+                title: delivery.title,
+                body: delivery.body,
+                badge: delivery.badge,
+                ticketID: delivery.ticketID,
+                notificationID: delivery.notificationID
+            )
         let known = delivery.environment.flatMap(APNsSettings.Environment.init(rawValue:))
         let first = known ?? settings.environment
         let outcome = await send(delivery, body: body, isSync: isSync, to: first, deadline: deadline)

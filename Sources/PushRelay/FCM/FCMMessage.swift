@@ -10,10 +10,20 @@ enum FCMMessage {
 
     /// A reply: ticket, title, body and the owner's unread count, high priority, collapsing per ticket,
     /// kept by FCM for `ttl` (`delivery.push_ttl_seconds`, as APNs' `apns-expiration`).
-    static func reply(token: String, title: String, body: String, ticketID: String, unreadCount: Int?, ttl: Duration = .seconds(86400)) -> [UInt8] {
+    /// The notification's id goes as `push_relay_notification_id` (the app's read-up-to uses it).
+    static func reply(
+        token: String,
+        title: String,
+        body: String,
+        ticketID: String,
+        unreadCount: Int?,
+        notificationID: Int64? = nil,
+        ttl: Duration = .seconds(86400)
+    ) -> [UInt8] {
         func data(_ body: String) -> [String: String] {
             var data = ["zendesk_sdk_request_id": ticketID, "title": title, "body": body]
             if let unreadCount { data["unread_count"] = String(unreadCount) }
+            if let notificationID { data["push_relay_notification_id"] = String(notificationID) }
             return data
         }
         let fitted = TextFitting.longestFitting(body, encode: data) { size($0) <= maxDataBytes }

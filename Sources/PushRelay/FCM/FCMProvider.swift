@@ -23,6 +23,7 @@ struct FCMProvider: PushProvider {
                 body: delivery.body,
                 ticketID: delivery.ticketID,
                 unreadCount: delivery.badge,
+                notificationID: delivery.notificationID,
                 ttl: pushTTL
             )
         let url = "\(settings.baseURL)/v1/projects/\(projectID)/messages:send"

@@ -67,6 +67,9 @@ struct ClaimedDelivery: Sendable, Equatable {
     var deviceActive: Bool
     /// The owner's total unread count, when counters exist.
     var badge: Int?
+    /// The notification of an alert (`nil` for a badge sync); pushes carry it as
+    /// `push_relay_notification_id`, for the app's read-up-to.
+    var notificationID: Int64? = nil
     /// Taken just before the statement that claimed the row: its lease ends no earlier than this
     /// plus the lease.
     var claimedAt: ContinuousClock.Instant
@@ -77,7 +80,7 @@ extension ClaimedDelivery {
     /// reads it. Aliases: `c` the claimed delivery row, `n` its notification, `dv` its device, and
     /// `badge` the owner's total unread count.
     static let columns =
-        "c.id, c.app_id, c.device_token, c.platform, c.kind, c.attempts, c.created_at, n.ticket_id, n.title, n.body, dv.environment, coalesce(dv.status = 'active', false), badge"
+        "c.id, c.app_id, c.device_token, c.platform, c.kind, c.attempts, c.created_at, n.ticket_id, n.title, n.body, dv.environment, coalesce(dv.status = 'active', false), badge, c.notification_id"
 
     /// The delivery in a row that holds ``columns`` from column `offset` on.
     init(row: PostgresRow, at offset: Int = 0, claimedAt: ContinuousClock.Instant) throws {
@@ -97,6 +100,7 @@ extension ClaimedDelivery {
             environment: try row.decode(String?.self, at: offset + 10),
             deviceActive: try row.decode(Bool.self, at: offset + 11),
             badge: try row.decode(Int?.self, at: offset + 12),
+            notificationID: try row.decode(Int64?.self, at: offset + 13),
             claimedAt: claimedAt
         )
     }

@@ -8,11 +8,12 @@ import Testing
 
 @Suite("APNs payloads, headers, outcomes and provider tokens")
 struct APNsTests {
-    @Test("an alert carries title, body, badge, sound and the ticket beside aps")
+    @Test("an alert carries title, body, badge, sound, the ticket and the notification id beside aps")
     func alertPayload() throws {
-        let bytes = APNsPayload.alert(title: "Agent replied", body: "Hello 🎉", badge: 3, ticketID: "5")
+        let bytes = APNsPayload.alert(title: "Agent replied", body: "Hello 🎉", badge: 3, ticketID: "5", notificationID: 42)
         let object = try #require(try JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any])
         #expect(object["zendesk_sdk_request_id"] as? String == "5")
+        #expect(object["push_relay_notification_id"] as? Int == 42)
         let aps = try #require(object["aps"] as? [String: Any])
         let alert = try #require(aps["alert"] as? [String: Any])
         #expect(alert["title"] as? String == "Agent replied")

@@ -11,12 +11,16 @@ import _CryptoExtras
 struct FCMTests {
     @Test("a reply is data-only with string values, the deep link, high priority and a collapse key")
     func reply() throws {
-        let bytes = FCMMessage.reply(token: "fcm-token", title: "Agent replied", body: "Hi ✓", ticketID: "5", unreadCount: 2)
+        let bytes = FCMMessage.reply(token: "fcm-token", title: "Agent replied", body: "Hi ✓", ticketID: "5", unreadCount: 2, notificationID: 42)
         let message = try #require((try JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any])?["message"] as? [String: Any])
         #expect(message["token"] as? String == "fcm-token")
         #expect(message["notification"] == nil)
         let data = try #require(message["data"] as? [String: String])
-        #expect(data == ["zendesk_sdk_request_id": "5", "title": "Agent replied", "body": "Hi ✓", "unread_count": "2"])
+        #expect(
+            data == [
+                "zendesk_sdk_request_id": "5", "title": "Agent replied", "body": "Hi ✓", "unread_count": "2", "push_relay_notification_id": "42",
+            ]
+        )
         let android = try #require(message["android"] as? [String: Any])
         #expect(android["priority"] as? String == "HIGH")
         #expect(android["collapse_key"] as? String == "zendesk-ticket-5")
