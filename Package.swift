@@ -26,16 +26,13 @@ let relayTestDependencies: [Target.Dependency] = [
 
 let package = Package(
     name: "push-relay",
-    // iOS is for PushRelayKit, the client library; the server builds for Linux and macOS.
-    platforms: [.macOS(.v15), .iOS(.v16)],
+    platforms: [.macOS(.v15)],
     products: [
         .executable(name: "push-relay", targets: ["push-relay"]),
         .executable(name: "push-relay-bench", targets: ["push-relay-bench"]),
         .library(name: "PushRelay", targets: ["PushRelay"]),
         .library(name: "Postgres", targets: ["Postgres"]),
         .library(name: "CurlHTTP2", targets: ["CurlHTTP2"]),
-        // The client library an app adds: Foundation only, see Sources/PushRelayKit/README.md.
-        .library(name: "PushRelayKit", targets: ["PushRelayKit"]),
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
@@ -189,8 +186,9 @@ let package = Package(
         ),
 
         // The client library for iOS (and macOS, Linux) apps: device registration and the unread
-        // counter. Foundation only, so an app that adds it builds none of the server.
-        .target(name: "PushRelayKit", swiftSettings: swiftSettings),
+        // counter. Apps add the package of its own in Clients/PushRelayKit, which has no
+        // dependency; these targets build the same sources for the project's tests.
+        .target(name: "PushRelayKit", path: "Clients/PushRelayKit/Sources/PushRelayKit", swiftSettings: swiftSettings),
         // PushRelayKit's example: two devices, a user switch, against a running relay.
         .executableTarget(
             name: "push-relay-kit-example",
@@ -211,7 +209,7 @@ let package = Package(
         .testTarget(name: "StrictJSONTests", dependencies: ["StrictJSON", "TestSupport"]),
         // PushRelayKit without a relay (parsing, badges, the event-stream reader); the suites
         // against a running relay are in IntegrationTests/Client.
-        .testTarget(name: "PushRelayKitTests", dependencies: ["PushRelayKit"]),
+        .testTarget(name: "PushRelayKitTests", dependencies: ["PushRelayKit"], path: "Clients/PushRelayKit/Tests/PushRelayKitTests"),
         .testTarget(
             name: "PostgresTests",
             dependencies: ["Postgres", "TestSupport"]

@@ -25,5 +25,6 @@ cluster_suites='ScaleOutTests|FailoverTests'
 swift test --skip "$cluster_suites"
 swift test --filter "$cluster_suites"
 scripts/test/schemathesis.sh  # the served OpenAPI document vs the server
+scripts/test/client-package.sh # PushRelayKit on its own, as an app adds it (no dependency)
 scripts/test/console-test.sh  # the operator console in headless Chromium (screenshots in .build/console-test)
 Deploy/test.sh                # the release artifacts (tarball, .deb, OCI image) built and run; the deployment examples

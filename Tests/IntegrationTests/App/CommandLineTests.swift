@@ -14,10 +14,11 @@ struct CommandLineTests {
         var error: String
     }
 
-    /// Runs `push-relay` with `arguments` in `directory`, with only `environment` (and PATH) set.
-    static func run(_ arguments: [String], in directory: String, environment: [String: String] = [:]) throws -> Run {
+    /// Runs `push-relay` (or `executable`) with `arguments` in `directory`, with only `environment`
+    /// (and PATH) set.
+    static func run(_ arguments: [String], in directory: String, environment: [String: String] = [:], executable: String? = nil) throws -> Run {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: try RelayProcess.executable)
+        process.executableURL = URL(fileURLWithPath: try executable ?? RelayProcess.executable)
         process.arguments = arguments
         process.currentDirectoryURL = URL(fileURLWithPath: directory)
         process.environment = environment.merging(["PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"]) { $1 }

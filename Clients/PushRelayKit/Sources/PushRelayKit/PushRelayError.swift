@@ -25,6 +25,15 @@ public enum PushRelayError: Error, Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// The message that goes with the case, without the prefix ``description`` adds.
+    public var message: String {
+        switch self {
+        case .notAuthorized: "no user is authorized"
+        case .unauthorized(let message), .tokenProvider(let message), .network(let message), .invalidResponse(let message): message
+        case .server(_, _, let message): message
+        }
+    }
+
     /// Worth retrying later by itself: the network, a relay busy or restarting (5xx, 429).
     public var isTransient: Bool {
         switch self {

@@ -65,6 +65,8 @@ public actor UnreadCounter {
     /// The relay's poll hint (`Cache-Control: max-age`), until it sends one.
     private var pollHint: TimeInterval = 10
     private var lastCompleted: ContinuousClock.Instant?
+    /// Set by each authorization: the first run loads the count, also when one is known.
+    private var needsLoad = false
     private var subscribers: [UUID: AsyncStream<UnreadEvent>.Continuation] = [:]
     /// Moves on every authorization change; work begun under another one reports nothing.
     private let generation = Locked<UInt64>(0)
@@ -188,7 +190,7 @@ public actor UnreadCounter {
         do {
             _ = try await fetch(user, issuedIn)
         } catch {
-            report(error, issuedIn)
+            if !Task.isCancelled { report(error, issuedIn) }
         }
     }
 
@@ -207,6 +209,7 @@ public actor UnreadCounter {
         }
         user = session
         lastUserID = session.userID
+        needsLoad = true
         if switching {
             known = .zero
             publish(.changed(.zero), issuedIn)
@@ -243,7 +246,10 @@ public actor UnreadCounter {
 
     private func run(_ user: UserSession, _ issuedIn: UInt64) async {
         var backoff = Backoff()
-        if !foreground, known == nil || validator == nil { await poll(user, issuedIn) }
+        if !foreground, needsLoad || known == nil {
+            await poll(user, issuedIn)
+            if !Task.isCancelled { needsLoad = false }
+        }
         while !Task.isCancelled {
             if foreground {
                 let outcome = await stream(user, issuedIn)
@@ -293,7 +299,8 @@ public actor UnreadCounter {
         do {
             _ = try await fetch(user, issuedIn)
         } catch {
-            report(error, issuedIn)
+            // Cancelled by a change of mode (foreground, background, delay): not a failure.
+            if !Task.isCancelled { report(error, issuedIn) }
         }
     }
 

@@ -1,0 +1,464 @@
+import Foundation
+import Postgres
+import PushRelay
+import PushRelayKit
+import PushSandbox
+import Synchronization
+import TestSupport
+import Testing
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// A `push-relay serve` process for PushRelayKit's tests: app `support` with user tokens,
+/// delivering to the harness's sandbox, heartbeats every second and a poll hint of one second.
+struct KitRelay {
+    let harness: DeliveryHarness
+    let configFile: String
+    let port: Int
+    let log: String
+    var process: RelayProcess
+
+    static func start() async throws -> KitRelay {
+        let harness = try await DeliveryHarness.make()
+        let configFile = harness.directory + "/push-relay.yaml"
+        try """
+        database:
+          url: "\(harness.test.conninfo)"
+          max_connections: 6
+        tls:
+          ca_file: \(harness.sandbox.certificates.caFile)
+        delivery:
+          poll_interval_ms: 100
+          retry_base_ms: 100
+        unread:
+          heartbeat_seconds: 1
+          poll_after_seconds: 1
+        apps:
+        \(try harness.appYAML(harness.test.apps[0]))
+        """.write(toFile: configFile, atomically: true, encoding: .utf8)
+        let port = try EmbeddedPostgres.freePort()
+        let log = harness.directory + "/relay.log"
+        let process = try await RelayProcess.start(configFile: configFile, port: port, log: log)
+        return KitRelay(harness: harness, configFile: configFile, port: port, log: log, process: process)
+    }
+
+    /// Starts the relay again on the same port, after ``RelayProcess/stop()``.
+    mutating func restart() async throws {
+        process = try await RelayProcess.start(configFile: configFile, port: port, log: log)
+    }
+
+    func shutdown() async {
+        process.stop()
+        await harness.shutdown()
+    }
+
+    var baseURL: URL { URL(string: "http://127.0.0.1:\(port)")! }
+
+    var userTokenKeyFile: String { harness.test.apps[0].userTokens?.secretFile ?? "" }
+
+    func client(requestTimeout: TimeInterval = 5) -> PushRelayClient {
+        PushRelayClient(configuration: .init(baseURL: baseURL, appID: "support", requestTimeout: requestTimeout, streamIdleTimeout: 5))
+    }
+
+    /// The helpdesk's webhook for `tokens` (iOS): the notification id.
+    @discardableResult
+    func reply(ticket: String, to tokens: [String]) async throws -> Int64 {
+        let answer = try await process.request(
+            "POST",
+            "/v1/webhooks/zendesk/support/\(TestApp.webhookSecret)",
+            body: webhook(devices: tokens.map { ($0, "ios") }, ticket: ticket)
+        )
+        #expect(answer.status == 202)
+        let object = try JSONSerialization.jsonObject(with: answer.body) as? [String: Any]
+        return try #require((object?["notification_id"] as? NSNumber)?.int64Value)
+    }
+
+    /// `push_relay_unread_polls_total` for `support`, by answer.
+    func polls() async throws -> [String: Int] {
+        let text = String(decoding: try await process.request("GET", "/metrics").body, as: UTF8.self)
+        var counts: [String: Int] = [:]
+        for line in text.split(separator: "\n") where line.hasPrefix("push_relay_unread_polls_total{") && line.contains(#"app="support""#) {
+            guard let answer = line.firstRange(of: #"answer=""#).map({ line[$0.upperBound...].prefix { $0 != "\"" } }),
+                let value = line.split(separator: " ").last.flatMap({ Double($0) })
+            else { continue }
+            counts[String(answer)] = Int(value)
+        }
+        return counts
+    }
+
+    /// The pushes the sandbox received for `token`, as an app's `userInfo` would hold them.
+    func pushes(token: String) -> [PushRelayNotification?] {
+        harness.requests(token: token).filter { $0.service == "apns" }.map { request in
+            let object = try? JSONSerialization.jsonObject(with: Data(request.body.utf8)) as? [AnyHashable: Any]
+            return object.flatMap(PushRelayNotification.init(userInfo:))
+        }
+    }
+
+    func deviceOwner(_ token: String) async throws -> String? {
+        try await harness.test.client.query("SELECT user_id FROM devices WHERE token = $1", [token]).rows.first?.decode(String?.self, at: 0)
+    }
+}
+
+/// Counts a provider's calls and signs user JWTs as the app's backend would.
+final class TokenIssuer: Sendable {
+    private let calls = Mutex<[String]>([])
+    let lifetime: TimeInterval
+
+    init(lifetime: TimeInterval = 600) { self.lifetime = lifetime }
+
+    var provider: UserTokenProvider {
+        { [self] user in
+            calls.withLock { $0.append(user) }
+            return try await TestApp.userToken(user, expiresIn: lifetime)
+        }
+    }
+
+    var issued: [String] { calls.withLock { $0 } }
+}
+
+/// Everything a counter reported: through `updates()` and through its delegate. (The delegate's
+/// methods are main-actor isolated, which Swift 6 checks when they are called; which thread runs
+/// the main actor in a test process is the test runner's business, so no test looks at threads.)
+final class EventLog: Sendable {
+    final class Store: Sendable {
+        let streamed = Mutex<[UnreadEvent]>([])
+        let delegated = Mutex<[UnreadEvent]>([])
+        let task = Mutex<Task<Void, Never>?>(nil)
+    }
+
+    private let store = Store()
+    let delegate: Recorder
+
+    @MainActor
+    final class Recorder: UnreadCounterDelegate {
+        let log: @Sendable (UnreadEvent) -> Void
+        init(log: @escaping @Sendable (UnreadEvent) -> Void) { self.log = log }
+        func didChangeUnreadMessages(_ count: UnreadCount) { log(.changed(count)) }
+        func didReceiveNetwork(_ error: PushRelayError) { log(.networkError(error)) }
+    }
+
+    @MainActor
+    init(_ counter: UnreadCounter) async {
+        let store = self.store
+        delegate = Recorder { event in store.delegated.withLock { $0.append(event) } }
+        counter.delegate = delegate
+        let stream = await counter.updates()
+        let task = Task {
+            for await event in stream { store.streamed.withLock { $0.append(event) } }
+        }
+        store.task.withLock { $0 = task }
+    }
+
+    deinit { store.task.withLock { $0?.cancel() } }
+
+    /// Totals reported through the stream, in order.
+    var totals: [Int] { counts.map(\.total) }
+    var counts: [UnreadCount] {
+        store.streamed.withLock { $0.compactMap { if case .changed(let count) = $0 { count } else { nil } } }
+    }
+    var errors: [PushRelayError] {
+        store.streamed.withLock { $0.compactMap { if case .networkError(let error) = $0 { error } else { nil } } }
+    }
+    var events: [UnreadEvent] { store.streamed.withLock { $0 } }
+    var delegateEvents: [UnreadEvent] { store.delegated.withLock { $0 } }
+
+    /// The last total, once it is `total`.
+    func reaches(_ total: Int, timeout: Duration = .seconds(20)) async -> Bool {
+        await eventually(timeout: timeout) { self.totals.last == total }
+    }
+}
+
+/// An executable SwiftPM built beside the test bundle.
+func builtExecutable(_ name: String) throws -> String {
+    let candidates = [
+        ((CommandLine.arguments.first ?? "") as NSString).deletingLastPathComponent + "/" + name,
+        packageRoot(from: #filePath).appendingPathComponent(".build/debug/" + name).path,
+    ]
+    guard let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+        throw ConfigurationError("\(name) is not built (looked at \(candidates)); run swift build --build-tests")
+    }
+    return found
+}
+
+func randomAPNsToken() -> Data { Data((0..<32).map { _ in UInt8.random(in: 0...255) }) }
+
+@Suite("PushRelayKit against a running relay", .serialized, .timeLimit(.minutes(3)))
+struct PushRelayKitRelayTests {
+    @Test("register, reply, read: counts arrive by the live stream and by polling, unchanged polls are 304s, a read on one device reaches the other")
+    func twoDevices() async throws {
+        let relay = try await KitRelay.start()
+        do {
+            let issuer = TokenIssuer()
+            let phone = relay.client()
+            let tablet = relay.client()
+            let phoneLog = await EventLog(phone.unread)
+            let tabletLog = await EventLog(tablet.unread)
+
+            // The phone's token comes before sign-in: kept, and registered at sign-in.
+            let phoneData = randomAPNsToken()
+            let phoneToken = PushRelayClient.identifier(forDeviceToken: phoneData)
+            try await phone.setDeviceToken(phoneData)
+            #expect(await phone.isRegistered == false)
+            #expect(try await relay.deviceOwner(phoneToken) == nil)
+            try await phone.authorize(userID: "alice", tokenProvider: issuer.provider)
+            #expect(await phone.isRegistered)
+            #expect(try await relay.deviceOwner(phoneToken) == "alice")
+            await phone.unread.enterForeground()
+
+            // The tablet signs in first, then gets its token; it polls every second.
+            try await tablet.authorize(userID: "alice", tokenProvider: issuer.provider)
+            let tabletToken = PushRelayClient.identifier(forDeviceToken: randomAPNsToken())
+            try await tablet.setDeviceToken(identifier: tabletToken)
+            #expect(try await relay.deviceOwner(tabletToken) == "alice")
+            await tablet.unread.setUnreadMessageCountDelay(1)
+            #expect(await phoneLog.reaches(0))
+            #expect(await tabletLog.reaches(0))
+
+            let first = try await relay.reply(ticket: "5", to: [phoneToken, tabletToken])
+            #expect(await phoneLog.reaches(1))
+            #expect(await tabletLog.reaches(1))
+            #expect(phoneLog.counts.last == UnreadCount(total: 1, tickets: ["5": 1]))
+
+            // Unchanged: the tablet's polls are 304s the relay answers without reading the counts.
+            let before = try await relay.polls()
+            try await Task.sleep(for: .seconds(4))
+            let after = try await relay.polls()
+            let notModified =
+                (after["cached", default: 0] + after["cached_routed", default: 0])
+                - (before["cached", default: 0] + before["cached_routed", default: 0])
+            let reads = after["read", default: 0] - before["read", default: 0]
+            #expect(notModified >= 2, "\(before) → \(after)")
+            #expect(reads == 0, "\(before) → \(after)")
+            #expect(tabletLog.totals == [0, 1])
+
+            // The push as the app receives it: the ticket to open, the badge, the notification id.
+            #expect(await eventually { relay.pushes(token: phoneToken).count == 1 })
+            #expect(
+                relay.pushes(token: phoneToken).first == PushRelayNotification(ticketID: "5", badge: 1, notificationID: first, isBadgeSync: false)
+            )
+
+            let second = try await relay.reply(ticket: "7", to: [phoneToken, tabletToken])
+            #expect(await phoneLog.reaches(2))
+            #expect(await tabletLog.reaches(2))
+
+            // Alice opens ticket 5 on the phone: the tablet follows, and only the tablet gets a badge sync.
+            let afterRead = try await phone.unread.markRead(ticket: "5")
+            #expect(afterRead == UnreadCount(total: 1, tickets: ["7": 1]))
+            #expect(await tabletLog.reaches(1))
+            #expect(tabletLog.counts.last == UnreadCount(total: 1, tickets: ["7": 1]))
+            #expect(await eventually { relay.pushes(token: tabletToken).contains { $0?.isBadgeSync == true && $0?.badge == 1 } })
+            #expect(relay.pushes(token: phoneToken).allSatisfy { $0?.isBadgeSync == false })
+
+            // Read up to the second reply: a third, newer one stays unread.
+            _ = try await relay.reply(ticket: "7", to: [phoneToken])
+            #expect(await phoneLog.reaches(2))
+            let upTo = try await phone.unread.markAllRead(upTo: second)
+            #expect(upTo.total == 1)
+            #expect(try await phone.unread.getUnreadMessagesCount() == UnreadCount(total: 1, tickets: ["7": 1]))
+            _ = try await phone.unread.markAllRead()
+            #expect(await phoneLog.reaches(0))
+            #expect(await tabletLog.reaches(0))
+
+            // The delegate saw what the stream saw, in the same order; no errors; one token per user and device.
+            #expect(await eventually { phoneLog.delegateEvents.count == phoneLog.events.count })
+            #expect(phoneLog.delegateEvents == phoneLog.events)
+            #expect(tabletLog.delegateEvents == tabletLog.events)
+            #expect(phoneLog.errors.isEmpty && tabletLog.errors.isEmpty, "\(phoneLog.errors) \(tabletLog.errors)")
+            #expect(issuer.issued == ["alice", "alice"])
+
+            try await phone.deauthorize()
+            try await tablet.deauthorize()
+            #expect(try await relay.deviceOwner(phoneToken) == nil)
+            #expect(try await relay.deviceOwner(tabletToken) == nil)
+        } catch {
+            await relay.shutdown()
+            throw error
+        }
+        await relay.shutdown()
+    }
+
+    @Test("a user switch reports 0 once, then the new user's count; re-authorizing the same user is silent; after deauthorize nothing is reported")
+    func userSwitch() async throws {
+        let relay = try await KitRelay.start()
+        do {
+            let issuer = TokenIssuer()
+            // Bob has two unread replies on a device of his own.
+            let bobsPhone = relay.client()
+            let bobsToken = PushRelayClient.identifier(forDeviceToken: randomAPNsToken())
+            try await bobsPhone.setDeviceToken(identifier: bobsToken)
+            try await bobsPhone.authorize(userID: "bob", tokenProvider: issuer.provider)
+            try await relay.reply(ticket: "3", to: [bobsToken])
+            try await relay.reply(ticket: "4", to: [bobsToken])
+
+            let shared = relay.client()
+            let log = await EventLog(shared.unread)
+            let token = PushRelayClient.identifier(forDeviceToken: randomAPNsToken())
+            try await shared.setDeviceToken(identifier: token)
+            try await shared.authorize(userID: "alice", tokenProvider: issuer.provider)
+            await shared.unread.enterForeground()
+            #expect(await log.reaches(0))
+            try await relay.reply(ticket: "5", to: [token])
+            #expect(await log.reaches(1))
+
+            // Foreground, background, foreground…: each change cancels requests in flight, which is no
+            // error. (Streams closed this fast stay open on the relay until its next heartbeat, so
+            // some reconnects may be refused with 429 too_many_streams; the counter polls meanwhile.)
+            await shared.unread.setUnreadMessageCountDelay(1)
+            for _ in 0..<10 {
+                await shared.unread.enterBackground()
+                try await Task.sleep(for: .milliseconds(Int.random(in: 0...30)))
+                await shared.unread.enterForeground()
+                try await Task.sleep(for: .milliseconds(Int.random(in: 0...30)))
+            }
+            await shared.unread.setUnreadMessageCountDelay(0)
+            #expect(!log.errors.contains { if case .network = $0 { true } else { false } }, "\(log.errors)")
+            #expect(log.errors.allSatisfy { $0 == .server(status: 429, code: "too_many_streams", message: $0.message) }, "\(log.errors)")
+            try await Task.sleep(for: .seconds(1.5))
+
+            // The same user again: nothing reported, no new token asked for.
+            try await shared.authorize(userID: "alice", tokenProvider: issuer.provider)
+            try await Task.sleep(for: .seconds(1.5))
+            #expect(log.totals == [0, 1])
+            #expect(issuer.issued == ["bob", "alice"])
+
+            // Alice signs out, bob signs in on the same device: 0 once, then bob's 2.
+            try await shared.deauthorize()
+            try await shared.authorize(userID: "bob", tokenProvider: issuer.provider)
+            #expect(await log.reaches(2))
+            try await Task.sleep(for: .seconds(1))
+            #expect(log.totals == [0, 1, 0, 2])
+            #expect(log.counts.last == UnreadCount(total: 2, tickets: ["3": 1, "4": 1]))
+            #expect(try await relay.deviceOwner(token) == "bob")
+
+            // A switch without signing out first: the previous registration ends, 0 once, then carol's 0 is no change.
+            try await shared.authorize(userID: "carol", tokenProvider: issuer.provider)
+            #expect(try await relay.deviceOwner(token) == "carol")
+            try await Task.sleep(for: .seconds(1))
+            #expect(log.totals == [0, 1, 0, 2, 0])
+
+            // Signed out: bob's count moves on his phone, nothing reaches this counter.
+            try await shared.deauthorize()
+            let reported = log.events.count
+            let delegated = log.delegateEvents.count
+            try await relay.reply(ticket: "6", to: [bobsToken])
+            #expect(try await bobsPhone.unread.getUnreadMessagesCount().total == 3)
+            try await Task.sleep(for: .seconds(2))
+            #expect(log.events.count == reported)
+            #expect(log.delegateEvents.count == delegated)
+            await #expect(throws: PushRelayError.notAuthorized) { try await shared.unread.getUnreadMessagesCount() }
+            try await bobsPhone.deauthorize()
+        } catch {
+            await relay.shutdown()
+            throw error
+        }
+        await relay.shutdown()
+    }
+
+    @Test("the relay going away: network errors are reported while it is down, and the count comes back with it")
+    func relayOutage() async throws {
+        var relay = try await KitRelay.start()
+        do {
+            let issuer = TokenIssuer()
+            let phone = relay.client(requestTimeout: 2)
+            let log = await EventLog(phone.unread)
+            let token = PushRelayClient.identifier(forDeviceToken: randomAPNsToken())
+            try await phone.setDeviceToken(identifier: token)
+            try await phone.authorize(userID: "dana", tokenProvider: issuer.provider)
+            await phone.unread.setUnreadMessageCountDelay(1)
+            await phone.unread.enterForeground()
+            try await relay.reply(ticket: "5", to: [token])
+            #expect(await log.reaches(1))
+
+            relay.process.stop()
+            #expect(await eventually(timeout: .seconds(15)) { log.errors.count >= 2 }, "\(log.events)")
+            #expect(log.errors.allSatisfy { if case .network = $0 { true } else { false } }, "\(log.errors)")
+            await #expect {
+                try await phone.unread.getUnreadMessagesCount()
+            } throws: { error in
+                if case .network = error as? PushRelayError { true } else { false }
+            }
+            // Back, on the same port: the live stream reconnects by itself.
+            try await relay.restart()
+            try await relay.reply(ticket: "6", to: [token])
+            #expect(await log.reaches(2, timeout: .seconds(45)), "\(log.events)")
+            let errors = log.errors.count
+            try await relay.reply(ticket: "7", to: [token])
+            #expect(await log.reaches(3))
+            #expect(log.errors.count == errors)
+            // The delegate was told about the errors too.
+            #expect(log.delegateEvents.contains { if case .networkError = $0 { true } else { false } })
+            try await phone.deauthorize()
+        } catch {
+            await relay.shutdown()
+            throw error
+        }
+        await relay.shutdown()
+    }
+
+    @Test("a user JWT that expires during the live stream is replaced through the token provider, and the stream goes on")
+    func tokenRefresh() async throws {
+        let relay = try await KitRelay.start()
+        do {
+            // Tokens that live 3 seconds; the relay checks the stream's token at every heartbeat (1 s).
+            let issuer = TokenIssuer(lifetime: 3)
+            let phone = relay.client()
+            let log = await EventLog(phone.unread)
+            let token = PushRelayClient.identifier(forDeviceToken: randomAPNsToken())
+            try await phone.setDeviceToken(identifier: token)
+            try await phone.authorize(userID: "erin", tokenProvider: issuer.provider)
+            await phone.unread.enterForeground()
+            try await relay.reply(ticket: "5", to: [token])
+            #expect(await log.reaches(1))
+            #expect(issuer.issued.count == 1)
+
+            #expect(await eventually(timeout: .seconds(15)) { issuer.issued.count >= 3 }, "\(issuer.issued)")
+            try await relay.reply(ticket: "6", to: [token])
+            #expect(await log.reaches(2))
+            _ = try await phone.unread.markRead(ticket: "5")
+            #expect(await log.reaches(1))
+            #expect(log.errors.isEmpty, "\(log.errors)")
+            #expect(Set(issuer.issued) == ["erin"])
+            try await phone.deauthorize()
+        } catch {
+            await relay.shutdown()
+            throw error
+        }
+        await relay.shutdown()
+    }
+
+    @Test("the example: two devices, replies, a read on one seen on the other, a user switch")
+    func example() async throws {
+        let relay = try await KitRelay.start()
+        let run: CommandLineTests.Run
+        do {
+            let executable = try builtExecutable("push-relay-kit-example")
+            run = try await Task.detached {
+                try CommandLineTests.run(
+                    [
+                        "--relay", relay.baseURL.absoluteString, "--app", "support", "--webhook-secret", TestApp.webhookSecret,
+                        "--user-token-key-file", relay.userTokenKeyFile, "--delay", "1",
+                    ],
+                    in: NSTemporaryDirectory(),
+                    executable: executable
+                )
+            }.value
+        } catch {
+            await relay.shutdown()
+            throw error
+        }
+        await relay.shutdown()
+        #expect(run.status == 0, "\(run.output)\n\(run.error)")
+        let lines = run.output.split(separator: "\n").map(String.init)
+        func totals(_ device: String) -> [String] {
+            lines.filter { $0.hasPrefix("[\(device)]") && $0.contains("unread ") }.compactMap {
+                $0.split(separator: "unread ").last.map { String($0.prefix { $0.isNumber }) }
+            }
+        }
+        #expect(totals("phone") == ["0", "1", "2", "1", "0"], "\(run.output)")
+        #expect(totals("tablet") == ["0", "1", "2", "1", "0", "1"], "\(run.output)")
+        #expect(lines.last?.hasPrefix("done: 2 devices, 1 user switch") == true, "\(run.output)")
+        #expect(!run.output.contains("network error"), "\(run.output)")
+    }
+}
