@@ -461,4 +461,39 @@ struct PushRelayKitRelayTests {
         #expect(lines.last?.hasPrefix("done: 2 devices, 1 user switch") == true, "\(run.output)")
         #expect(!run.output.contains("network error"), "\(run.output)")
     }
+
+    @Test("requests cancelled while their answers arrive (mode changes, a task cancelled) never hang the client", .timeLimit(.minutes(2)))
+    func cancellationNeverHangs() async throws {
+        let relay = try await KitRelay.start()
+        do {
+            let phone = relay.client()
+            let log = await EventLog(phone.unread)
+            try await phone.authorize(userID: "fay", tokenProvider: TokenIssuer().provider)
+            try await relay.reply(ticket: "5", to: [PushRelayClient.identifier(forDeviceToken: randomAPNsToken())])
+            // Each cancellation lands somewhere between sending and the answer's arrival, where
+            // URLSession.data(for:) on Linux deadlocked the cancelling thread and the session's queue.
+            var answered = 0
+            for _ in 0..<300 {
+                let request = Task { try await phone.unread.getUnreadMessagesCount() }
+                try await Task.sleep(for: .microseconds(Int.random(in: 0...3000)))
+                request.cancel()
+                if (try? await request.value) != nil { answered += 1 }
+            }
+            // Mode changes cancel the counter's own requests and streams the same way.
+            await phone.unread.setUnreadMessageCountDelay(1)
+            for _ in 0..<100 {
+                await phone.unread.enterForeground()
+                try await Task.sleep(for: .microseconds(Int.random(in: 0...3000)))
+                await phone.unread.enterBackground()
+            }
+            #expect(answered > 0 && answered < 300, "\(answered) of 300 answered before the cancellation")
+            #expect(try await phone.unread.getUnreadMessagesCount().total == 0)
+            #expect(!log.errors.contains { if case .network = $0 { true } else { false } }, "\(log.errors)")
+            try await phone.deauthorize()
+        } catch {
+            await relay.shutdown()
+            throw error
+        }
+        await relay.shutdown()
+    }
 }

@@ -119,14 +119,7 @@ struct Transport: Sendable {
             let token = try await user.token()
             var request = request
             request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
-            let data: Data
-            let response: URLResponse
-            do {
-                (data, response) = try await session.data(for: request)
-            } catch {
-                throw .network(Self.describe(error))
-            }
-            guard let http = response as? HTTPURLResponse else { throw .invalidResponse("not an HTTP response") }
+            let (data, http) = try await perform(request)
             if http.statusCode == 401 {
                 user.refused(token)
                 if !refreshed {
@@ -137,6 +130,38 @@ struct Transport: Sendable {
             }
             return (data, http)
         }
+    }
+
+    /// One request. When the calling task is cancelled, the call returns at once with
+    /// ``PushRelayError/network(_:)`` and the request is left to finish (or time out) unheard.
+    ///
+    /// Neither `URLSession.data(for:)` nor `URLSessionTask.cancel()`: with swift-corelibs-foundation
+    /// (Linux), cancelling `data(for:)` while its answer completes deadlocks the two threads, and
+    /// `cancel()` racing the completion crashes ("Trying to access a behaviour for a task that in not
+    /// in the registry"). Both were seen in this project's tests.
+    func perform(_ request: URLRequest) async throws(PushRelayError) -> (Data, HTTPURLResponse) {
+        let waiting = Locked<CheckedContinuation<Result<(Data, HTTPURLResponse), PushRelayError>, Never>?>(nil)
+        let result = await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                waiting.withLock { $0 = continuation }
+                let task = session.dataTask(with: request) { data, response, error in
+                    let result: Result<(Data, HTTPURLResponse), PushRelayError>
+                    if let error {
+                        result = .failure(.network(Self.describe(error)))
+                    } else if let http = response as? HTTPURLResponse {
+                        result = .success((data ?? Data(), http))
+                    } else {
+                        result = .failure(.invalidResponse("not an HTTP response"))
+                    }
+                    waiting.withLock { $0.take() }?.resume(returning: result)
+                }
+                task.resume()
+                if Task.isCancelled { waiting.withLock { $0.take() }?.resume(returning: .failure(.network("cancelled"))) }
+            }
+        } onCancel: {
+            waiting.withLock { $0.take() }?.resume(returning: .failure(.network("cancelled")))
+        }
+        return try result.get()
     }
 
     /// Sends and requires a 2xx answer.
@@ -191,6 +216,9 @@ final class EventStreamConnection: NSObject, URLSessionDataDelegate, @unchecked 
     let chunks: AsyncThrowingStream<Chunk, any Error>
     private let continuation: AsyncThrowingStream<Chunk, any Error>.Continuation
     private let session = Locked<URLSession?>(nil)
+    private let task = Locked<URLSessionDataTask?>(nil)
+    /// Set on the session's delegate queue when the task completed.
+    private let completed = Locked(false)
 
     override init() {
         (chunks, continuation) = AsyncThrowingStream.makeStream(of: Chunk.self)
@@ -204,19 +232,30 @@ final class EventStreamConnection: NSObject, URLSessionDataDelegate, @unchecked 
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
         configuration.timeoutIntervalForRequest = request.timeoutInterval
         configuration.timeoutIntervalForResource = 7 * 24 * 3600
-        let session = URLSession(configuration: configuration, delegate: self, delegateQueue: nil)
+        let queue = OperationQueue()
+        queue.maxConcurrentOperationCount = 1
+        let session = URLSession(configuration: configuration, delegate: self, delegateQueue: queue)
         self.session.withLock { $0 = session }
         continuation.onTermination = { [weak self] _ in self?.cancel() }
-        session.dataTask(with: request).resume()
+        let task = session.dataTask(with: request)
+        self.task.withLock { $0 = task }
+        task.resume()
     }
 
+    /// Ends the request. The task is cancelled on the session's delegate queue, and only if it has
+    /// not completed: that queue delivers the completion, so the two cannot cross. (On Linux,
+    /// cancelling a task whose completion is under way crashes, and waiting for the session's
+    /// queue from a task's cancellation handler deadlocks.)
     func cancel() {
-        // Invalidating releases the session's strong reference to this delegate.
-        session.withLock { session in
-            session?.invalidateAndCancel()
-            session = nil
-        }
         continuation.finish()
+        guard let session = session.withLock({ $0.take() }) else { return }
+        let completed = self.completed
+        let task = self.task.withLock { $0.take() }
+        session.delegateQueue.addOperation {
+            if !completed.withLock({ $0 }) { task?.cancel() }
+            // Releases the session's strong reference to this delegate once the task has ended.
+            session.finishTasksAndInvalidate()
+        }
     }
 
     func urlSession(
@@ -234,11 +273,9 @@ final class EventStreamConnection: NSObject, URLSessionDataDelegate, @unchecked 
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        completed.withLock { $0 = true }
         if let error { continuation.finish(throwing: error) } else { continuation.finish() }
-        self.session.withLock { session in
-            session?.finishTasksAndInvalidate()
-            session = nil
-        }
+        session.finishTasksAndInvalidate()
     }
 }
 
