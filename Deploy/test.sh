@@ -11,6 +11,8 @@
 #            non-root user with a read-only root filesystem, configured by file and environment,
 #            `push-relay health` as the health check, a clean stop on SIGTERM;
 # each posting the README's webhook and seeing both pushes (APNs and FCM) answered by the sandbox.
+# The tarball's relay also serves PushRelayKit's example (two devices, a read, a user switch),
+# the debug build of push-relay-kit-example run from here.
 # Then Deploy/examples-check.sh (compose and Kubernetes examples) with the release binary.
 # Usage: Deploy/test.sh [--dist DIR] [--only tarball|deb|image|examples]
 # Needs root (chroot, mounts, podman). Takes about 3 minutes past the build on 2 cores.
@@ -32,6 +34,11 @@ apt_install_missing mmdebstrap podman runc uidmap postgresql curl python3
 if [ -z "$dist" ]; then
     dist=.build-release/dist
     Deploy/release.sh --out "$dist"
+fi
+# The client library's example, run against the tarball's relay (scripts/test.sh built it already).
+if [ -z "$only" ] || [ "$only" = tarball ]; then
+    swift build --product push-relay-kit-example >/dev/null
+    kit_example="$(swift build --show-bin-path)/push-relay-kit-example"
 fi
 version=$(release_version)
 debarch=$(dpkg --print-architecture)
@@ -158,12 +165,23 @@ test_tarball() {
     chroot --userspec=65534:65534 "$root" "/$binary" sandbox --port "$sandbox_port" --directory /tmp/sandbox >"$work/tarball-sandbox.out" 2>"$work/tarball-sandbox.err" &
     pids+=($!)
     wait_for "sandbox_ready $work/tarball-sandbox.out" 60 || fail "tarball: the sandbox printed no configuration: $(cat "$work/tarball-sandbox.err")"
-    relay_config "$relay_port" "$work/tarball-sandbox.out" >"$root/tmp/relay.yaml"
+    # With user tokens, for PushRelayKit's example below.
+    head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$root/tmp/user-tokens.key"
+    chown 65534:65534 "$root/tmp/user-tokens.key" && chmod 0600 "$root/tmp/user-tokens.key"
+    relay_config "$relay_port" "$work/tarball-sandbox.out" |
+        sed 's|^\(    webhook_secrets: .*\)$|\1\n    user_tokens: {secret_file: /tmp/user-tokens.key}|' >"$root/tmp/relay.yaml"
+    printf 'unread:\n  poll_after_seconds: 1\n' >>"$root/tmp/relay.yaml"
     chroot --userspec=65534:65534 "$root" env -i PATH=/usr/bin:/bin HOME=/tmp DATABASE_URL="$(database_url tarball)" \
         "/$binary" serve --config /tmp/relay.yaml >"$work/tarball-relay.log" 2>&1 &
     local relay=$!
     pids+=("$relay")
     deliver "$relay_port" "$work/tarball-sandbox.out" "$root/tmp/sandbox/sandbox-ca.pem" tarball
+    local secret
+    secret=$(sed -n 's/.*webhook_secrets: \["\([^"]*\)"\].*/\1/p' "$work/tarball-sandbox.out")
+    "$kit_example" --relay "http://127.0.0.1:$relay_port" --app sandbox --webhook-secret "$secret" \
+        --user-token-key-file "$root/tmp/user-tokens.key" --delay 1 >"$work/kit-example.out" 2>&1 ||
+        fail "tarball: push-relay-kit-example failed: $(cat "$work/kit-example.out")"
+    sed "s/^/$script_name: tarball: PushRelayKit's example: /" "$work/kit-example.out" >&2
     kill -TERM "$relay"
     wait "$relay" || fail "tarball: serve exited $? on SIGTERM: $(tail -5 "$work/tarball-relay.log")"
     log "tarball: stopped cleanly on SIGTERM"
