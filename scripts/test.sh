@@ -21,9 +21,12 @@ fi
 # The suites that run several relay processes on one database (scale-out, failover) keep both cores
 # busy for a minute or more: they run after the rest, on their own, so the timing-sensitive tests
 # (leases, pool waits, retries) are not starved beside them.
+# PushRelayKit's suite runs relay processes too, and the example binary: on its own, last.
 cluster_suites='ScaleOutTests|FailoverTests'
-swift test --skip "$cluster_suites"
+client_suite='PushRelayKitRelayTests'
+swift test --skip "$cluster_suites|$client_suite"
 swift test --filter "$cluster_suites"
+swift test --filter "$client_suite"
 scripts/test/schemathesis.sh  # the served OpenAPI document vs the server
 scripts/test/client-package.sh # PushRelayKit on its own, as an app adds it (no dependency)
 scripts/test/console-test.sh  # the operator console in headless Chromium (screenshots in .build/console-test)

@@ -56,6 +56,8 @@ struct DeliveryTests {
             #expect(expiration > started.timeIntervalSince1970 + 3600)
             let payload = try #require(try JSONSerialization.jsonObject(with: Data(apns.body.utf8)) as? [String: Any])
             #expect(payload["zendesk_sdk_request_id"] as? String == "5")
+            let notificationID = try await harness.test.count("SELECT max(id)::int FROM notifications")
+            #expect(payload["push_relay_notification_id"] as? Int == notificationID)
             let aps = try #require(payload["aps"] as? [String: Any])
             #expect(aps["sound"] as? String == "default")
             #expect(aps["badge"] as? Int == 1)
@@ -70,7 +72,10 @@ struct DeliveryTests {
             // Each device has its own owner (no user linked): one unread reply each.
             #expect(
                 message["data"] as? [String: String]
-                    == ["zendesk_sdk_request_id": "5", "title": "Agent replied", "body": "Agent replied something something", "unread_count": "1"]
+                    == [
+                        "zendesk_sdk_request_id": "5", "title": "Agent replied", "body": "Agent replied something something", "unread_count": "1",
+                        "push_relay_notification_id": String(notificationID),
+                    ]
             )
             let android = try #require(message["android"] as? [String: Any])
             #expect(android["priority"] as? String == "HIGH")

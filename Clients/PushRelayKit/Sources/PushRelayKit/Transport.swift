@@ -28,8 +28,9 @@ final class Locked<Value>: @unchecked Sendable {
 final class UserSession: Sendable {
     let userID: String
     let provider: UserTokenProvider
-    private let cached = Locked<String?>(nil)
-    private let fetching = Locked<Task<String, any Error>?>(nil)
+    /// The token in use, and the provider call under way; one lock for both, so a caller never
+    /// starts a second call while one is finishing.
+    private let state = Locked<(token: String?, pending: Task<String, any Error>?)>((nil, nil))
 
     init(userID: String, provider: @escaping UserTokenProvider) {
         self.userID = userID
@@ -38,29 +39,42 @@ final class UserSession: Sendable {
 
     /// The cached token, or a new one from the provider (concurrent callers share one call).
     func token() async throws(PushRelayError) -> String {
-        if let token = cached.withLock({ $0 }) { return token }
-        let task = fetching.withLock { pending in
-            if let pending { return pending }
-            let userID = self.userID
-            let provider = self.provider
+        let userID = self.userID
+        let provider = self.provider
+        enum Next {
+            case cached(String)
+            case wait(Task<String, any Error>)
+        }
+        let next: Next = state.withLock { state in
+            if let token = state.token { return .cached(token) }
+            if let pending = state.pending { return .wait(pending) }
             let task = Task { try await provider(userID) }
-            pending = task
-            return task
+            state.pending = task
+            return .wait(task)
+        }
+        let task: Task<String, any Error>
+        switch next {
+        case .cached(let token): return token
+        case .wait(let pending): task = pending
         }
         do {
             let token = try await task.value
-            cached.withLock { $0 = token }
-            fetching.withLock { if $0 == task { $0 = nil } }
+            state.withLock { state in
+                if state.pending == task {
+                    state.token = token
+                    state.pending = nil
+                }
+            }
             return token
         } catch {
-            fetching.withLock { if $0 == task { $0 = nil } }
+            state.withLock { if $0.pending == task { $0.pending = nil } }
             throw .tokenProvider(String(describing: error))
         }
     }
 
     /// Forgets `token` after the relay refused it, so the next request asks the provider.
     func refused(_ token: String) {
-        cached.withLock { if $0 == token { $0 = nil } }
+        state.withLock { if $0.token == token { $0.token = nil } }
     }
 }
 

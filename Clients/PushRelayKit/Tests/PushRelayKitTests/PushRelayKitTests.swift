@@ -100,4 +100,27 @@ struct PushRelayKitTests {
         let none = try #require(HTTPURLResponse(url: url, statusCode: 200, httpVersion: nil, headerFields: ["Cache-Control": "no-cache"]))
         #expect(UnreadCounter.maxAge(none) == nil)
     }
+
+    @Test("concurrent requests for a user token share one provider call, also callers arriving as it completes")
+    func oneProviderCall() async throws {
+        for _ in 0..<20 {
+            let calls = Locked(0)
+            let session = UserSession(userID: "alice") { _ in
+                calls.withLock { $0 += 1 }
+                try await Task.sleep(for: .milliseconds(5))
+                return "token"
+            }
+            let tokens = try await withThrowingTaskGroup(of: String.self) { group in
+                for index in 0..<100 {
+                    group.addTask {
+                        try await Task.sleep(for: .microseconds(index * 100))
+                        return try await session.token()
+                    }
+                }
+                return try await group.reduce(into: [String]()) { $0.append($1) }
+            }
+            #expect(tokens.count == 100 && Set(tokens) == ["token"])
+            #expect(calls.withLock { $0 } == 1)
+        }
+    }
 }
