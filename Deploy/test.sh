@@ -105,6 +105,7 @@ prepare_root() {
 
 # The sandbox's printed configuration (tls and apps) from its output file $1, once it is whole.
 sandbox_config() { sed -n '/^tls:/,$p' "$1"; }
+sandbox_secret() { sed -n 's/.*webhook_secrets: \["\([^"]*\)"\].*/\1/p' "$1"; }
 sandbox_ready() { grep -q 'url: https' "$1" 2>/dev/null && [ "$(sandbox_config "$1" | grep -c 'url: https')" -ge 2 ]; }
 
 # A relay configuration: listen on $1, the sandbox's tls and apps sections from output file $2.
@@ -120,7 +121,7 @@ readme_webhook='{"devices":[{"identifier":"6b1c0f5e8d2a4b7c9e3f1a0d5c8b2e4f6a9d1
 deliver() {
     local relay_port="$1" output="$2" ca="$3" name="$4"
     local secret sandbox_url answer
-    secret=$(sed -n 's/.*webhook_secrets: \["\([^"]*\)"\].*/\1/p' "$output")
+    secret=$(sandbox_secret "$output")
     sandbox_url=$(sed -n 's/^sandbox: \(https:[^ ]*\).*/\1/p' "$output")
     wait_for "curl -sf http://127.0.0.1:$relay_port/ready" 60 || fail "$name: /ready did not answer 200 in 60 s"
     answer=$(curl -s -X POST -H 'Content-Type: application/json' -d "$readme_webhook" \
@@ -176,9 +177,7 @@ test_tarball() {
     local relay=$!
     pids+=("$relay")
     deliver "$relay_port" "$work/tarball-sandbox.out" "$root/tmp/sandbox/sandbox-ca.pem" tarball
-    local secret
-    secret=$(sed -n 's/.*webhook_secrets: \["\([^"]*\)"\].*/\1/p' "$work/tarball-sandbox.out")
-    "$kit_example" --relay "http://127.0.0.1:$relay_port" --app sandbox --webhook-secret "$secret" \
+    "$kit_example" --relay "http://127.0.0.1:$relay_port" --app sandbox --webhook-secret "$(sandbox_secret "$work/tarball-sandbox.out")" \
         --user-token-key-file "$root/tmp/user-tokens.key" --delay 1 >"$work/kit-example.out" 2>&1 ||
         fail "tarball: push-relay-kit-example failed: $(cat "$work/kit-example.out")"
     sed "s/^/$script_name: tarball: PushRelayKit's example: /" "$work/kit-example.out" >&2

@@ -81,7 +81,7 @@ struct Example: AsyncParsableCommand {
         // The tablet changes hands: alice signs out, bob signs in.
         await tablet.say("alice signs out, bob signs in")
         try await tablet.client.deauthorize()
-        try await tablet.client.authorize(userID: "bob", tokenProvider: backend.provider(for: "tablet"))
+        try await tablet.client.authorize(userID: "bob", tokenProvider: backend.provider)
         try await tablet.expect(total: 0)
         try await helpdesk.reply(ticket: "9", to: [await tablet.identifier()], note: "to bob's tablet")
         try await tablet.expect(total: 1)
@@ -136,7 +136,7 @@ final class Device: UnreadCounterDelegate {
         try await client.setDeviceToken(token)
         let identifier = await client.deviceIdentifier ?? ""
         say("APNs token \(identifier.prefix(6))…\(identifier.suffix(4)) set, no user yet: registered later")
-        try await client.authorize(userID: user, tokenProvider: backend.provider(for: name))
+        try await client.authorize(userID: user, tokenProvider: backend.provider)
         let registered = await client.isRegistered
         await client.unread.setUnreadMessageCountDelay(delay)
         if foreground { await client.unread.enterForeground() }
@@ -189,7 +189,7 @@ final class Backend: Sendable {
         self.lifetime = lifetime
     }
 
-    func provider(for device: String) -> UserTokenProvider {
+    var provider: UserTokenProvider {
         { [self] user in
             count.increment()
             return sign(user: user)

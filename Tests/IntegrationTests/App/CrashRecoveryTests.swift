@@ -9,6 +9,18 @@ import Testing
 import FoundationNetworking
 #endif
 
+/// An executable SwiftPM built beside the test bundle.
+func builtExecutable(_ name: String) throws -> String {
+    let candidates = [
+        ((CommandLine.arguments.first ?? "") as NSString).deletingLastPathComponent + "/" + name,
+        packageRoot(from: #filePath).appendingPathComponent(".build/debug/" + name).path,
+    ]
+    guard let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+        throw ConfigurationError("\(name) is not built (looked at \(candidates)); run swift build --build-tests")
+    }
+    return found
+}
+
 /// The `push-relay` executable, run as a separate process so it can be killed with SIGKILL.
 struct RelayProcess {
     let process: Process
@@ -17,15 +29,7 @@ struct RelayProcess {
 
     /// The executable SwiftPM built beside the test bundle.
     static var executable: String {
-        get throws {
-            var candidates = [((CommandLine.arguments.first ?? "") as NSString).deletingLastPathComponent + "/push-relay"]
-            let root = packageRoot(from: #filePath)
-            candidates.append(root.appendingPathComponent(".build/debug/push-relay").path)
-            guard let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
-                throw ConfigurationError("push-relay is not built (looked at \(candidates)); run swift build --build-tests")
-            }
-            return found
-        }
+        get throws { try builtExecutable("push-relay") }
     }
 
     /// Starts `push-relay serve` with `configFile`, logging at `logLevel` to `log`, and waits until

@@ -54,6 +54,20 @@ struct KitRelay {
         await harness.shutdown()
     }
 
+    /// Starts a relay, runs `body` with it (which may restart it) and shuts it down before
+    /// returning or throwing.
+    static func with<T: Sendable>(_ body: (inout KitRelay) async throws -> T) async throws -> T {
+        var relay = try await start()
+        do {
+            let result = try await body(&relay)
+            await relay.shutdown()
+            return result
+        } catch {
+            await relay.shutdown()
+            throw error
+        }
+    }
+
     var baseURL: URL { URL(string: "http://127.0.0.1:\(port)")! }
 
     var userTokenKeyFile: String { harness.test.apps[0].userTokens?.secretFile ?? "" }
@@ -170,26 +184,13 @@ final class EventLog: Sendable {
     }
 }
 
-/// An executable SwiftPM built beside the test bundle.
-func builtExecutable(_ name: String) throws -> String {
-    let candidates = [
-        ((CommandLine.arguments.first ?? "") as NSString).deletingLastPathComponent + "/" + name,
-        packageRoot(from: #filePath).appendingPathComponent(".build/debug/" + name).path,
-    ]
-    guard let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
-        throw ConfigurationError("\(name) is not built (looked at \(candidates)); run swift build --build-tests")
-    }
-    return found
-}
-
 func randomAPNsToken() -> Data { Data((0..<32).map { _ in UInt8.random(in: 0...255) }) }
 
 @Suite("PushRelayKit against a running relay", .serialized, .timeLimit(.minutes(3)))
 struct PushRelayKitRelayTests {
     @Test("register, reply, read: counts arrive by the live stream and by polling, unchanged polls are 304s, a read on one device reaches the other")
     func twoDevices() async throws {
-        let relay = try await KitRelay.start()
-        do {
+        try await KitRelay.with { relay in
             let issuer = TokenIssuer()
             let phone = relay.client()
             let tablet = relay.client()
@@ -272,17 +273,12 @@ struct PushRelayKitRelayTests {
             try await tablet.deauthorize()
             #expect(try await relay.deviceOwner(phoneToken) == nil)
             #expect(try await relay.deviceOwner(tabletToken) == nil)
-        } catch {
-            await relay.shutdown()
-            throw error
         }
-        await relay.shutdown()
     }
 
     @Test("a user switch reports 0 once, then the new user's count; re-authorizing the same user is silent; after deauthorize nothing is reported")
     func userSwitch() async throws {
-        let relay = try await KitRelay.start()
-        do {
+        try await KitRelay.with { relay in
             let issuer = TokenIssuer()
             // Bob has two unread replies on a device of his own.
             let bobsPhone = relay.client()
@@ -349,17 +345,12 @@ struct PushRelayKitRelayTests {
             #expect(log.delegateEvents.count == delegated)
             await #expect(throws: PushRelayError.notAuthorized) { try await shared.unread.getUnreadMessagesCount() }
             try await bobsPhone.deauthorize()
-        } catch {
-            await relay.shutdown()
-            throw error
         }
-        await relay.shutdown()
     }
 
     @Test("the relay going away: network errors are reported while it is down, and the count comes back with it")
     func relayOutage() async throws {
-        var relay = try await KitRelay.start()
-        do {
+        try await KitRelay.with { relay in
             let issuer = TokenIssuer()
             let phone = relay.client(requestTimeout: 2)
             let log = await EventLog(phone.unread)
@@ -390,17 +381,12 @@ struct PushRelayKitRelayTests {
             // The delegate was told about the errors too.
             #expect(log.delegateEvents.contains { if case .networkError = $0 { true } else { false } })
             try await phone.deauthorize()
-        } catch {
-            await relay.shutdown()
-            throw error
         }
-        await relay.shutdown()
     }
 
     @Test("a user JWT that expires during the live stream is replaced through the token provider, and the stream goes on")
     func tokenRefresh() async throws {
-        let relay = try await KitRelay.start()
-        do {
+        try await KitRelay.with { relay in
             // Tokens that live 3 seconds; the relay checks the stream's token at every heartbeat (1 s).
             let issuer = TokenIssuer(lifetime: 3)
             let phone = relay.client()
@@ -421,34 +407,25 @@ struct PushRelayKitRelayTests {
             #expect(log.errors.isEmpty, "\(log.errors)")
             #expect(Set(issuer.issued) == ["erin"])
             try await phone.deauthorize()
-        } catch {
-            await relay.shutdown()
-            throw error
         }
-        await relay.shutdown()
     }
 
     @Test("the example: two devices, replies, a read on one seen on the other, a user switch")
     func example() async throws {
-        let relay = try await KitRelay.start()
-        let run: CommandLineTests.Run
-        do {
-            let executable = try builtExecutable("push-relay-kit-example")
-            run = try await Task.detached {
+        let executable = try builtExecutable("push-relay-kit-example")
+        let run = try await KitRelay.with { relay in
+            let (baseURL, keyFile) = (relay.baseURL, relay.userTokenKeyFile)
+            return try await Task.detached {
                 try CommandLineTests.run(
                     [
-                        "--relay", relay.baseURL.absoluteString, "--app", "support", "--webhook-secret", TestApp.webhookSecret,
-                        "--user-token-key-file", relay.userTokenKeyFile, "--delay", "1",
+                        "--relay", baseURL.absoluteString, "--app", "support", "--webhook-secret", TestApp.webhookSecret,
+                        "--user-token-key-file", keyFile, "--delay", "1",
                     ],
                     in: NSTemporaryDirectory(),
                     executable: executable
                 )
             }.value
-        } catch {
-            await relay.shutdown()
-            throw error
         }
-        await relay.shutdown()
         #expect(run.status == 0, "\(run.output)\n\(run.error)")
         let lines = run.output.split(separator: "\n").map(String.init)
         func totals(_ device: String) -> [String] {
@@ -464,8 +441,7 @@ struct PushRelayKitRelayTests {
 
     @Test("requests cancelled while their answers arrive (mode changes, a task cancelled) never hang the client", .timeLimit(.minutes(2)))
     func cancellationNeverHangs() async throws {
-        let relay = try await KitRelay.start()
-        do {
+        try await KitRelay.with { relay in
             let phone = relay.client()
             let log = await EventLog(phone.unread)
             try await phone.authorize(userID: "fay", tokenProvider: TokenIssuer().provider)
@@ -490,10 +466,6 @@ struct PushRelayKitRelayTests {
             #expect(try await phone.unread.getUnreadMessagesCount().total == 0)
             #expect(!log.errors.contains { if case .network = $0 { true } else { false } }, "\(log.errors)")
             try await phone.deauthorize()
-        } catch {
-            await relay.shutdown()
-            throw error
         }
-        await relay.shutdown()
     }
 }

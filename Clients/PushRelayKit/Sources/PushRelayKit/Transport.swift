@@ -86,12 +86,15 @@ struct Transport: Sendable {
     let session: URLSession
     let timeout: TimeInterval
 
-    static func makeSession() -> URLSession {
+    static func makeSession() -> URLSession { URLSession(configuration: sessionConfiguration()) }
+
+    /// Ephemeral, without a cache or cookies.
+    static func sessionConfiguration() -> URLSessionConfiguration {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.urlCache = nil
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
         configuration.httpShouldSetCookies = false
-        return URLSession(configuration: configuration)
+        return configuration
     }
 
     /// RFC 3986 unreserved characters: everything else in a path segment is percent-encoded.
@@ -185,15 +188,17 @@ struct Transport: Sendable {
         return (data, response)
     }
 
-    static func serverError(_ response: HTTPURLResponse, _ data: Data) -> PushRelayError {
-        struct Envelope: Decodable {
-            struct Detail: Decodable {
-                var code: String
-                var message: String
-            }
-            var error: Detail
+    /// The relay's error body: `{"error":{"code","message"}}`.
+    private struct ErrorEnvelope: Decodable {
+        struct Detail: Decodable {
+            var code: String
+            var message: String
         }
-        if let envelope = try? JSONDecoder().decode(Envelope.self, from: data) {
+        var error: Detail
+    }
+
+    static func serverError(_ response: HTTPURLResponse, _ data: Data) -> PushRelayError {
+        if let envelope = try? JSONDecoder().decode(ErrorEnvelope.self, from: data) {
             return .server(status: response.statusCode, code: envelope.error.code, message: envelope.error.message)
         }
         return .server(
@@ -204,11 +209,7 @@ struct Transport: Sendable {
     }
 
     static func errorMessage(_ data: Data) -> String? {
-        struct Envelope: Decodable {
-            struct Detail: Decodable { var message: String }
-            var error: Detail
-        }
-        return (try? JSONDecoder().decode(Envelope.self, from: data))?.error.message
+        (try? JSONDecoder().decode(ErrorEnvelope.self, from: data))?.error.message
     }
 
     static func describe(_ error: any Error) -> String {
@@ -241,9 +242,7 @@ final class EventStreamConnection: NSObject, URLSessionDataDelegate, @unchecked 
 
     /// Starts `request`; ``cancel()`` (or the end of the chunks' iteration) stops it.
     func start(_ request: URLRequest) {
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.urlCache = nil
-        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        let configuration = Transport.sessionConfiguration()
         configuration.timeoutIntervalForRequest = request.timeoutInterval
         configuration.timeoutIntervalForResource = 7 * 24 * 3600
         let queue = OperationQueue()

@@ -70,6 +70,7 @@ public actor UnreadCounter {
     private var subscribers: [UUID: AsyncStream<UnreadEvent>.Continuation] = [:]
     /// Moves on every authorization change; work begun under another one reports nothing.
     private let generation = Locked<UInt64>(0)
+    private var current: UInt64 { generation.withLock { $0 } }
     private let mainQueue: AsyncStream<(UnreadEvent, UInt64)>.Continuation
     private nonisolated let delegates = DelegateBox()
 
@@ -156,7 +157,7 @@ public actor UnreadCounter {
     /// - Throws: ``PushRelayError/notAuthorized`` when no user is authorized, or what the request met.
     public func getUnreadMessagesCount() async throws(PushRelayError) -> UnreadCount {
         guard let user else { throw .notAuthorized }
-        return try await fetch(user, generation.withLock { $0 })
+        return try await fetch(user, current)
     }
 
     /// Marks the replies of one ticket read (the user opened it). The relay updates the badge of
@@ -164,7 +165,7 @@ public actor UnreadCounter {
     @discardableResult
     public func markRead(ticket: String) async throws(PushRelayError) -> UnreadCount {
         guard let user else { throw .notAuthorized }
-        let issuedIn = generation.withLock { $0 }
+        let issuedIn = current
         let total = try await postRead(["users", user.userID, "tickets", ticket, "read"], upTo: nil, as: user)
         var count = known ?? .zero
         count.tickets[ticket] = nil
@@ -177,7 +178,7 @@ public actor UnreadCounter {
     @discardableResult
     public func markAllRead(upTo notificationID: Int64? = nil) async throws(PushRelayError) -> UnreadCount {
         guard let user else { throw .notAuthorized }
-        let issuedIn = generation.withLock { $0 }
+        let issuedIn = current
         let total = try await postRead(["users", user.userID, "read-all"], upTo: notificationID, as: user)
         return try await settle(total == 0 ? .zero : UnreadCount(total: total, tickets: [:]), user, issuedIn)
     }
@@ -186,12 +187,7 @@ public actor UnreadCounter {
     /// Errors are reported as events.
     public func handle(_ notification: PushRelayNotification) async {
         guard let user else { return }
-        let issuedIn = generation.withLock { $0 }
-        do {
-            _ = try await fetch(user, issuedIn)
-        } catch {
-            if !Task.isCancelled { report(error, issuedIn) }
-        }
+        await poll(user, current)
     }
 
     // MARK: Driven by PushRelayClient
@@ -238,7 +234,7 @@ public actor UnreadCounter {
     private func restart() {
         stopRunner()
         guard let user else { return }
-        let issuedIn = generation.withLock { $0 }
+        let issuedIn = current
         runner = Task { await self.run(user, issuedIn) }
     }
 
@@ -287,7 +283,7 @@ public actor UnreadCounter {
                 if Task.isCancelled { return }
                 await poll(user, issuedIn)
                 // A poll that failed counts as completed too: wait the interval before the next.
-                lastCompleted = lastCompleted.map { max($0, .now) } ?? .now
+                lastCompleted = .now
             } else {
                 // Nothing to do until the app comes to the foreground or sets a delay.
                 try? await Task.sleep(for: .seconds(86_400))
@@ -323,7 +319,7 @@ public actor UnreadCounter {
             } catch {
                 throw .invalidResponse("unread counts: \(error)")
             }
-            if let etag = response.value(forHTTPHeaderField: "ETag"), issuedIn == generation.withLock({ $0 }) {
+            if let etag = response.value(forHTTPHeaderField: "ETag"), issuedIn == current {
                 validator = (etag, count)
             }
         default:
@@ -428,13 +424,13 @@ public actor UnreadCounter {
     }
 
     private func apply(_ count: UnreadCount, _ issuedIn: UInt64) {
-        guard issuedIn == generation.withLock({ $0 }), count != known else { return }
+        guard issuedIn == current, count != known else { return }
         known = count
         publish(.changed(count), issuedIn)
     }
 
     private func report(_ error: PushRelayError, _ issuedIn: UInt64) {
-        guard issuedIn == generation.withLock({ $0 }) else { return }
+        guard issuedIn == current else { return }
         publish(.networkError(error), issuedIn)
     }
 
