@@ -76,12 +76,14 @@ extension DeliveryVisibilityTests {
     func failingReceiverIsolated() async throws {
         try await DeliveryHarness.with { base in
             let harness = try base.sendingEvents(app: "support").sendingEvents(app: "other")
-            // support's receiver answers 503 after a second and a half, asking for 30 seconds' rest.
-            harness.state.setBehaviour(SandboxBehaviour(status: 503, reason: "down", retryAfter: 30, delayMilliseconds: 1500), for: "events:support")
-            // A short lease (6 s: three request timeouts), so one not renewed while waiting would lapse within the test.
+            // support's receiver answers 503 after a second, asking for 30 seconds' rest. The request
+            // timeout (3 s) leaves two seconds for a loaded machine: an answer later than the timeout
+            // is a transport error, which retries after the backoff instead of the Retry-After.
+            harness.state.setBehaviour(SandboxBehaviour(status: 503, reason: "down", retryAfter: 30, delayMilliseconds: 1000), for: "events:support")
+            // A short lease (9 s: three request timeouts), so one not renewed while waiting would lapse within the test.
             let extra: [AbsoluteConfigKey: ConfigValue] = [
                 "events.poll_interval_ms": .init(.int(50), isSecret: false),
-                "events.request_timeout_seconds": .init(.int(2), isSecret: false),
+                "events.request_timeout_seconds": .init(.int(3), isSecret: false),
                 "events.lease_seconds": .init(.int(5), isSecret: false),
             ]
             try await harness.application(extra: extra).test(.router) { client in
@@ -102,9 +104,13 @@ extension DeliveryVisibilityTests {
                     }
                 )
                 #expect(ContinuousClock.now - started < .seconds(2))
-                // support waits out its Retry-After holding the lease (past its 6 s): one try so far, the event kept.
-                try await Task.sleep(for: .seconds(8))
+                // support waits out its Retry-After holding the lease (past its 9 s): one try so far, the event kept.
+                try await Task.sleep(for: .seconds(9))
                 #expect(harness.state.requests(service: "events").filter { $0.path == "/events/support" }.count == 1)
+                // The relay read the 503 (a timeout would show as "transport" and retry early).
+                let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+                #expect(metricValue(metrics, "push_relay_event_send_failures_total", ["app": "support", "reason": "HTTP 503"]) == 1)
+                #expect(metricValue(metrics, "push_relay_event_send_failures_total", ["app": "support", "reason": "transport"]) == nil)
                 #expect(try await harness.test.count("SELECT count(*) FROM delivery_events WHERE app_id = 'support'") == 1)
                 #expect(try await harness.test.count("SELECT count(*) FROM leases WHERE name = 'events:support' AND expires_at > now()") == 1)
             }
