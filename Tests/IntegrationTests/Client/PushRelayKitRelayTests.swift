@@ -76,6 +76,21 @@ struct KitRelay {
         PushRelayClient(configuration: .init(baseURL: baseURL, appID: "support", requestTimeout: requestTimeout, streamIdleTimeout: 5))
     }
 
+    /// A client with a new APNs token, signed in as `user`, and the log of its counter's events
+    /// (kept from before the sign-in).
+    func signedInDevice(
+        user: String,
+        issuer: TokenIssuer,
+        requestTimeout: TimeInterval = 5
+    ) async throws -> (client: PushRelayClient, token: String, log: EventLog) {
+        let client = client(requestTimeout: requestTimeout)
+        let log = await EventLog(client.unread)
+        let token = PushRelayClient.identifier(forDeviceToken: randomAPNsToken())
+        try await client.setDeviceToken(identifier: token)
+        try await client.authorize(userID: user, tokenProvider: issuer.provider)
+        return (client, token, log)
+    }
+
     /// The helpdesk's webhook for `tokens` (iOS): the notification id.
     @discardableResult
     func reply(ticket: String, to tokens: [String]) async throws -> Int64 {
@@ -281,18 +296,11 @@ struct PushRelayKitRelayTests {
         try await KitRelay.with { relay in
             let issuer = TokenIssuer()
             // Bob has two unread replies on a device of his own.
-            let bobsPhone = relay.client()
-            let bobsToken = PushRelayClient.identifier(forDeviceToken: randomAPNsToken())
-            try await bobsPhone.setDeviceToken(identifier: bobsToken)
-            try await bobsPhone.authorize(userID: "bob", tokenProvider: issuer.provider)
+            let (bobsPhone, bobsToken, _) = try await relay.signedInDevice(user: "bob", issuer: issuer)
             try await relay.reply(ticket: "3", to: [bobsToken])
             try await relay.reply(ticket: "4", to: [bobsToken])
 
-            let shared = relay.client()
-            let log = await EventLog(shared.unread)
-            let token = PushRelayClient.identifier(forDeviceToken: randomAPNsToken())
-            try await shared.setDeviceToken(identifier: token)
-            try await shared.authorize(userID: "alice", tokenProvider: issuer.provider)
+            let (shared, token, log) = try await relay.signedInDevice(user: "alice", issuer: issuer)
             await shared.unread.enterForeground()
             #expect(await log.reaches(0))
             try await relay.reply(ticket: "5", to: [token])
@@ -352,11 +360,7 @@ struct PushRelayKitRelayTests {
     func relayOutage() async throws {
         try await KitRelay.with { relay in
             let issuer = TokenIssuer()
-            let phone = relay.client(requestTimeout: 2)
-            let log = await EventLog(phone.unread)
-            let token = PushRelayClient.identifier(forDeviceToken: randomAPNsToken())
-            try await phone.setDeviceToken(identifier: token)
-            try await phone.authorize(userID: "dana", tokenProvider: issuer.provider)
+            let (phone, token, log) = try await relay.signedInDevice(user: "dana", issuer: issuer, requestTimeout: 2)
             await phone.unread.setUnreadMessageCountDelay(1)
             await phone.unread.enterForeground()
             try await relay.reply(ticket: "5", to: [token])
@@ -389,11 +393,7 @@ struct PushRelayKitRelayTests {
         try await KitRelay.with { relay in
             // Tokens that live 3 seconds; the relay checks the stream's token at every heartbeat (1 s).
             let issuer = TokenIssuer(lifetime: 3)
-            let phone = relay.client()
-            let log = await EventLog(phone.unread)
-            let token = PushRelayClient.identifier(forDeviceToken: randomAPNsToken())
-            try await phone.setDeviceToken(identifier: token)
-            try await phone.authorize(userID: "erin", tokenProvider: issuer.provider)
+            let (phone, token, log) = try await relay.signedInDevice(user: "erin", issuer: issuer)
             await phone.unread.enterForeground()
             try await relay.reply(ticket: "5", to: [token])
             #expect(await log.reaches(1))
@@ -407,6 +407,35 @@ struct PushRelayKitRelayTests {
             #expect(log.errors.isEmpty, "\(log.errors)")
             #expect(Set(issuer.issued) == ["erin"])
             try await phone.deauthorize()
+        }
+    }
+
+    @Test("a token the relay refuses: the provider is asked once more, then the call fails as unauthorized with the relay's message")
+    func refusedToken() async throws {
+        try await KitRelay.with { relay in
+            let calls = Mutex(0)
+            let phone = relay.client()
+            let log = await EventLog(phone.unread)
+            try await phone.authorize(userID: "gus") { _ in
+                calls.withLock { $0 += 1 }
+                return "not-a-jwt"
+            }
+            // The load at sign-in fails first, reported to the app.
+            #expect(await eventually { log.errors.contains { if case .unauthorized = $0 { true } else { false } } }, "\(log.errors)")
+            let before = calls.withLock { $0 }
+            do {
+                _ = try await phone.unread.getUnreadMessagesCount()
+                Issue.record("a refused token gave a count")
+            } catch {
+                guard case .unauthorized(let message)? = error as? PushRelayError else {
+                    Issue.record("expected .unauthorized, got \(error)")
+                    return
+                }
+                #expect(!message.isEmpty && message != "401", "\(message)")
+            }
+            // The refused token is forgotten, a fresh one refused too: two calls, no more.
+            #expect(calls.withLock { $0 } == before + 2)
+            try? await phone.deauthorize()
         }
     }
 

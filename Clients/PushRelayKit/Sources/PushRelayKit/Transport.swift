@@ -76,6 +76,33 @@ final class UserSession: Sendable {
     func refused(_ token: String) {
         state.withLock { if $0.token == token { $0.token = nil } }
     }
+
+    /// What one try with a token came to: an answer, or the relay's 401 and its body.
+    enum Attempt<Answer> {
+        case answered(Answer)
+        case refused(Data)
+    }
+
+    /// Runs `attempt` with the user's token. When the relay refuses the token (401), it is
+    /// forgotten and `attempt` runs once more with a fresh one from the provider; a second 401
+    /// throws ``PushRelayError/unauthorized(_:)``.
+    func withToken<Answer>(
+        isolation: isolated (any Actor)? = #isolation,
+        _ attempt: (String) async throws(PushRelayError) -> Attempt<Answer>
+    ) async throws(PushRelayError) -> Answer {
+        var refreshed = false
+        while true {
+            let token = try await token()
+            switch try await attempt(token) {
+            case .answered(let answer):
+                return answer
+            case .refused(let body):
+                refused(token)
+                if refreshed { throw .unauthorized(Transport.errorMessage(body) ?? "401") }
+                refreshed = true
+            }
+        }
+    }
 }
 
 /// How requests reach the relay: its base URL, the app, and a URLSession that never caches (the
@@ -131,21 +158,11 @@ struct Transport: Sendable {
     /// Sends `request` with the user's token; on 401 once more with a fresh token from the
     /// provider. Any answer but a second 401 is returned, whatever its status.
     func send(_ request: URLRequest, as user: UserSession) async throws(PushRelayError) -> (Data, HTTPURLResponse) {
-        var refreshed = false
-        while true {
-            let token = try await user.token()
+        try await user.withToken { token throws(PushRelayError) in
             var request = request
             request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
             let (data, http) = try await perform(request)
-            if http.statusCode == 401 {
-                user.refused(token)
-                if !refreshed {
-                    refreshed = true
-                    continue
-                }
-                throw .unauthorized(Self.errorMessage(data) ?? "401")
-            }
-            return (data, http)
+            return http.statusCode == 401 ? .refused(data) : .answered((data, http))
         }
     }
 

@@ -358,68 +358,61 @@ public actor UnreadCounter {
     }
 
     /// Holds `GET …/unread/stream` until it ends; each `unread` event is applied as it arrives.
+    /// A refused token is replaced once through the provider.
     private func stream(_ user: UserSession, _ issuedIn: UInt64) async -> StreamOutcome {
-        var refreshed = false
-        while true {
-            let token: String
-            do {
-                token = try await user.token()
-            } catch {
-                return .failed(error)
-            }
-            let request = transport.request(
-                "GET",
-                ["users", user.userID, "unread", "stream"],
-                headers: ["Accept": "text/event-stream", "Authorization": "Bearer \(token)"],
-                timeout: streamIdleTimeout
-            )
-            let connection = EventStreamConnection()
-            connection.start(request)
-            defer { connection.cancel() }
-            var parser = EventStreamParser()
-            var response: HTTPURLResponse?
-            var errorBody = Data()
-            var received = false
-            do {
-                for try await chunk in connection.chunks {
-                    switch chunk {
-                    case .response(let answer):
-                        response = answer
-                    case .data(let data):
-                        guard response?.statusCode == 200 else {
-                            errorBody.append(data)
-                            continue
+        do {
+            return try await user.withToken { token in await stream(user, token: token, issuedIn) }
+        } catch {
+            return .failed(error)
+        }
+    }
+
+    /// One stream request with `token`.
+    private func stream(_ user: UserSession, token: String, _ issuedIn: UInt64) async -> UserSession.Attempt<StreamOutcome> {
+        let request = transport.request(
+            "GET",
+            ["users", user.userID, "unread", "stream"],
+            headers: ["Accept": "text/event-stream", "Authorization": "Bearer \(token)"],
+            timeout: streamIdleTimeout
+        )
+        let connection = EventStreamConnection()
+        connection.start(request)
+        defer { connection.cancel() }
+        var parser = EventStreamParser()
+        var response: HTTPURLResponse?
+        var errorBody = Data()
+        var received = false
+        do {
+            for try await chunk in connection.chunks {
+                switch chunk {
+                case .response(let answer):
+                    response = answer
+                case .data(let data):
+                    guard response?.statusCode == 200 else {
+                        errorBody.append(data)
+                        continue
+                    }
+                    for event in parser.feed(data) where event.name == "unread" {
+                        guard let count = try? JSONDecoder().decode(UnreadCount.self, from: Data(event.data.utf8)) else {
+                            return .answered(.failed(.invalidResponse("a live stream event that is not unread counts")))
                         }
-                        for event in parser.feed(data) where event.name == "unread" {
-                            guard let count = try? JSONDecoder().decode(UnreadCount.self, from: Data(event.data.utf8)) else {
-                                return .failed(.invalidResponse("a live stream event that is not unread counts"))
-                            }
-                            received = true
-                            lastCompleted = .now
-                            apply(count, issuedIn)
-                        }
+                        received = true
+                        lastCompleted = .now
+                        apply(count, issuedIn)
                     }
                 }
-            } catch {
-                if Task.isCancelled { return .ended(receivedEvents: received) }
-                return .failed(.network(Transport.describe(error)))
             }
-            guard let response else {
-                return Task.isCancelled ? .ended(receivedEvents: false) : .failed(.network("the connection closed before an answer"))
-            }
-            switch response.statusCode {
-            case 200:
-                return .ended(receivedEvents: received)
-            case 401:
-                user.refused(token)
-                if !refreshed {
-                    refreshed = true
-                    continue
-                }
-                return .failed(.unauthorized(Transport.errorMessage(errorBody) ?? "401"))
-            default:
-                return .failed(Transport.serverError(response, errorBody))
-            }
+        } catch {
+            if Task.isCancelled { return .answered(.ended(receivedEvents: received)) }
+            return .answered(.failed(.network(Transport.describe(error))))
+        }
+        guard let response else {
+            return .answered(Task.isCancelled ? .ended(receivedEvents: false) : .failed(.network("the connection closed before an answer")))
+        }
+        switch response.statusCode {
+        case 200: return .answered(.ended(receivedEvents: received))
+        case 401: return .refused(errorBody)
+        default: return .answered(.failed(Transport.serverError(response, errorBody)))
         }
     }
 
