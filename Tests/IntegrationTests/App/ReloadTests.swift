@@ -43,6 +43,8 @@ struct ReloadTests {
               poll_interval_ms: 100
             events:
               poll_interval_ms: 100
+              retry_base_ms: 200
+              retry_max_seconds: 1
             \(setup.extra)
             apps:
               - id: support
@@ -380,9 +382,15 @@ struct ReloadTests {
             let zendeskBasic = Data("admin@example.com/token:zendesk-token-new-0123456789".utf8).base64EncodedString()
             let forwarded = await eventually(timeout: .seconds(20)) { harness.state.presentedCredentials().contains(zendeskBasic) }
             #expect(forwarded, "the dead token was not forwarded with the new Zendesk token")
-            let signedAfter = harness.state.requests(service: "events").filter { $0.receivedAt > eventsRotatedAt.addingTimeInterval(1) }
-            #expect(!signedAfter.isEmpty)
-            for request in signedAfter {
+            // The sandbox's receiver keeps the first secret, so it answers the rotated signature 401 and
+            // the relay tries again after a backoff (at most a second here): wait for a try that
+            // started after the rotation, past a batch that may have been in flight at the reload.
+            func signedAfter() -> [SandboxRequest] {
+                harness.state.requests(service: "events").filter { $0.receivedAt > eventsRotatedAt.addingTimeInterval(1) }
+            }
+            let retried = await eventually(timeout: .seconds(20)) { !signedAfter().isEmpty }
+            #expect(retried, "no events request after the rotation: \(harness.state.requests(service: "events").suffix(3).map(\.receivedAt))")
+            for request in signedAfter() {
                 let timestamp = request.headers["x-pushrelay-timestamp"] ?? ""
                 #expect(
                     request.headers["x-pushrelay-signature"]
