@@ -80,8 +80,8 @@ struct StreamLimitTests {
 
     @Test("twice max_connections streams from many users: a new connection's webhook is still 202", .timeLimit(.minutes(2)))
     func streamsCannotTakeIntakeConnections() async throws {
-        // A `push-relay serve` process: HummingbirdTesting's server binds an address of its own and
-        // leaves out the accept limit (max_connections) with the rest of the configuration.
+        // A `push-relay serve` process: HummingbirdTesting's server binds an address of its own, and
+        // the configuration it copies for that leaves out the accept limit (max_connections).
         let relay = try await HostileRelay.start(
             appYAML: """
                   - id: support
