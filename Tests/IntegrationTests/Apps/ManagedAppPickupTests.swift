@@ -22,7 +22,7 @@ struct ManagedAppPickupTests {
         ).status
     }
 
-    @Test("an app created through instance A is accepted by instance B within a second (NOTIFY), and refused once deleted")
+    @Test("an app created through instance A is soon accepted by instance B (NOTIFY), and refused once deleted")
     func pickup() async throws {
         let test = try await TestApp.make()
         let (path, _) = try ManagedAppTests.keyFile()
@@ -42,10 +42,12 @@ struct ManagedAppPickupTests {
                 )
                 #expect(created.status == .created)
                 let started = ContinuousClock.now
-                let served = try await eventually(timeout: .seconds(5)) { try await Self.hook(b, app: "acme") == .accepted }
+                let served = try await eventually(timeout: .seconds(10)) { try await Self.hook(b, app: "acme") == .accepted }
                 let pickup = ContinuousClock.now - started
                 #expect(served, "instance B never served the managed app")
-                #expect(pickup < .seconds(2), "instance B took \(pickup)")
+                // NOTIFY takes a fraction of a second and the stored generation is checked every
+                // second besides; the bound leaves a loaded machine room.
+                #expect(pickup < .seconds(5), "instance B took \(pickup)")
                 let apps = String(buffer: try await b.execute(uri: "/v1/apps", method: .get, headers: bearer(admin)).body)
                 #expect(apps.contains("\"acme\""))
                 #expect(!apps.contains(ManagedAppTests.webhookSecret))

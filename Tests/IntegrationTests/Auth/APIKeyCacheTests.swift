@@ -77,7 +77,7 @@ struct APIKeyCacheTests {
         #expect(store.cache.count == 1)
     }
 
-    @Test("a key revoked through the CLI's path stops working on two other instances within a second")
+    @Test("a key revoked through the CLI's path stops working on two other instances once their one-second copy is stale")
     func revocationAcrossInstances() async throws {
         let test = try await TestApp.make()
         try await test.application().test(.router) { first in
@@ -97,7 +97,9 @@ struct APIKeyCacheTests {
                     }
                     stopped.append(ContinuousClock.now - revoked)
                 }
-                #expect(stopped.allSatisfy { $0 < .milliseconds(1300) }, "revocation took \(stopped)")
+                // A copy is fresh for 1 s; the rest is room for the probes on a loaded machine. A copy
+                // kept for 2 s or more fails here.
+                #expect(stopped.allSatisfy { $0 < .seconds(2) }, "revocation took \(stopped)")
                 // A key created meanwhile works at once: an unknown prefix makes the instance check again.
                 let fresh = try await test.key(app: "support", scopes: [.unreadRead])
                 #expect(try await Self.probe(first, fresh) == .forbidden)

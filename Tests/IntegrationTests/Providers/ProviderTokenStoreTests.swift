@@ -34,15 +34,13 @@ struct ProviderTokenStoreTests {
                 }
             }
             // Meanwhile the pool answers other work without waiting for the refresh. A pool held by
-            // waiting senders would make a query wait until the refresh ends (2.5 s more) or fail at
-            // the 2 s acquire timeout; 1.5 s leaves room for a loaded machine (a CI run took 0.92 s).
+            // waiting senders would make a query wait until the refresh ends (2.5 s more), so it
+            // fails at the 2 s acquire timeout and this task throws; no shorter bound is timed here,
+            // as one query on a loaded machine can take longer than a guess at its speed.
             group.addTask {
                 try await Task.sleep(for: .milliseconds(500))
-                let clock = ContinuousClock()
                 for _ in 0..<10 {
-                    let start = clock.now
                     try await pool.query("SELECT 1")
-                    #expect(clock.now - start < .milliseconds(1500), "a query waited \(clock.now - start) for a connection")
                     try await Task.sleep(for: .milliseconds(100))
                 }
                 return nil
