@@ -121,19 +121,20 @@ struct StreamLimitTests {
         #expect(served + refused == 80)
         // Each webhook comes on a connection of its own, which must be accepted while the streams
         // hold theirs: a starved one would wait in the backlog for a stream to close (none does)
-        // until this client gives up (10 s). On a machine busy with other suites one answer may be
-        // slow, so the fastest of five is what is timed, against half that.
+        // until this client gives up. On a machine busy with other suites one answer may be slow,
+        // so the fastest of five is what is timed, against half of that wait.
+        let patience = Duration.seconds(10)
         var fastest = Duration.seconds(60)
         for _ in 0..<5 {
             let start = ContinuousClock.now
             let answer = try await relay.send(
                 Fuzz.post(Self.url, Array(Fuzz.webhook(devices: [(apnsToken(), "ios")]).utf8)),
-                timeout: .seconds(10)
+                timeout: patience
             )
-            #expect(answer?.status == 202, "\(answer.map { "\($0.status) \($0.text)" } ?? "no answer within 10 s")")
+            #expect(answer?.status == 202, "\(answer.map { "\($0.status) \($0.text)" } ?? "no answer within \(patience)")")
             fastest = min(fastest, ContinuousClock.now - start)
         }
-        #expect(fastest < .seconds(5), "the fastest of five webhooks took \(fastest)")
+        #expect(fastest < patience / 2, "the fastest of five webhooks took \(fastest)")
     }
 
     @Test("a stream ends when its user token expires", .timeLimit(.minutes(1)))
