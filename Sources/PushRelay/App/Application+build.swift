@@ -145,12 +145,13 @@ public func buildApplication(
         logger: logger
     )
     let consoleSettings = ConsoleSettings(config: reader.scoped(to: "console"))
+    let keys = APIKeyStore(client: database.client)
     let sessions = ConsoleSessionStore(
         client: database.client,
+        keys: keys,
         idleTimeout: consoleSettings.idleTimeout,
         maxLifetime: consoleSettings.sessionLifetime
     )
-    let keys = APIKeyStore(client: database.client)
     let authenticator = Authenticator(keys: keys, apps: directory, sessions: consoleSettings.enabled ? sessions : nil)
     // What a reload compares its settings with: the ones in force now.
     let startSettings = AccessRecorder()
@@ -265,6 +266,10 @@ func buildRouter(
         RequestIDMiddleware()
         RequestLogMiddleware()
         ErrorMiddleware(routes: routes.recorded)
+    }
+    if let console {
+        // Before any route reads a cookie: over TLS only the console's __Host- cookies count.
+        router.addMiddleware { ConsoleCookieMiddleware(console: console) }
     }
     routes.addRoutes(HealthController(client: database.client, migrator: database.migrator).endpoints)
     routes.addRoutes(OpenAPIController().endpoints)

@@ -65,6 +65,12 @@ public actor ConfigurationReloader {
     private var managedApps: [AppConfiguration]
     /// Every non-app setting as read at start, shown form (secrets by fingerprint).
     private let startSettings: [String: String]
+    /// Whether a reload is between its first read and its install. The actor alone does not
+    /// serialise them: each awaits (the file, the managed apps, the parts' preparation), and an
+    /// older managed-app set read by one could be installed over a newer one another installed.
+    private var reloading = false
+    /// Reloads waiting for the one in progress, first come first served.
+    private var waiting: [CheckedContinuation<Void, Never>] = []
 
     init(
         read: ReadConfiguration?,
@@ -113,9 +119,32 @@ public actor ConfigurationReloader {
         return settings
     }
 
-    /// Reads the configuration again and puts its apps in use, or refuses it whole.
+    /// Waits until no other reload is in progress, then holds the turn until ``endTurn()``.
+    private func takeTurn() async {
+        guard reloading else {
+            reloading = true
+            return
+        }
+        logger.debug("configuration reload waits for the one in progress")
+        await withCheckedContinuation { waiting.append($0) }
+    }
+
+    /// Hands the turn to the next waiting reload, if any.
+    private func endTurn() {
+        if waiting.isEmpty {
+            reloading = false
+        } else {
+            waiting.removeFirst().resume()
+        }
+    }
+
+    /// Reads the configuration again and puts its apps in use, or refuses it whole. Reloads of the
+    /// file and of the managed apps run one at a time, each reading what it installs after the
+    /// previous one installed.
     @discardableResult
     public func reload(trigger: String) async throws -> Outcome {
+        await takeTurn()
+        defer { endTurn() }
         let started = ContinuousClock.now
         let recorder = AccessRecorder()
         let next: [AppConfiguration]
@@ -125,9 +154,9 @@ public actor ConfigurationReloader {
             guard let read else {
                 throw ConfigurationError("this relay was started without a configuration file; there is nothing to reload")
             }
+            nextManaged = try await managed?.list() ?? managedApps
             let reader = try await read(recorder)
             nextFile = try await AppConfiguration.loadChecked(reader: reader)
-            nextManaged = try await managed?.list() ?? managedApps
             next = Self.merge(file: nextFile, managed: nextManaged, logger: logger)
             try await install(next)
             parts.webhooks.applyLimits(of: WebhookSettings(config: reader.scoped(to: "webhooks")))
@@ -169,6 +198,8 @@ public actor ConfigurationReloader {
     /// its checks is refused whole, with one error line, and the apps in use serve on.
     func reloadManaged() async {
         guard let managed else { return }
+        await takeTurn()
+        defer { endTurn() }
         let next: [AppConfiguration]
         do {
             next = try await managed.list()

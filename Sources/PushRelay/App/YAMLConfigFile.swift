@@ -17,7 +17,7 @@ enum YAMLConfigFile {
         do {
             document = try Yams.load(yaml: String(decoding: data, as: UTF8.self))
         } catch {
-            throw ConfigurationError("\(path) is not valid YAML: \(error)")
+            throw ConfigurationError.invalidYAML(error, file: path)
         }
         guard let root = document else { return [:] }
         guard let mapping = root as? [String: Any] else { throw ConfigurationError("\(path) must hold a YAML mapping at the top") }

@@ -163,7 +163,12 @@ extension AppConfiguration {
             try checkKeys(yaml: String(decoding: data, as: UTF8.self), file: configFile)
             apps = try YAMLDecoder().decode(File.self, from: data).apps ?? []
         } catch let error as DecodingError {
+            if case .dataCorrupted(let context) = error, context.underlyingError is YamlError {
+                throw ConfigurationError.invalidYAML(error, file: configFile)
+            }
             throw ConfigurationError("invalid apps section in \(configFile): \(Self.describe(error))")
+        } catch let error as YamlError {
+            throw ConfigurationError.invalidYAML(error, file: configFile)
         }
         try validate(apps)
         return apps

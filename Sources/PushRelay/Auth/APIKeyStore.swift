@@ -82,6 +82,12 @@ public struct APIKeyStore: Sendable {
         return snapshot.complete ? nil : try await verifyInDatabase(presented)
     }
 
+    /// The key generation as of at most ``APIKeyCache/freshness`` ago (a one-row read when the
+    /// copy is older): it moves with every change to `api_keys` and every console session ended.
+    func generation() async throws -> Int64 {
+        try await cache.snapshot(notBefore: ContinuousClock.now - cache.freshness, rateLimited: false, loader: loader).generation
+    }
+
     /// Reads the generation and the newest `limit` live keys for ``APIKeyCache``.
     private var loader: APIKeyCache.Loader {
         let client = client

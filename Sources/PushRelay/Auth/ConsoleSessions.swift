@@ -9,12 +9,27 @@ import Postgres
 /// cookie, the table keeps its SHA-256, the key's id and a CSRF token. A session acts with exactly
 /// that key's rights (``Principal``) and ends when the key is revoked (checked on every use), after
 /// ``idleTimeout`` without a request, after ``maxLifetime``, or at sign-out.
+///
+/// Sessions are checked from memory (``SessionCache``): a session read from the table is used
+/// without a query until the key generation moves (a key created or revoked, a session ended, on
+/// any instance: checked at most once a second through ``APIKeyStore/generation()``) or
+/// ``touchInterval`` has passed, when the next use reads it again and writes `last_seen_at`. A live
+/// stream's heartbeats therefore write nothing, and a token the table does not hold (made up,
+/// signed out, expired) is remembered as unknown and refused without a query.
 public struct ConsoleSessionStore: Sendable {
     let client: PostgresClient
     /// A session unused this long is over.
     let idleTimeout: Duration
     /// A session is over this long after sign-in, however busy.
     let maxLifetime: Duration
+    /// Whose generation tells when the sessions held in memory must be read again.
+    let keys: APIKeyStore?
+    let cache = SessionCache()
+
+    /// How long a session read from the table is used from memory: a minute, or half the idle
+    /// timeout when that is shorter, so `last_seen_at` is written at most that often per session
+    /// and stays within the idle timeout of the last use.
+    var touchInterval: Duration { min(.seconds(60), idleTimeout / 2) }
 
     /// The cookie holding the session token over plain HTTP.
     static let cookieName = "pushrelay_session"
@@ -22,8 +37,14 @@ public struct ConsoleSessionStore: Sendable {
     /// only with `Secure`, `Path=/` and no `Domain`, so a sibling host cannot set or shadow it.
     static let secureCookieName = "__Host-" + cookieName
 
-    public init(client: PostgresClient, idleTimeout: Duration = .seconds(30 * 60), maxLifetime: Duration = .seconds(12 * 3600)) {
+    public init(
+        client: PostgresClient,
+        keys: APIKeyStore? = nil,
+        idleTimeout: Duration = .seconds(30 * 60),
+        maxLifetime: Duration = .seconds(12 * 3600)
+    ) {
         self.client = client
+        self.keys = keys
         self.idleTimeout = idleTimeout
         self.maxLifetime = maxLifetime
     }
@@ -52,10 +73,26 @@ public struct ConsoleSessionStore: Sendable {
         return (token, Session(principal: record.principal, csrfToken: csrf, keyPrefix: record.prefix, keyLabel: record.label))
     }
 
-    /// The live session of `token` (and marks it used), or `nil` when there is none: unknown,
-    /// signed out, idle too long, too old, or its key revoked.
+    /// The live session of `token`, or `nil` when there is none: unknown, signed out, idle too
+    /// long, too old, or its key revoked. From memory while the key generation stands and the
+    /// session was read less than ``touchInterval`` ago; otherwise read again, marking it used.
     func session(token: String) async throws -> Session? {
         guard Self.isTokenShaped(token) else { return nil }
+        let hash = Self.hash(token)
+        let generation = try await keys?.generation()
+        let now = ContinuousClock.now
+        switch cache.lookup(hash, generation: generation, now: now) {
+        case .live(let session): return session
+        case .unknown: return nil
+        case .stale: break
+        }
+        let session = try await read(hash)
+        cache.store(hash, session: session, generation: generation, until: now + touchInterval)
+        return session
+    }
+
+    /// Reads the session of `hash` from the table and marks it used.
+    private func read(_ hash: Data) async throws -> Session? {
         let rows = try await client.query(
             """
             UPDATE console_sessions s SET last_seen_at = now()
@@ -65,7 +102,7 @@ public struct ConsoleSessionStore: Sendable {
               AND s.created_at >= now() - $3::bigint * interval '1 second'
             RETURNING s.csrf_token, k.app_id, k.scopes, k.prefix, k.label
             """,
-            [Self.hash(token), Int64(idleTimeout.components.seconds), Int64(maxLifetime.components.seconds)]
+            [hash, Int64(idleTimeout.components.seconds), Int64(maxLifetime.components.seconds)]
         ).rows
         guard let row = rows.first else { return nil }
         let appID = try row.decode(String?.self, at: 1)
@@ -83,6 +120,7 @@ public struct ConsoleSessionStore: Sendable {
     func close(token: String) async throws {
         guard Self.isTokenShaped(token) else { return }
         _ = try await client.query("DELETE FROM console_sessions WHERE token_hash = $1", [Self.hash(token)])
+        cache.ended(Self.hash(token))
     }
 
     /// 32 random bytes, base64url without padding (43 characters).

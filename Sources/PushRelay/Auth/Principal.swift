@@ -48,10 +48,19 @@ public struct Authenticator: Sendable {
     /// their subject and expiry: a mobile app sends the same token with every poll, and checking
     /// it again (JSON decoding, HMAC) cost more than answering an unchanged poll. The expiry is
     /// still checked on every use. Bounded: when full, it starts over.
+    ///
+    /// Each ``forget()`` starts a new key epoch. A check reads the epoch before it reads the app's
+    /// keys, and its result is kept only if the epoch is still the same when it ends: a token
+    /// checked against keys a reload has since replaced is not cached into the new epoch.
     final class VerifiedUserTokens: Sendable {
         static let capacity = 100_000
-        /// By app, then token.
-        private let table = Mutex<(count: Int, apps: [String: [String: (subject: String, expires: Date)]])>((0, [:]))
+        private struct Table {
+            var count = 0
+            var epoch: UInt64 = 0
+            /// By app, then token.
+            var apps: [String: [String: (subject: String, expires: Date)]] = [:]
+        }
+        private let table = Mutex(Table())
 
         func subject(app: String, token: String, now: Date) -> String? {
             table.withLock { table in
@@ -60,14 +69,30 @@ public struct Authenticator: Sendable {
             }
         }
 
-        /// Forgets every token: after a reload, a token signed with a key no longer configured
-        /// must not stay accepted.
-        func forget() { table.withLock { $0 = (0, [:]) } }
+        /// The key epoch now: read it before reading the keys a token is checked against.
+        var epoch: UInt64 { table.withLock { $0.epoch } }
 
-        func remember(app: String, token: String, subject: String, expires: Date) {
+        /// Forgets every token and starts a new epoch: after a reload, a token signed with a key
+        /// no longer configured must not stay accepted.
+        func forget() {
             table.withLock { table in
-                if table.count >= Self.capacity { table = (0, [:]) }
+                table.epoch &+= 1
+                table.count = 0
+                table.apps = [:]
+            }
+        }
+
+        /// Keeps a checked token, unless the keys changed since `epoch` was read (then `false`).
+        @discardableResult
+        func remember(app: String, token: String, subject: String, expires: Date, epoch: UInt64) -> Bool {
+            table.withLock { table in
+                guard table.epoch == epoch else { return false }
+                if table.count >= Self.capacity {
+                    table.count = 0
+                    table.apps = [:]
+                }
                 if table.apps[app, default: [:]].updateValue((subject, expires), forKey: token) == nil { table.count += 1 }
+                return true
             }
         }
     }
@@ -92,6 +117,8 @@ public struct Authenticator: Sendable {
         guard let app else {
             throw Self.unauthorized("a user token cannot be used here; this operation needs an API key")
         }
+        // The epoch before the keys: a reload between here and `remember` makes the result uncached.
+        let epoch = verifiedUserTokens.epoch
         guard let collection = apps.entry(app)?.userTokenKeys else {
             throw Self.unauthorized("user tokens are not enabled for this app")
         }
@@ -102,7 +129,7 @@ public struct Authenticator: Sendable {
             guard (try? InputRules.identifier(claims.sub.value, field: "sub", maxBytes: InputRules.maxUserBytes)) != nil else {
                 throw Self.unauthorized("the user token's sub must be a user id of 1-\(InputRules.maxUserBytes) bytes without control characters")
             }
-            verifiedUserTokens.remember(app: app, token: credential, subject: claims.sub.value, expires: claims.exp.value)
+            verifiedUserTokens.remember(app: app, token: credential, subject: claims.sub.value, expires: claims.exp.value, epoch: epoch)
             return .user(app: app, userID: claims.sub.value)
         } catch let error as APIError {
             throw error
@@ -112,7 +139,8 @@ public struct Authenticator: Sendable {
     }
 
     /// The console session cookie's value, if the request has one: the `__Host-` one (set over
-    /// TLS) first, else the plain one (set over plain HTTP).
+    /// TLS) first, else the plain one (set over plain HTTP; ``ConsoleCookieMiddleware`` removes it
+    /// from requests that came over TLS).
     static func sessionCookie(_ request: Request) -> String? {
         let header = request.headers[values: .cookie].joined(separator: "; ")
         guard !header.isEmpty else { return nil }

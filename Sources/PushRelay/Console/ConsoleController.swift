@@ -443,7 +443,8 @@ final class ConsoleController: Sendable {
         /// Sends an API request through the router as this session.
         func api(_ method: HTTPRequest.Method, _ path: String, body: ByteBuffer? = nil) async throws -> APIAnswer {
             var fields = HTTPFields()
-            fields[.cookie] = "\(ConsoleSessionStore.cookieName)=\(token)"
+            // The __Host- name, which counts whether the visitor came over TLS or not.
+            fields[.cookie] = "\(ConsoleSessionStore.secureCookieName)=\(token)"
             if method != .get { fields[Authenticator.csrfHeader] = session.csrfToken }
             if body != nil { fields[.contentType] = "application/json" }
             let head = HTTPRequest(method: method, scheme: "http", authority: "console", path: path, headerFields: fields)

@@ -7,9 +7,21 @@ import Postgres
 /// `/health` answers while the process serves HTTP at all. `/ready` answers 200 only when the
 /// database answers and its schema is at the version this build expects, so a load balancer stops
 /// sending webhooks that could not be stored.
+///
+/// `/ready` answers from a check at most a second old (``RecentResult``): however often it is
+/// asked, it costs PostgreSQL at most two small queries a second.
 struct HealthController<Context: RequestContext>: Sendable {
     let client: PostgresClient
     let migrator: Migrator
+    /// The database's answers as of at most a second ago: the applied schema version and whether
+    /// it takes writes.
+    let recent: RecentResult<(applied: Int, writable: Bool)>
+
+    init(client: PostgresClient, migrator: Migrator, recent: RecentResult<(applied: Int, writable: Bool)> = RecentResult()) {
+        self.client = client
+        self.migrator = migrator
+        self.recent = recent
+    }
 
     struct Health: ResponseEncodable {
         var status: String
@@ -41,12 +53,15 @@ struct HealthController<Context: RequestContext>: Sendable {
         let applied: Int
         let writable: Bool
         do {
-            applied = try await migrator.appliedVersion(client)
-            // A standby, or a primary demoted during failover, answers reads and refuses writes.
-            writable =
-                try await client.query(
-                    "SELECT NOT pg_is_in_recovery() AND current_setting('transaction_read_only') = 'off'"
-                ).rows.first?.decode(Bool.self, at: 0) ?? false
+            (applied, writable) = try await recent.value { [client, migrator] in
+                let applied = try await migrator.appliedVersion(client)
+                // A standby, or a primary demoted during failover, answers reads and refuses writes.
+                let writable =
+                    try await client.query(
+                        "SELECT NOT pg_is_in_recovery() AND current_setting('transaction_read_only') = 'off'"
+                    ).rows.first?.decode(Bool.self, at: 0) ?? false
+                return (applied, writable)
+            }
         } catch let error as PostgresError {
             context.logger.debug("readiness check failed", metadata: ["error": "\(error)"])
             throw APIError.databaseUnavailable()

@@ -130,9 +130,12 @@ struct DeliveryQueue: Sendable {
                 RETURNING id, notification_id, app_id, device_token, platform, kind, attempts, created_at, status
             ),
             notified AS (
-                SELECT pg_notify('\(UnreadChannel.name)', CASE WHEN octet_length(owners) > 7900 THEN '*' ELSE owners END)
-                FROM (SELECT string_agg(DISTINCT app_id || ' ' || owner, E'\\n') AS owners FROM increments) changed
-                WHERE owners IS NOT NULL
+                SELECT pg_notify('\(UnreadChannel.name)', string_agg(line, E'\\n'))
+                FROM (
+                    SELECT line, sum(octet_length(line) + 1) OVER (ORDER BY line) / \(UnreadChannel.chunkBytes) AS chunk
+                    FROM (SELECT DISTINCT app_id || ' ' || owner AS line FROM increments) changed
+                ) numbered
+                GROUP BY chunk
             ),
             woken AS (
                 SELECT pg_notify('\(Self.channel)', '') FROM (SELECT 1 FROM live WHERE NOT claim LIMIT 1) unclaimed

@@ -74,10 +74,18 @@ struct StatusController<Context: RequestContext>: Sendable {
     private func page(_ request: Request) throws -> (limit: Int, before: Int64?) {
         let limit = try InputRules.pageLimit(request.uri.queryParameters["limit"])
         guard let cursor = request.uri.queryParameters["cursor"] else { return (limit, nil) }
-        guard let before = Self.positiveID(cursor) else {
+        guard let before = Self.pageCursor(cursor) else {
             throw JSONBody.invalidField("cursor", "must be the next value of a previous page")
         }
         return (limit, before)
+    }
+
+    /// A cursor as the served document admits it (`^[1-9][0-9]{0,18}$`): a page holds the ids below
+    /// it, so a 19-digit value past `Int64.max` bounds nothing and reads as `Int64.max`.
+    static func pageCursor(_ text: Substring) -> Int64? {
+        if let id = positiveID(text) { return id }
+        guard text.utf8.count == 19, text.utf8.first != 0x30, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+        return Int64.max
     }
 
     /// `tokens=full` or `tokens=short` (the default); full needs an admin key or `devices:read`.

@@ -202,8 +202,14 @@ struct DatabaseFaultTests {
             #expect(device.status == .serviceUnavailable)
             #expect(device.errorBody?.code == "database_unavailable")
             #expect(device.headers[.retryAfter] != nil)
-            let ready = try await client.execute(uri: "/ready", method: .get)
-            #expect(ready.status == .serviceUnavailable)
+            // /ready answers from a check at most a second old: the read-only database shows within it.
+            var ready = try await client.execute(uri: "/ready", method: .get)
+            #expect(
+                try await eventually(timeout: .seconds(10)) {
+                    ready = try await client.execute(uri: "/ready", method: .get)
+                    return ready.status == .serviceUnavailable
+                }
+            )
             #expect(ready.errorBody?.message.contains("read-only") == true)
 
             try await setReadOnly(false)

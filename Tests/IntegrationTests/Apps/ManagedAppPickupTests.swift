@@ -1,10 +1,14 @@
+import Configuration
 import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
-import PushRelay
+import Logging
+import Synchronization
 import TestSupport
 import Testing
+
+@testable import PushRelay
 
 /// A managed app changed through one instance's admin API is served by every instance at once.
 @Suite("Managed apps reach every instance")
@@ -58,6 +62,82 @@ struct ManagedAppPickupTests {
                 #expect(deleted.status == .noContent || deleted.status == .ok)
                 #expect(try await eventually(timeout: .seconds(5)) { try await Self.hook(b, app: "acme") == .notFound })
             }
+        }
+    }
+
+    /// Holds a reload in its read of the configuration file until the test lets it go.
+    final class ReadGate: Sendable {
+        private let state = Mutex<(armed: Bool, entered: Bool, released: Bool)>((false, false, false))
+        func arm() { state.withLock { $0.armed = true } }
+        var entered: Bool { state.withLock { $0.entered } }
+        func release() { state.withLock { $0.released = true } }
+        /// Called by the reload's read: returns at once unless armed, else once released.
+        func pass() async {
+            guard
+                state.withLock({ state in
+                    if state.armed { state.entered = true }
+                    return state.armed
+                })
+            else { return }
+            _ = await eventually(timeout: .seconds(60)) { state.withLock { $0.released } }
+        }
+    }
+
+    @Test("a file reload that read the managed apps before a deletion cannot put the deleted app back: reloads run one at a time")
+    func reloadsAreSerialised() async throws {
+        let test = try await TestApp.make()
+        let (path, _) = try ManagedAppTests.keyFile()
+        let lines = OutageLogTests.Lines()
+        var logger = Logger(label: "push-relay") { RelayLogHandler(label: $0, stream: lines, format: .text) }
+        logger.logLevel = .debug
+        var values: [AbsoluteConfigKey: ConfigValue] = [
+            "database.url": .init(.string(test.conninfo), isSecret: true),
+            "database.max_connections": .init(.int(6), isSecret: false),
+            "delivery.enabled": .init(.bool(false), isSecret: false),
+        ]
+        values.merge(ManagedAppTests.keyConfig(path)) { $1 }
+        let reader = ConfigReader(provider: InMemoryProvider(values: values))
+        let gate = ReadGate()
+        let app = try await buildApplication(reader: reader, logger: logger, apps: test.apps) { _ in
+            await gate.pass()
+            return reader
+        }
+        try await app.test(.router) { client in
+            let admin = try await test.key(app: nil)
+            var body = ManagedAppTests.configuration("acme")
+            body["id"] = nil
+            let created = try await client.execute(
+                uri: "/v1/admin/apps/acme",
+                method: .put,
+                headers: bearer(admin),
+                body: ByteBuffer(data: try ManagedAppTests.body(body))
+            )
+            #expect(created.status == .created)
+            #expect(try await eventually(timeout: .seconds(10)) { try await Self.hook(client, app: "acme") == .accepted })
+
+            // A file reload starts (it reads the managed apps, acme among them) and is held in
+            // its read of the file.
+            gate.arm()
+            async let reloaded = client.execute(uri: "/v1/admin/reload", method: .post, headers: bearer(admin))
+            #expect(await eventually(timeout: .seconds(10)) { gate.entered })
+            // acme is deleted meanwhile; its NOTIFY asks for a managed-app reload.
+            let deleted = try await client.execute(uri: "/v1/admin/apps/acme", method: .delete, headers: bearer(admin))
+            #expect(deleted.status == .noContent || deleted.status == .ok)
+            let waits = { lines.lines.withLock { $0.contains { $0.contains("configuration reload waits for the one in progress") } } }
+            // Either the managed reload waits its turn, or (unserialised) it installs at once.
+            #expect(
+                try await eventually(timeout: .seconds(10)) {
+                    if waits() { return true }
+                    return try await Self.hook(client, app: "acme") == .notFound
+                }
+            )
+            gate.release()
+            #expect(try await reloaded.status == .ok)
+            // Both done: the managed reload came last and acme stays deleted.
+            #expect(try await eventually(timeout: .seconds(10)) { try await Self.hook(client, app: "acme") == .notFound })
+            #expect(waits(), "the managed-app reload did not wait for the file reload in progress")
+            let apps = String(buffer: try await client.execute(uri: "/v1/apps", method: .get, headers: bearer(admin)).body)
+            #expect(!apps.contains("\"acme\""), "\(apps)")
         }
     }
 }

@@ -5,6 +5,7 @@ import Hummingbird
 import HummingbirdTesting
 import NIOCore
 import Postgres
+import Synchronization
 import TestSupport
 import Testing
 
@@ -150,6 +151,29 @@ struct ConsoleTests {
             #expect(overview.status == .ok)
             let apps = try await client.execute(uri: "/v1/apps", method: .get, headers: [.cookie: "\(sessionName)=\(session)"])
             #expect(apps.status == .ok)
+            guard trusted else { return }
+            // Over TLS the plain names no longer count, even holding a live session: a sibling
+            // subdomain can set those for this host (cookie tossing), never a __Host- one.
+            let plain: HTTPFields = [.cookie: "pushrelay_session=\(session)", HTTPField.Name("X-Forwarded-Proto")!: "https"]
+            let tossedPage = try await client.execute(uri: "/console", method: .get, headers: plain)
+            #expect(tossedPage.status == .seeOther)
+            #expect(tossedPage.headers[.location] == "/console/login")
+            #expect(try await client.execute(uri: "/v1/apps", method: .get, headers: plain).status == .unauthorized)
+            // The same over plain HTTP still reads the plain name.
+            #expect(try await client.execute(uri: "/v1/apps", method: .get, headers: [.cookie: "pushrelay_session=\(session)"]).status == .ok)
+            // A tossed login-check cookie does not sign in either.
+            let form = try await client.execute(uri: "/console/login", method: .get, headers: https)
+            let fresh = try #require(Self.cookieValue("__Host-pushrelay_login", in: form))
+            var tossed = Self.form
+            tossed[.cookie] = "pushrelay_login=\(fresh)"
+            tossed.append(contentsOf: https)
+            let refused = try await client.execute(
+                uri: "/console/login",
+                method: .post,
+                headers: tossed,
+                body: Self.encoded([("login_check", fresh), ("key", admin)])
+            )
+            #expect(refused.status == .forbidden)
         }
     }
 
@@ -267,8 +291,14 @@ struct ConsoleTests {
             let third = try #require(try await Self.signIn(client, key: try await test.key(app: nil)).1)
             #expect(try await client.execute(uri: "/v1/overview", method: .get, headers: first.headers).status == .ok)
 
-            // Revoking the key ends both of its sessions at once, for pages and the API.
+            // Revoking the key (here from another store, as the CLI or another instance would)
+            // ends both of its sessions within the key cache's second, for pages and the API.
             #expect(try await store.revoke(record.prefix))
+            #expect(
+                try await eventually(timeout: .seconds(10)) {
+                    try await client.execute(uri: "/v1/overview", method: .get, headers: first.headers).status == .unauthorized
+                }
+            )
             for browser in [first, second] {
                 let page = try await client.execute(uri: "/console/jobs", method: .get, headers: browser.headers)
                 #expect(page.status == .seeOther)
@@ -277,9 +307,15 @@ struct ConsoleTests {
             }
             #expect(try await client.execute(uri: "/v1/overview", method: .get, headers: third.headers).status == .ok)
 
-            // Idle past the timeout (30 minutes by default).
+            // Idle past the timeout (30 minutes by default). The session is read again once its
+            // minute in memory is over or the key generation moves: move it, as that minute would.
             try await test.client.query("UPDATE console_sessions SET last_seen_at = now() - interval '31 minutes'")
-            #expect(try await client.execute(uri: "/v1/overview", method: .get, headers: third.headers).status == .unauthorized)
+            try await test.client.query("UPDATE api_key_generation SET generation = generation + 1")
+            #expect(
+                try await eventually(timeout: .seconds(10)) {
+                    try await client.execute(uri: "/v1/overview", method: .get, headers: third.headers).status == .unauthorized
+                }
+            )
 
             // Sign-out needs the CSRF token, clears the cookie and deletes the session.
             let fourth = try #require(try await Self.signIn(client, key: try await test.key(app: nil)).1)
@@ -296,6 +332,58 @@ struct ConsoleTests {
             #expect(out.status == .seeOther)
             #expect(Self.setCookie("pushrelay_session", in: out)?.contains("Max-Age=0") == true)
             #expect(try await client.execute(uri: "/v1/overview", method: .get, headers: fourth.headers).status == .unauthorized)
+        }
+    }
+
+    @Test(
+        "sessions are checked from memory: uses write last_seen_at at most once a minute, a made-up cookie costs no query, a session ended anywhere ends here"
+    )
+    func sessionsFromMemory() async throws {
+        let test = try await TestApp.make()
+        try await test.application().test(.router) { client in
+            let admin = try await test.key(app: nil)
+            let browser = try #require(try await Self.signIn(client, key: admin).1)
+            let other = try #require(try await Self.signIn(client, key: admin).1)
+            let madeUp: HTTPFields = [.cookie: "pushrelay_session=" + String(repeating: "A", count: 43)]
+            #expect(try await client.execute(uri: "/v1/overview", method: .get, headers: browser.headers).status == .ok)
+            #expect(try await client.execute(uri: "/v1/overview", method: .get, headers: madeUp).status == .unauthorized)
+            let seen = { () async throws -> [String] in
+                try await test.client.query("SELECT last_seen_at::text FROM console_sessions ORDER BY token_hash").rows.map {
+                    try $0.decode(String.self, at: 0)
+                }
+            }
+            let before = try await seen()
+
+            // While console_sessions is locked, a request that read or wrote it would wait.
+            let answers = Mutex<[HTTPResponse.Status]?>(nil)
+            let requests = Task {
+                var statuses: [HTTPResponse.Status] = []
+                for _ in 0..<20 {
+                    statuses.append(try await client.execute(uri: "/v1/overview", method: .get, headers: browser.headers).status)
+                    statuses.append(try await client.execute(uri: "/v1/overview", method: .get, headers: madeUp).status)
+                }
+                answers.withLock { $0 = statuses }
+            }
+            let whileLocked = try await test.client.withTransaction { session in
+                _ = try await session.query("LOCK TABLE console_sessions IN ACCESS EXCLUSIVE MODE")
+                _ = await eventually(timeout: .seconds(10)) { answers.withLock { $0 } != nil }
+                return answers.withLock { $0 }
+            }
+            _ = await requests.result
+            let statuses = try #require(whileLocked, "the requests waited for the lock: they queried console_sessions")
+            #expect(statuses.enumerated().allSatisfy { $0.element == ($0.offset % 2 == 0 ? .ok : .unauthorized) }, "\(statuses)")
+            #expect(try await seen() == before, "a use within the minute wrote last_seen_at")
+
+            // A session ended on another instance (its row deleted there) ends here within the
+            // key generation's second; the other session is untouched.
+            let hash = try #require(browser.cookie.split(separator: "=", maxSplits: 1).last.map(String.init))
+            try await test.client.query("DELETE FROM console_sessions WHERE token_hash = $1", [ConsoleSessionStore.hash(hash)])
+            #expect(
+                try await eventually(timeout: .seconds(10)) {
+                    try await client.execute(uri: "/v1/overview", method: .get, headers: browser.headers).status == .unauthorized
+                }
+            )
+            #expect(try await client.execute(uri: "/v1/overview", method: .get, headers: other.headers).status == .ok)
         }
     }
 

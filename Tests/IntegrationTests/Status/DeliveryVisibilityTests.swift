@@ -154,7 +154,19 @@ struct DeliveryVisibilityTests {
                 #expect((rest["deliveries"] as? [[String: Any]])?.compactMap { ($0["notification_id"] as? NSNumber)?.int64Value } == [ids[0]])
                 #expect(rest["next"] is NSNull)
 
-                for bad in ["limit=0", "limit=501", "cursor=abc", "cursor=-4"] {
+                // Every cursor the served document admits (up to 19 digits) is taken: one past
+                // Int64.max bounds nothing, so it is the first page.
+                for huge in ["9665053891909647976", "9999999999999999999", "9223372036854775808"] {
+                    let response = try await client.execute(
+                        uri: "/v1/apps/support/tickets/77/notifications?limit=2&cursor=\(huge)",
+                        method: .get,
+                        headers: bearer(reader)
+                    )
+                    #expect(response.status == .ok, "\(huge)")
+                    let page = try #require(try Self.object(response)["notifications"] as? [[String: Any]])
+                    #expect(page.compactMap { ($0["id"] as? NSNumber)?.int64Value } == Array(ids.reversed().prefix(2)), "\(huge)")
+                }
+                for bad in ["limit=0", "limit=501", "cursor=abc", "cursor=-4", "cursor=0", "cursor=10000000000000000000"] {
                     let response = try await client.execute(
                         uri: "/v1/apps/support/tickets/77/notifications?\(bad)",
                         method: .get,

@@ -16,9 +16,16 @@ struct UnreadTests {
     static let json: HTTPFields = [.contentType: "application/json"]
 
     /// Registers a device for `user` with an app key.
-    static func register(_ client: some TestClientProtocol, key: String, token: String, platform: String, user: String) async throws {
+    static func register(
+        _ client: some TestClientProtocol,
+        key: String,
+        app: String = "support",
+        token: String,
+        platform: String,
+        user: String
+    ) async throws {
         let response = try await client.execute(
-            uri: "/v1/apps/support/devices/\(token)",
+            uri: "/v1/apps/\(app)/devices/\(token)",
             method: .put,
             headers: bearer(key),
             body: jsonBody(#"{"platform":"\#(platform)","user_id":"\#(user)"}"#)
@@ -420,7 +427,7 @@ struct UnreadTests {
             )
             #expect(response.status == .accepted, "\(String(buffer: response.body))")
             #expect(try await test.count("SELECT count(*) FROM deliveries") == 40)
-            // The list did not fit one NOTIFY, so every listener was told to re-read ("*"): the poll sees the reply.
+            // The list did not fit one NOTIFY, so it came in several: the poll sees the reply.
             var changed = try await client.execute(uri: path, method: .get, headers: conditional)
             #expect(
                 try await eventually(timeout: .seconds(10)) {
@@ -429,6 +436,64 @@ struct UnreadTests {
                 }
             )
             #expect(changed.json?["total"] as? Int == 1)
+        }
+    }
+
+    @Test("a webhook changing more owners than one NOTIFY holds makes listeners forget those owners' ETags only, not another app's")
+    func largeChangeIsScoped() async throws {
+        let test = try await TestApp.make()
+        try await test.application().test(.router) { client in
+            let supportKey = try await test.key(app: "support")
+            let otherKey = try await test.key(app: "other")
+            try await Self.register(client, key: otherKey, app: "other", token: "android-bob-1", platform: "android", user: "bob")
+            try await Self.register(client, key: supportKey, token: "android-zz-1", platform: "android", user: "zz-last")
+            func reads() async throws -> Double {
+                let text = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+                return metricValue(text, "push_relay_unread_polls_total", ["app": "other", "answer": "read"]) ?? 0
+            }
+            /// Polls until the answer is a 304 from the kept ETag; returns that ETag.
+            func cachedETag(_ path: String, key: String) async throws -> String {
+                var etag = ""
+                #expect(
+                    try await eventually(timeout: .seconds(10)) {
+                        var headers = bearer(key)
+                        if !etag.isEmpty { headers[.ifNoneMatch] = etag }
+                        let poll = try await client.execute(uri: path, method: .get, headers: headers)
+                        if poll.status == .notModified { return true }
+                        etag = poll.headers[.eTag] ?? ""
+                        return false
+                    }
+                )
+                return etag
+            }
+            let bobPath = "/v1/apps/other/users/bob/unread"
+            let zzPath = "/v1/apps/support/users/zz-last/unread"
+            let bobETag = try await cachedETag(bobPath, key: otherKey)
+            let zzETag = try await cachedETag(zzPath, key: supportKey)
+
+            // 200 tokens no one registered, each its own owner: about 11,000 bytes of owners, more
+            // than one NOTIFY payload. zz-last sorts last, so its line is in the last payload.
+            let flood = (0..<200).map { (String(format: "android-flood-%03d-0123456789abcdefghij", $0), "android") }
+            let hook = try await client.execute(
+                uri: Self.webhookURL,
+                method: .post,
+                headers: Self.json,
+                body: jsonBody(webhook(devices: flood + [("android-zz-1", "android")]))
+            )
+            #expect(hook.status == .accepted, "\(String(buffer: hook.body))")
+            // The announcement reached this instance once zz-last's ETag is gone.
+            var zzHeaders = bearer(supportKey)
+            zzHeaders[.ifNoneMatch] = zzETag
+            #expect(
+                try await eventually(timeout: .seconds(10)) { try await client.execute(uri: zzPath, method: .get, headers: zzHeaders).status == .ok }
+            )
+
+            // Another app's unchanged poll is still answered from the kept ETag, without a read.
+            let readsBefore = try await reads()
+            var bobHeaders = bearer(otherKey)
+            bobHeaders[.ifNoneMatch] = bobETag
+            #expect(try await client.execute(uri: bobPath, method: .get, headers: bobHeaders).status == .notModified)
+            #expect(try await reads() == readsBefore, "the other app's ETag was dropped: its poll read PostgreSQL")
         }
     }
 

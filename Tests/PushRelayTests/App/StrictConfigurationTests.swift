@@ -54,6 +54,42 @@ struct StrictConfigurationTests {
         #expect(nested.contains("'apns.token.key_fil'") && nested.contains("'apns.token.key_file'"), "\(nested)")
     }
 
+    @Test("a YAML syntax error names the file, line and column, never the text of the line (it may hold a secret)")
+    func syntaxErrorsSayWhere() async throws {
+        let secret = "whsec-never-in-a-log-0123456789"
+        let cases: [(yaml: String, line: Int)] = [
+            // Unclosed flow sequence under apps: (read by both the settings and the apps reader).
+            ("http:\n  port: 8080\napps:\n  - id: support\n    webhook_secrets: [\"\(secret)\"\n", 6),
+            // A mapping value where none may be, in the settings part.
+            ("http:\n  port: 8080\nzendesk_secret: \(secret): x\n", 3),
+            // A tab, which YAML refuses as indentation, on the line of an inline key.
+            ("apps:\n  - id: support\n    webhook_secrets:\n\t- \(secret)\n", 4),
+        ]
+        for (yaml, line) in cases {
+            let path = try Self.file(yaml)
+            defer { try? FileManager.default.removeItem(atPath: path) }
+            var messages: [String] = []
+            do {
+                let reader = try await ConfigReader.pushRelay(configFile: path, environment: [:])
+                _ = try await AppConfiguration.loadChecked(reader: reader)
+                Issue.record("accepted:\n\(yaml)")
+            } catch {
+                messages.append("\(error)")
+            }
+            do {
+                _ = try AppConfiguration.load(configFile: path)
+                Issue.record("the apps reader accepted:\n\(yaml)")
+            } catch {
+                messages.append("\(error)")
+            }
+            for message in messages {
+                #expect(!message.contains(secret) && !message.contains("whsec"), "\(message)")
+                #expect(message.contains("\(path):\(line):"), "\(message)")
+                #expect(message.contains("not valid YAML"), "\(message)")
+            }
+        }
+    }
+
     @Test("a value of the wrong type is an error, not the default")
     func wrongType() async throws {
         let message = try await Self.refusal("http:\n  port: eighty\n")
