@@ -134,6 +134,8 @@ public func buildApplication(
         pollAfter: unread.pollAfter,
         maxStreams: unread.maxStreams,
         maxStreamsPerOwner: unread.maxStreamsPerOwner,
+        maxStreamsPerApp: unread.maxStreamsPerApp,
+        maxStreamsPerCredential: unread.maxStreamsPerCredential,
         streamLifetime: unread.streamLifetime,
         maxCacheBytes: unread.cacheBytes
     )

@@ -171,7 +171,8 @@ public final class RelayMetrics: Sendable {
             case .eventsQueued: "Feedback events of the app waiting to be sent (counted up to 100,000)."
             case .retentionPrunedRows: "Rows deleted by retention, by table."
             case .unreadPolls: "Unread count polls, by how they were answered (cached, cached_routed, read)."
-            case .unreadStreamsRefused: "Live unread streams refused 429: the user or the instance had the most allowed open."
+            case .unreadStreamsRefused:
+                "Live unread streams refused 429: the user, the credential, the app or the instance had the most allowed open."
             case .connectionsRefused: "Connections answered 503 over_capacity: the share of connections kept for webhook intake was reached."
             }
         }

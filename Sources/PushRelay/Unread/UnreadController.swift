@@ -102,12 +102,14 @@ struct UnreadController<Context: RequestContext>: Sendable {
         let (app, owner) = try await authorize(request, context: context, scope: .unreadRead)
         let subscription: UnreadHub.Subscription
         do {
-            subscription = try hub.subscribe(app: app, owner: owner)
+            subscription = try hub.subscribe(app: app, owner: owner, credential: Self.credential(of: request))
         } catch {
             metrics.unreadStreamRefused(app: app)
             let message =
                 switch error {
                 case .owner: "this user has \(hub.maxStreamsPerOwner) live streams open, the most allowed; close one or poll"
+                case .credential: "this credential has \(hub.maxStreamsPerCredential) live streams open, its share of the relay; close one or poll"
+                case .app: "this app has \(hub.maxStreamsPerApp) live streams open, its share of the relay; retry later or poll"
                 case .instance: "the relay has as many live streams open as it serves; retry later or poll"
                 }
             throw APIError(.tooManyRequests, code: "too_many_streams", message: message, headers: [.retryAfter: "30", .connection: "close"])
@@ -188,6 +190,13 @@ struct UnreadController<Context: RequestContext>: Sendable {
     /// The owner named by a `{user}` path parameter (decoded): a user id or a device token.
     static func owner(_ value: String) throws(APIError) -> String {
         try InputRules.identifier(value, field: "user", maxBytes: InputRules.maxTokenBytes)
+    }
+
+    /// Who opened a stream, for the per-credential share: a digest of the `Authorization` header,
+    /// or of the console's cookies when there is none (the secret itself is not kept).
+    static func credential(of request: Request) -> String {
+        let presented = request.headers[.authorization] ?? request.headers[values: .cookie].joined(separator: "; ")
+        return SHA256.hash(data: Data(presented.utf8)).prefix(12).map { String(format: "%02x", $0) }.joined()
     }
 
     /// `If-None-Match` holds `*` or a list of (possibly weak) tags.

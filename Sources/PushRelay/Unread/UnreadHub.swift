@@ -19,13 +19,17 @@ final class UnreadHub: Service, Sendable {
 
     private struct Subscriber {
         var key: String
+        var app: String
+        var credential: String
         var continuation: AsyncStream<Signal>.Continuation
     }
 
-    /// The live streams, and how many each owner has open.
+    /// The live streams, and how many each owner, app and credential has open.
     private struct Streams {
         var subscribers: [UUID: Subscriber] = [:]
         var perOwner: [String: Int] = [:]
+        var perApp: [String: Int] = [:]
+        var perCredential: [String: Int] = [:]
     }
 
     private let events: AsyncStream<PostgresListenerEvent>
@@ -35,6 +39,10 @@ final class UnreadHub: Service, Sendable {
     /// Most live streams open at once on this instance, and per owner.
     let maxStreams: Int
     let maxStreamsPerOwner: Int
+    /// Most live streams one app, and one credential (an API key, a console session, a user
+    /// token), may hold on this instance: their shares, so no app or key takes every place.
+    let maxStreamsPerApp: Int
+    let maxStreamsPerCredential: Int
     /// How long a live stream lasts at most (``UnreadSettings/streamLifetime``).
     let streamLifetime: Duration
 
@@ -129,6 +137,8 @@ final class UnreadHub: Service, Sendable {
         pollAfter: Int = 10,
         maxStreams: Int = 1024,
         maxStreamsPerOwner: Int = 4,
+        maxStreamsPerApp: Int? = nil,
+        maxStreamsPerCredential: Int? = nil,
         streamLifetime: Duration = .seconds(3600),
         maxCacheBytes: Int = UnreadHub.defaultCacheBytes
     ) {
@@ -138,6 +148,8 @@ final class UnreadHub: Service, Sendable {
         self.pollAfter = pollAfter
         self.maxStreams = max(0, maxStreams)
         self.maxStreamsPerOwner = max(1, maxStreamsPerOwner)
+        self.maxStreamsPerApp = max(1, maxStreamsPerApp ?? UnreadSettings.defaultAppShare(of: maxStreams))
+        self.maxStreamsPerCredential = max(1, maxStreamsPerCredential ?? UnreadSettings.defaultCredentialShare(of: maxStreams))
         self.maxCacheBytes = max(1 << 16, maxCacheBytes)
         versions = Mutex(Versions(maxBytes: self.maxCacheBytes))
         cacheControl = "private, max-age=\(pollAfter)"
@@ -149,21 +161,31 @@ final class UnreadHub: Service, Sendable {
     enum Refusal: Error {
         /// The owner has ``maxStreamsPerOwner`` open.
         case owner
+        /// The credential has ``maxStreamsPerCredential`` open.
+        case credential
+        /// The app has ``maxStreamsPerApp`` open.
+        case app
         /// This instance has ``maxStreams`` open.
         case instance
     }
 
-    /// A stream of signals for one owner, counted against the owner's and the instance's limits
-    /// until the returned ``Subscription`` is unsubscribed or released.
-    func subscribe(app: String, owner: String) throws(Refusal) -> Subscription {
+    /// A stream of signals for one owner, counted against the owner's, the credential's, the
+    /// app's and the instance's limits until the returned ``Subscription`` is unsubscribed or
+    /// released. `credential` names who opened it (``UnreadController`` passes a digest of the
+    /// credential presented).
+    func subscribe(app: String, owner: String, credential: String = "") throws(Refusal) -> Subscription {
         let id = UUID()
         let key = Self.key(app: app, owner: owner)
         let (stream, continuation) = AsyncStream.makeStream(of: Signal.self, bufferingPolicy: .bufferingNewest(1))
         let refusal = streams.withLock { streams -> Refusal? in
             if streams.perOwner[key, default: 0] >= maxStreamsPerOwner { return .owner }
+            if streams.perCredential[credential, default: 0] >= maxStreamsPerCredential { return .credential }
+            if streams.perApp[app, default: 0] >= maxStreamsPerApp { return .app }
             if streams.subscribers.count >= maxStreams { return .instance }
             streams.perOwner[key, default: 0] += 1
-            streams.subscribers[id] = Subscriber(key: key, continuation: continuation)
+            streams.perCredential[credential, default: 0] += 1
+            streams.perApp[app, default: 0] += 1
+            streams.subscribers[id] = Subscriber(key: key, app: app, credential: credential, continuation: continuation)
             return nil
         }
         if let refusal { throw refusal }
@@ -193,6 +215,10 @@ final class UnreadHub: Service, Sendable {
             guard let subscriber = streams.subscribers.removeValue(forKey: id) else { return nil }
             let left = streams.perOwner[subscriber.key, default: 1] - 1
             streams.perOwner[subscriber.key] = left > 0 ? left : nil
+            let appLeft = streams.perApp[subscriber.app, default: 1] - 1
+            streams.perApp[subscriber.app] = appLeft > 0 ? appLeft : nil
+            let credentialLeft = streams.perCredential[subscriber.credential, default: 1] - 1
+            streams.perCredential[subscriber.credential] = credentialLeft > 0 ? credentialLeft : nil
             return subscriber
         }
         subscriber?.continuation.finish()
@@ -311,6 +337,11 @@ final class UnreadHub: Service, Sendable {
 /// - `max_streams_per_owner` (int, default 4): live streams one owner (user) may hold open on an
 ///   instance; one more is answered 429 with `Retry-After`.
 /// - `max_streams` (int, default 1024): live streams open at once on an instance, all owners.
+/// - `max_streams_per_app` (int, default three quarters of `max_streams`): live streams one app
+///   may hold on an instance, so another app always finds a place.
+/// - `max_streams_per_credential` (int, default a quarter of `max_streams`): live streams one
+///   credential (an API key, a console session, a user token) may hold on an instance: an app
+///   key may name any owner, so the per-owner limit alone does not bound it.
 /// - `stream_max_seconds` (int, default 3600): a live stream ends after this long (the client's
 ///   EventSource reconnects, authenticating again); it ends earlier when its credential expires
 ///   or is revoked, noticed at the next heartbeat.
@@ -319,6 +350,13 @@ public struct UnreadSettings: Sendable {
     public var heartbeat: Duration
     public var maxStreamsPerOwner: Int
     public var maxStreams: Int
+    public var maxStreamsPerApp: Int
+    public var maxStreamsPerCredential: Int
+
+    /// Three quarters of the instance's streams, at least one.
+    static func defaultAppShare(of maxStreams: Int) -> Int { max(1, maxStreams * 3 / 4) }
+    /// A quarter of the instance's streams, at least one.
+    static func defaultCredentialShare(of maxStreams: Int) -> Int { max(1, maxStreams / 4) }
     public var streamLifetime: Duration
     public var cacheBytes: Int
 
@@ -331,6 +369,11 @@ public struct UnreadSettings: Sendable {
         pollAfter = min(max(0, config.int(forKey: "poll_after_seconds", default: 10)), 86_400)
         maxStreamsPerOwner = min(max(1, config.int(forKey: "max_streams_per_owner", default: 4)), 1000)
         maxStreams = min(max(0, config.int(forKey: "max_streams", default: 1024)), 1_000_000)
+        maxStreamsPerApp = min(max(1, config.int(forKey: "max_streams_per_app", default: Self.defaultAppShare(of: maxStreams))), 1_000_000)
+        maxStreamsPerCredential = min(
+            max(1, config.int(forKey: "max_streams_per_credential", default: Self.defaultCredentialShare(of: maxStreams))),
+            1_000_000
+        )
         streamLifetime = .seconds(min(max(10, config.int(forKey: "stream_max_seconds", default: 3600)), 7 * 86_400))
         cacheBytes = min(max(1, config.int(forKey: "etag_cache_mb", default: 64)), 64 * 1024) << 20
     }

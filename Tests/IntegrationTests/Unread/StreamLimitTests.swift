@@ -91,6 +91,46 @@ struct StreamLimitTests {
         }
     }
 
+    @Test(
+        "fair shares: one credential holds at most a quarter of the instance's streams and one app three quarters; another app still gets one",
+        .timeLimit(.minutes(2))
+    )
+    func fairShares() async throws {
+        let test = try await TestApp.make()
+        // 8 streams: a credential's default share is 2, an app's 6.
+        let app = try await test.application(extra: ["unread.max_streams": Self.setting(8), "unread.heartbeat_seconds": Self.setting(1)])
+        try await app.test(.live) { client in
+            let port = try #require(client.port)
+            var open: [SSEReader] = []
+            defer { for stream in open { stream.hangUp() } }
+            func refusal(_ path: String, key: String) async throws -> RawHTTP.Answer? {
+                try await RawHTTP.send(port: port, RawHTTP.request("GET", path, headers: [("Authorization", "Bearer \(key)")]))
+            }
+            // One app key names owners of its choosing: its third stream is past its share.
+            let keys = [try await test.key(app: "support"), try await test.key(app: "support"), try await test.key(app: "support")]
+            for (index, key) in keys.enumerated() {
+                for owner in 0..<2 {
+                    let stream = try SSEReader(port: port, path: Self.streamPath("u\(index)-\(owner)"), bearer: key)
+                    #expect(try await stream.nextEvent() != nil)
+                    open.append(stream)
+                }
+                if index == 0 {
+                    let third = try #require(try await refusal(Self.streamPath("u0-2"), key: key))
+                    #expect(third.status == 429)
+                    #expect(third.text.contains("this credential has 2 live streams open"), "\(third.text)")
+                }
+            }
+            // Three keys of one app hold 6 streams, the app's share: a fourth key is refused too.
+            let fourth = try #require(try await refusal(Self.streamPath("u3-0"), key: try await test.key(app: "support")))
+            #expect(fourth.status == 429)
+            #expect(fourth.text.contains("this app has 6 live streams open"), "\(fourth.text)")
+            // Another app still finds a place.
+            let other = try SSEReader(port: port, path: "/v1/apps/other/users/bob/unread/stream", bearer: try await test.key(app: "other"))
+            open.append(other)
+            #expect(try await other.nextEvent() != nil)
+        }
+    }
+
     @Test("twice max_connections streams from many users: a new connection's webhook is still 202", .timeLimit(.minutes(2)))
     func streamsCannotTakeIntakeConnections() async throws {
         // A `push-relay serve` process: HummingbirdTesting's server binds an address of its own, and
