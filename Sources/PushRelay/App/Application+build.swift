@@ -70,7 +70,11 @@ public func buildApplication(
     let eventForwarder: EventForwarder
     let eventTargets = configuredApps.compactMap { app in app.events.map { (id: app.id, events: $0) } }
     do {
-        providers = try await ProviderSet(apps: configuredApps, settings: delivery, tokens: ProviderTokenStore(client: database.client))
+        providers = try await ProviderSet(
+            apps: configuredApps,
+            settings: delivery,
+            tokens: ProviderTokenStore(client: database.client, sealer: appsStore.providerTokenSealer)
+        )
         // One connection in LISTEN for the dispatcher, the unread hub and the job runner.
         listener = try PostgresListener(
             conninfo: database.client.configuration.conninfo,
@@ -194,6 +198,7 @@ public func buildApplication(
         metrics: metrics,
         console: console,
         maxUploadBytes: JobSettings(config: reader.scoped(to: "jobs")).maxUploadBytes,
+        deviceSettings: DeviceSettings(config: reader.scoped(to: "devices")),
         reloader: reloader,
         reloadable: reload != nil,
         managedApps: managedApps,
@@ -257,6 +262,7 @@ func buildRouter(
     metrics: RelayMetrics,
     console: ConsoleController? = nil,
     maxUploadBytes: Int = JobSettings.defaultMaxUploadBytes,
+    deviceSettings: DeviceSettings = DeviceSettings(),
     reloader: ConfigurationReloader? = nil,
     reloadable: Bool = false,
     managedApps: ManagedAppStore? = nil,
@@ -278,7 +284,11 @@ func buildRouter(
     routes.addRoutes(MetricsController(metrics: metrics).endpoints)
     routes.addRoutes(WebhookController(apps: apps, writer: writer, settings: settings, metrics: metrics).endpoints)
     routes.addRoutes(
-        DeviceController(repository: PostgresDeviceRepository(client: database.client), authenticator: authenticator).endpoints
+        DeviceController(
+            repository: PostgresDeviceRepository(client: database.client),
+            authenticator: authenticator,
+            settings: deviceSettings
+        ).endpoints
     )
     routes.addRoutes(
         AdminController(
@@ -303,4 +313,24 @@ func buildRouter(
         console.use(router.buildResponder())
     }
     return (router, routes.recorded.all)
+}
+
+extension ManagedAppStoreSettings {
+    /// Seals the cluster's provider tokens (`provider_tokens`) with the managed apps' key, and
+    /// opens them with it or the previous key; `nil` without a key.
+    var providerTokenSealer: ProviderTokenStore.Sealer? {
+        guard let key else { return nil }
+        let previous = previousKey
+        let row: @Sendable (String) -> String = { "provider token " + $0 }
+        return ProviderTokenStore.Sealer(
+            seal: { token, credential in try key.seal(Data(token.utf8), app: row(credential)).base64EncodedString() },
+            open: { stored, credential in
+                guard let sealed = Data(base64Encoded: stored) else { return nil }
+                for candidate in [key] + (previous.map { [$0] } ?? []) {
+                    if let plain = try? candidate.open(sealed, app: row(credential)) { return String(decoding: plain, as: UTF8.self) }
+                }
+                return nil
+            }
+        )
+    }
 }

@@ -28,6 +28,7 @@ public enum ConfigurationSchema {
         _ = ZendeskForwarderSettings(config: reader.scoped(to: "zendesk"))
         _ = JobSettings(config: reader.scoped(to: "jobs"))
         _ = UnreadSettings(config: reader.scoped(to: "unread"))
+        _ = DeviceSettings(config: reader.scoped(to: "devices"))
         _ = EventForwarderSettings(config: reader.scoped(to: "events"))
         _ = RetentionSettings(config: reader.scoped(to: "retention"))
         _ = ConsoleSettings(config: reader.scoped(to: "console"))

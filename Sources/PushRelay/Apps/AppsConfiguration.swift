@@ -51,14 +51,25 @@ public struct AppConfiguration: Sendable, Codable, Hashable {
         public var secret: String?
         /// A file whose content (trimmed) is the HS256 key.
         public var secretFile: String?
+        /// Whether a user token may link a device registered to no user (implicitly, by a
+        /// webhook, or by an app key without `user_id`) to its user. Off unless set: anyone with
+        /// a user token of the app could otherwise take over such a device.
+        public var claimUnownedDevices: Bool?
 
-        public init(secretFile: String) { self.secretFile = secretFile }
+        public init(secretFile: String, claimUnownedDevices: Bool? = nil) {
+            self.secretFile = secretFile
+            self.claimUnownedDevices = claimUnownedDevices
+        }
 
-        public init(secret: String) { self.secret = secret }
+        public init(secret: String, claimUnownedDevices: Bool? = nil) {
+            self.secret = secret
+            self.claimUnownedDevices = claimUnownedDevices
+        }
 
         enum CodingKeys: String, CodingKey {
             case secret
             case secretFile = "secret_file"
+            case claimUnownedDevices = "claim_unowned_devices"
         }
     }
 
@@ -176,7 +187,7 @@ extension AppConfiguration {
 
     /// The keys an entry of `apps:` may hold, dotted (`apns.token.key_id`).
     public static let knownKeys: [String] = [
-        "id", "webhook_secrets", "webhook_signing_secret", "user_tokens.secret_file", "user_tokens.secret",
+        "id", "webhook_secrets", "webhook_signing_secret", "user_tokens.secret_file", "user_tokens.secret", "user_tokens.claim_unowned_devices",
         "apns.topic", "apns.environment", "apns.url", "apns.production_url", "apns.sandbox_url",
         "apns.token.key_file", "apns.token.key", "apns.token.key_id", "apns.token.team_id",
         "apns.certificate.file", "apns.certificate.type", "apns.certificate.key_file", "apns.certificate.password_file",

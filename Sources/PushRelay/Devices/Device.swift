@@ -59,8 +59,10 @@ public struct DeviceRegistration: Sendable, Hashable {
 /// The registry's storage.
 public protocol DeviceRepository: Sendable {
     /// Inserts or replaces the device and revives it if it was invalid. With `onlyForUser`, a
-    /// device linked to a different user is left alone and `.ownedByAnotherUser` returned.
-    func upsert(_ registration: DeviceRegistration, onlyForUser: String?) async throws -> DeviceUpsert
+    /// device linked to a different user is left alone and `.ownedByAnotherUser` returned, and one
+    /// linked to no user is `.unowned` unless `claimUnowned`. A registration that would give its
+    /// user more than `maxPerUser` active devices is `.tooManyDevices`.
+    func upsert(_ registration: DeviceRegistration, onlyForUser: String?, claimUnowned: Bool, maxPerUser: Int) async throws -> DeviceUpsert
     func get(app: String, token: String) async throws -> Device?
     /// Deletes the device; with `onlyForUser`, only if it is that user's.
     func delete(app: String, token: String, onlyForUser: String?) async throws -> DeviceDeletion
@@ -72,6 +74,10 @@ public enum DeviceUpsert: Sendable, Hashable {
     case created(Device)
     case updated(Device)
     case ownedByAnotherUser
+    /// The device exists, linked to no user, and a user token may not claim it.
+    case unowned
+    /// The user has this many active devices in the app already.
+    case tooManyDevices(Int)
 }
 
 /// The outcome of a delete.

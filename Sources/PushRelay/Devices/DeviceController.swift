@@ -9,6 +9,7 @@ import Logging
 struct DeviceController<Repository: DeviceRepository, Context: RequestContext>: Sendable {
     let repository: Repository
     let authenticator: Authenticator
+    var settings = DeviceSettings()
 
     var endpoints: RouteCollection<Context> {
         RouteCollection(context: Context.self)
@@ -60,7 +61,9 @@ struct DeviceController<Repository: DeviceRepository, Context: RequestContext>: 
             environment: environment,
             locale: locale
         )
-        switch try await repository.upsert(registration, onlyForUser: onlyForUser) {
+        // A user token takes over a device registered to no user only where the app allows it.
+        let claimUnowned = authenticator.apps.app(app)?.userTokens?.claimUnownedDevices ?? false
+        switch try await repository.upsert(registration, onlyForUser: onlyForUser, claimUnowned: claimUnowned, maxPerUser: settings.maxPerUser) {
         case .created(let device):
             context.logger.info("device registered", metadata: ["push.app": "\(app)", "push.token": "\(Redaction.token(token))"])
             return EditedResponse(status: .created, response: device)
@@ -68,6 +71,16 @@ struct DeviceController<Repository: DeviceRepository, Context: RequestContext>: 
             return EditedResponse(status: .ok, response: device)
         case .ownedByAnotherUser:
             throw Authenticator.forbidden("this device is registered to another user")
+        case .unowned:
+            throw Authenticator.forbidden(
+                "this device is registered to no user; a user token may not claim it (the app's user_tokens.claim_unowned_devices is off): register it with an app key"
+            )
+        case .tooManyDevices(let count):
+            throw APIError(
+                .conflict,
+                code: "too_many_user_devices",
+                message: "this user has \(count) active devices in this app, the most allowed (devices.max_per_user); unregister one first"
+            )
         }
     }
 

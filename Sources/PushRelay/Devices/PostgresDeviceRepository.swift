@@ -19,8 +19,23 @@ public struct PostgresDeviceRepository: DeviceRepository {
     /// when no user is linked), it gets one badge sync, which carries the new owner's total when it
     /// is sent (0 when they have no unread replies), so the device stops showing the previous
     /// owner's badge; the dispatchers are woken for it.
-    public func upsert(_ registration: DeviceRegistration, onlyForUser: String?) async throws -> DeviceUpsert {
+    ///
+    /// A registration linking the device to a user counts that user's other active devices under
+    /// a transaction-scoped advisory lock on (app, user), so concurrent registrations cannot pass
+    /// the cap together.
+    public func upsert(_ registration: DeviceRegistration, onlyForUser: String?, claimUnowned: Bool, maxPerUser: Int) async throws -> DeviceUpsert {
         try await client.withTransaction { session in
+            if let user = registration.userID {
+                // The lock first, then the count in a statement of its own: its snapshot is taken
+                // after the lock, so it sees what a registration that held the lock committed.
+                _ = try await session.query("SELECT pg_advisory_xact_lock(hashtextextended($1 || ' ' || $2, 7))", [registration.appID, user])
+                let others =
+                    try await session.query(
+                        "SELECT count(*)::int FROM devices WHERE app_id = $1 AND user_id = $2 AND token <> $3 AND status = 'active'",
+                        [registration.appID, user, registration.token]
+                    ).first?.decode(Int.self, at: 0) ?? 0
+                if others >= maxPerUser { return .tooManyDevices(others) }
+            }
             guard
                 let row = try await session.query(
                     """
@@ -33,7 +48,7 @@ public struct PostgresDeviceRepository: DeviceRepository {
                         ON CONFLICT (app_id, token) DO UPDATE SET
                             platform = EXCLUDED.platform, user_id = EXCLUDED.user_id, environment = EXCLUDED.environment,
                             locale = EXCLUDED.locale, status = 'active', invalid_reason = NULL, invalidated_at = NULL, updated_at = now()
-                        WHERE $7::text IS NULL OR d.user_id IS NULL OR d.user_id = $7
+                        WHERE $7::text IS NULL OR d.user_id = $7 OR (d.user_id IS NULL AND $8::boolean)
                         RETURNING (xmax = 0) AS inserted, \(Self.columns)
                     )
                     SELECT u.*, NOT u.inserted AND coalesce(p.user_id, u.token) IS DISTINCT FROM coalesce(u.user_id, u.token)
@@ -41,10 +56,16 @@ public struct PostgresDeviceRepository: DeviceRepository {
                     """,
                     [
                         registration.appID, registration.token, registration.platform.rawValue, registration.userID,
-                        registration.environment, registration.locale, onlyForUser,
+                        registration.environment, registration.locale, onlyForUser, claimUnowned,
                     ]
                 ).first
-            else { return .ownedByAnotherUser }
+            else {
+                let owner = try await session.query(
+                    "SELECT user_id FROM devices WHERE app_id = $1 AND token = $2",
+                    [registration.appID, registration.token]
+                ).first?.decode(String?.self, at: 0)
+                return owner == nil ? .unowned : .ownedByAnotherUser
+            }
             let device = try Self.device(row, offset: 1)
             if try row.decode(Bool.self, at: 11) {
                 try await outbox.queueBadgeSyncs(app: device.appID, devices: [(device.token, device.platform)], in: session)

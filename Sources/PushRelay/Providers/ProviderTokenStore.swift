@@ -36,7 +36,21 @@ struct ProviderTokenStore: Sendable {
         credentialName(base, material: key.publicKey.derRepresentation.base64EncodedString())
     }
 
+    /// Seals tokens at rest, when the relay has a key for it (the managed apps' `apps_store` key).
+    struct Sealer: Sendable {
+        /// `token` sealed for the row `credential`, as the column's text.
+        var seal: @Sendable (_ token: String, _ credential: String) throws -> String
+        /// The token of a stored value, or `nil` when it cannot be opened (another key, another row).
+        var open: @Sendable (_ stored: String, _ credential: String) -> String?
+    }
+
+    /// Stored values this store sealed start with this.
+    static let sealedPrefix = "sealed:"
+
     let client: PostgresClient
+    /// Without one, tokens are stored in clear (they are short-lived: an APNs provider token lasts
+    /// an hour, an FCM access token about as long).
+    let sealer: Sealer?
     /// Refreshes in flight in this process, one per credential.
     private let inFlight = RefreshesInFlight()
     private let leases: Leases
@@ -45,8 +59,9 @@ struct ProviderTokenStore: Sendable {
     /// How often a waiting caller looks for the stored token.
     let waitInterval: Duration
 
-    init(client: PostgresClient, waitLimit: Duration = .seconds(30), waitInterval: Duration = .milliseconds(250)) {
+    init(client: PostgresClient, sealer: Sealer? = nil, waitLimit: Duration = .seconds(30), waitInterval: Duration = .milliseconds(250)) {
         self.client = client
+        self.sealer = sealer
         self.leases = Leases(client: client, owner: leaseOwnerName(role: "tokens"))
         self.waitLimit = waitLimit
         self.waitInterval = waitInterval
@@ -101,7 +116,7 @@ struct ProviderTokenStore: Sendable {
                         INSERT INTO provider_tokens (credential, token, issued_at, expires_at) VALUES ($1, $2, $3, $4)
                         ON CONFLICT (credential) DO UPDATE SET token = excluded.token, issued_at = excluded.issued_at, expires_at = excluded.expires_at
                         """,
-                        [credential, fresh.token, fresh.issuedAt, fresh.expiresAt]
+                        [credential, try stored(fresh.token, credential: credential), fresh.issuedAt, fresh.expiresAt]
                     )
                     try? await leases.release(lease)
                     return fresh
@@ -120,11 +135,24 @@ struct ProviderTokenStore: Sendable {
             let row = try await client.query("SELECT token, issued_at, expires_at FROM provider_tokens WHERE credential = $1", [credential]).rows
                 .first
         else { return nil }
-        return Entry(
-            token: try row.decode(String.self, at: 0),
-            issuedAt: try row.decode(Date.self, at: 1),
-            expiresAt: try row.decode(Date.self, at: 2)
-        )
+        // A value this store cannot use (sealed under another key, or in clear while a key is set,
+        // as written before the key was) is as good as none: a fresh token replaces it.
+        guard let token = openStored(try row.decode(String.self, at: 0), credential: credential) else { return nil }
+        return Entry(token: token, issuedAt: try row.decode(Date.self, at: 1), expiresAt: try row.decode(Date.self, at: 2))
+    }
+
+    /// What the `token` column holds for `token`: sealed when there is a sealer.
+    private func stored(_ token: String, credential: String) throws -> String {
+        guard let sealer else { return token }
+        return Self.sealedPrefix + (try sealer.seal(token, credential))
+    }
+
+    /// The token of a stored value, if this store can use it.
+    private func openStored(_ stored: String, credential: String) -> String? {
+        let sealed = stored.hasPrefix(Self.sealedPrefix)
+        guard let sealer else { return sealed ? nil : stored }
+        guard sealed else { return nil }
+        return sealer.open(String(stored.dropFirst(Self.sealedPrefix.count)), credential)
     }
 }
 

@@ -237,6 +237,96 @@ struct DeviceAPITests {
         }
     }
 
+    @Test("a user token cannot take over a device registered to no user, unless the app sets user_tokens.claim_unowned_devices")
+    func unownedDevices() async throws {
+        for claim in [false, true] {
+            var made = try await TestApp.make()
+            made.apps[0].userTokens?.claimUnownedDevices = claim
+            let test = made
+            try await test.application().test(.router) { client in
+                let key = try await test.key(app: "support")
+                let alice = try await TestApp.userToken("alice")
+                // Registered by the app's backend without a user, and implicitly by a webhook.
+                let byKey = try await client.execute(
+                    uri: Self.path(Self.iosToken),
+                    method: .put,
+                    headers: bearer(key),
+                    body: jsonBody(#"{"platform":"ios"}"#)
+                )
+                #expect(byKey.status == .created)
+                let hook = try await client.execute(
+                    uri: "/v1/webhooks/zendesk/support/\(TestApp.webhookSecret)",
+                    method: .post,
+                    headers: [.contentType: "application/json"],
+                    body: jsonBody(webhook(devices: [(Self.androidToken, "android")]))
+                )
+                #expect(hook.status == .accepted)
+                for (token, platform) in [(Self.iosToken, "ios"), (Self.androidToken, "android")] {
+                    let claimed = try await client.execute(
+                        uri: Self.path(token),
+                        method: .put,
+                        headers: bearer(alice),
+                        body: jsonBody(#"{"platform":"\#(platform)"}"#)
+                    )
+                    if claim {
+                        #expect(claimed.status == .ok, "\(String(buffer: claimed.body))")
+                        #expect(claimed.json?["user_id"] as? String == "alice")
+                    } else {
+                        #expect(claimed.status == .forbidden, "\(String(buffer: claimed.body))")
+                        #expect(claimed.errorBody?.message.contains("claim_unowned_devices") == true)
+                    }
+                }
+                #expect(try await test.count("SELECT count(*) FROM devices WHERE user_id = 'alice'") == (claim ? 2 : 0))
+                // A device new to the registry is the user's to register either way.
+                let fresh = try await client.execute(
+                    uri: Self.path("android-fresh-device"),
+                    method: .put,
+                    headers: bearer(alice),
+                    body: jsonBody(#"{"platform":"android"}"#)
+                )
+                #expect(fresh.status == .created)
+            }
+        }
+    }
+
+    @Test("one user has at most devices.max_per_user active devices: one more is 409 and stores nothing, also when registered at once")
+    func perUserCap() async throws {
+        let test = try await TestApp.make()
+        let app = try await test.application(extra: ["devices.max_per_user": .init(.int(3), isSecret: false)])
+        try await app.test(.router) { client in
+            let key = try await test.key(app: "support")
+            func register(_ token: String, user: String) async throws -> TestResponse {
+                try await client.execute(
+                    uri: Self.path(token),
+                    method: .put,
+                    headers: bearer(key),
+                    body: jsonBody(#"{"platform":"android","user_id":"\#(user)"}"#)
+                )
+            }
+            // Ten at once for one user: exactly three are stored.
+            let statuses = try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
+                for index in 0..<10 { group.addTask { try await register("android-cap-\(index)", user: "carol").status } }
+                return try await group.reduce(into: [HTTPResponse.Status]()) { $0.append($1) }
+            }
+            #expect(statuses.filter { $0 == .created }.count == 3, "\(statuses)")
+            #expect(statuses.filter { $0 == .conflict }.count == 7, "\(statuses)")
+            #expect(try await test.count("SELECT count(*) FROM devices WHERE user_id = 'carol'") == 3)
+            let refused = try await register("android-cap-extra", user: "carol")
+            #expect(refused.status == .conflict)
+            #expect(refused.errorBody?.code == "too_many_user_devices")
+            #expect(try await test.count("SELECT count(*) FROM devices WHERE token = 'android-cap-extra'") == 0)
+            // A device already the user's may be registered again; another user is not affected.
+            let kept = try #require(
+                try await test.client.query("SELECT token FROM devices WHERE user_id = 'carol' LIMIT 1").first?.decode(String.self, at: 0)
+            )
+            #expect(try await register(kept, user: "carol").status == .ok)
+            #expect(try await register("android-cap-dave", user: "dave").status == .created)
+            // A device marked invalid (a dead token) no longer counts.
+            try await test.client.query("UPDATE devices SET status = 'invalid' WHERE token = $1", [kept])
+            #expect(try await register("android-cap-extra", user: "carol").status == .created)
+        }
+    }
+
     @Test("an unknown app is a 404 JSON error")
     func unknownApp() async throws {
         let test = try await TestApp.make()
