@@ -104,7 +104,7 @@ Version: $version
 Architecture: $debarch
 Maintainer: PushRelay <push-relay@localhost>
 Installed-Size: $(du -sk --exclude=DEBIAN "$deb" | cut -f1)
-Depends: $depends, passwd
+Depends: $depends, passwd, procps
 Section: net
 Priority: optional
 Homepage: https://github.com/push-relay/push-relay

@@ -7,6 +7,9 @@
 #   deb      `apt-get install ./push-relay_*.deb` into a clean Debian 12 (minbase, nothing else):
 #            dependencies pulled, user, files and units as a Debian admin expects; the relay run
 #            as its unit runs it (User, EnvironmentFile, ExecStart, ExecReload); then purged;
+#   systemd  the .deb installed into a Debian 12 minbase with systemd booted in podman: the
+#            hardened units started, reloaded and stopped by systemd itself, and rated at most
+#            2.5 by `systemd-analyze security --offline=true`;
 #   image    the OCI archive loaded into podman (runc): sandbox and relay containers as a
 #            non-root user with a read-only root filesystem, configured by file and environment,
 #            `push-relay health` as the health check, a clean stop on SIGTERM;
@@ -14,7 +17,7 @@
 # The tarball's relay also serves PushRelayKit's example (two devices, a read, a user switch),
 # the debug build of push-relay-kit-example run from here.
 # Then Deploy/examples-check.sh (compose and Kubernetes examples) with the release binary.
-# Usage: Deploy/test.sh [--dist DIR] [--only tarball|deb|image|examples]
+# Usage: Deploy/test.sh [--dist DIR] [--only tarball|deb|systemd|image|examples]
 # Needs root (chroot, mounts, podman). Takes about 3 minutes past the build on 2 cores.
 set -euo pipefail
 . "$(dirname "$0")/../scripts/lib.sh"
@@ -59,10 +62,13 @@ cleanup() {
         find "$work" -maxdepth 1 -type f \( -name '*.log' -o -name '*.out' -o -name '*.err' \) -exec cp {} .build-release/artifact-test-logs/ \;
         podman_env
         podman logs pr-test-relay >.build-release/artifact-test-logs/image-relay.log 2>&1 || true
+        podman exec pr-test-systemd journalctl --no-pager >.build-release/artifact-test-logs/systemd-journal.log 2>&1 || true
         log "logs in .build-release/artifact-test-logs/"
     fi
     podman_env
-    podman rm -f -t 0 pr-test-relay pr-test-sandbox >/dev/null 2>&1 || true
+    # One by one: podman 4.3's `rm -f A B C` stops at the first that does not exist.
+    local container
+    for container in pr-test-relay pr-test-sandbox pr-test-systemd; do podman rm -f -t 0 "$container" >/dev/null 2>&1 || true; done
     local index
     for ((index = ${#mounts[@]} - 1; index >= 0; index--)); do umount -l "${mounts[index]}" 2>/dev/null || true; done
     ((${#pids[@]})) && kill -9 "${pids[@]}" 2>/dev/null || true
@@ -90,7 +96,7 @@ install -d -o postgres -g postgres "$work/pg"
 runuser -u postgres -- /usr/lib/postgresql/15/bin/initdb -D "$work/pg" --auth=trust -U postgres >/dev/null
 runuser -u postgres -- /usr/lib/postgresql/15/bin/pg_ctl -D "$work/pg" -l "$work/pg/log" -w \
     -o "-c listen_addresses=127.0.0.1 -c port=$pg_port -c unix_socket_directories=$work/pg" start >/dev/null
-for name in tarball deb image; do
+for name in tarball deb systemd image; do
     psql -h 127.0.0.1 -p "$pg_port" -U postgres -q -c "CREATE DATABASE relay_$name" postgres
 done
 database_url() { echo "postgresql://postgres@127.0.0.1:$pg_port/relay_$1"; }
@@ -247,6 +253,84 @@ test_deb() {
     log "deb: purged (binary, units and /etc/push-relay gone)"
 }
 
+# A command in the systemd test's container; a unit's journal there.
+in_container() { podman exec pr-test-systemd "$@"; }
+unit_journal() { in_container journalctl -u "$1" -o cat --no-pager; }
+
+# The .deb under a real systemd: Debian 12 minbase with systemd and the package's dependencies,
+# booted in podman (every capability, as systemd has on a host; the host's network, so the relay
+# reaches this machine's PostgreSQL). The package is installed while systemd runs (postinst's
+# daemon-reload), and systemctl starts, reloads and stops the hardened units as installed.
+test_systemd() {
+    local root="$work/systemd-root" container=pr-test-systemd
+    local started=$SECONDS packages
+    packages=$(dpkg-deb -f "$deb" Depends | sed 's/ ([^)]*)//g; s/ *|[^,]*//g; s/,/ /g' | xargs)
+    log "systemd: $(basename "$deb") under systemd in podman (Debian 12 minbase + systemd, dbus, $packages)"
+    # The package's Depends include procps, ExecReload's /bin/kill, which minbase lacks.
+    debian_rootfs minbase "systemd systemd-sysv dbus $packages" "$root"
+    cp "$deb" "$root/root/"
+    podman_env
+    podman rm -f -t 0 "$container" >/dev/null 2>&1 || true
+    podman run -d --name "$container" --systemd=always --cap-add all --network host --rootfs "$root" /sbin/init >/dev/null
+    wait_for "podman exec $container systemctl is-system-running --wait" 60 ||
+        fail "systemd: the container's systemd is not running: $(in_container systemctl is-system-running 2>&1) $(in_container systemctl --failed --no-legend 2>&1)"
+    in_container dpkg -i "/root/$(basename "$deb")" >"$work/systemd-install.log" 2>&1 ||
+        fail "systemd: dpkg -i failed: $(tail -20 "$work/systemd-install.log")"
+    [ "$(in_container systemctl show -p LoadState --value push-relay.service)" = loaded ] || fail "systemd: push-relay.service is not loaded"
+    # The sandbox as a transient unit of the package's user; its printed configuration in a file.
+    local sandbox_port relay_port instance_port
+    sandbox_port=$(free_port)
+    relay_port=$(free_port)
+    instance_port=$(free_port)
+    local output="$root/var/lib/push-relay/sandbox.out"
+    in_container systemd-run -q --unit=pr-test-sandbox -p User=push-relay -p Group=push-relay \
+        -p StandardOutput=file:/var/lib/push-relay/sandbox.out -p StandardError=journal \
+        /usr/bin/push-relay sandbox --port "$sandbox_port" --directory /var/lib/push-relay/sandbox
+    wait_for "sandbox_ready $output" 60 || fail "systemd: the sandbox printed no configuration: $(unit_journal pr-test-sandbox | tail -5)"
+    relay_config "$relay_port" "$output" >"$root/etc/push-relay/push-relay.yaml"
+    echo "DATABASE_URL=$(database_url systemd)" >>"$root/etc/push-relay/environment"
+    # Enabled as docs/operations.md says, which also keeps the unit loaded, its exit status readable.
+    in_container systemctl enable -q --now push-relay.service || fail "systemd: start failed: $(unit_journal push-relay.service | tail -10)"
+    wait_for "podman exec $container push-relay health --ready --config /etc/push-relay/push-relay.yaml" 60 ||
+        fail "systemd: push-relay health --ready failed: $(unit_journal push-relay.service | tail -10)"
+    [ "$(stat -c %a "$root/var/lib/push-relay")" = 750 ] || fail "systemd: /var/lib/push-relay is mode $(stat -c %a "$root/var/lib/push-relay") once started"
+    deliver "$relay_port" "$output" "$root/var/lib/push-relay/sandbox/sandbox-ca.pem" systemd
+    in_container systemctl reload push-relay.service || fail "systemd: reload failed: $(unit_journal push-relay.service | tail -5)"
+    wait_for "podman exec $container journalctl -u push-relay.service -o cat | grep 'configuration reloaded' | grep -q SIGHUP" 20 ||
+        fail "systemd: no reload logged after systemctl reload: $(unit_journal push-relay.service | tail -5)"
+    in_container systemctl stop push-relay.service
+    # Result=success also covers a death by SIGTERM: the main process must have exited, with 0.
+    local status
+    status=$(in_container systemctl show -p Result -p ExecMainCode -p ExecMainStatus -p NRestarts push-relay.service | sort | xargs)
+    [ "$status" = "ExecMainCode=1 ExecMainStatus=0 NRestarts=0 Result=success" ] ||
+        fail "systemd: push-relay.service stopped with $status: $(unit_journal push-relay.service | tail -5)"
+    unit_journal push-relay.service | grep -q 'PushRelay stopped' || fail "systemd: no stop line in the journal"
+    # The template, one instance on another port, as push-relay@PORT runs it.
+    in_container systemctl enable -q --now "push-relay@$instance_port.service" ||
+        fail "systemd: push-relay@$instance_port start failed: $(unit_journal "push-relay@$instance_port.service" | tail -10)"
+    wait_for "curl -sf http://127.0.0.1:$instance_port/ready" 60 ||
+        fail "systemd: push-relay@$instance_port: /ready did not answer 200 in 60 s: $(unit_journal "push-relay@$instance_port.service" | tail -10)"
+    in_container systemctl stop "push-relay@$instance_port.service"
+    status=$(in_container systemctl show -p Result -p ExecMainCode -p ExecMainStatus "push-relay@$instance_port.service" | sort | xargs)
+    [ "$status" = "ExecMainCode=1 ExecMainStatus=0 Result=success" ] || fail "systemd: push-relay@$instance_port stopped with $status"
+    # Nothing refused by the sandboxing along the way (a blocked system call answers EPERM, errno 1).
+    local refused
+    refused=$(in_container journalctl -u 'push-relay*' -o cat --no-pager |
+        grep -Ei 'not permitted|permission denied|read-only file system|bad system call|SIGSYS|errno=1\b' || true)
+    [ -z "$refused" ] || fail "systemd: the journal shows refusals: $refused"
+    log "systemd: started, ready, reloaded (SIGHUP) and stopped with exit status 0; push-relay@$instance_port too"
+    local unit rating ratings=""
+    for unit in push-relay.service push-relay@.service; do
+        rating=$(in_container systemd-analyze security --offline=true "/lib/systemd/system/$unit" 2>&1 |
+            sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p')
+        [ -n "$rating" ] || fail "systemd: systemd-analyze security gave no rating for $unit"
+        awk -v rating="$rating" 'BEGIN { exit !(rating <= 2.5) }' || fail "systemd: systemd-analyze security rates $unit $rating (above 2.5)"
+        ratings="$ratings $unit $rating;"
+    done
+    log "systemd: systemd-analyze security --offline=true:${ratings%;} (at most 2.5); $((SECONDS - started)) s"
+    podman rm -f -t 0 "$container" >/dev/null
+}
+
 test_image() {
     podman_env
     log "image: $(basename "$archive") with podman (runc)"
@@ -289,7 +373,7 @@ test_image() {
     podman rm -f -t 0 pr-test-relay pr-test-sandbox >/dev/null
 }
 
-for part in tarball deb image; do
+for part in tarball deb systemd image; do
     if [ -z "$only" ] || [ "$only" = "$part" ]; then "test_$part"; fi
 done
 if [ -z "$only" ] || [ "$only" = examples ]; then

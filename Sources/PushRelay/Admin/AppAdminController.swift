@@ -48,9 +48,11 @@ struct AppAdminController<Context: RequestContext>: Sendable {
         var createdAt: Date?
         var updatedAt: Date?
         var sealedWith: String?
+        /// A managed app that is not served: why (``ManagedAppStore/Unusable``).
+        var problem: String?
 
         enum CodingKeys: String, CodingKey {
-            case id, source, configuration, secrets, version
+            case id, source, configuration, secrets, version, problem
             case createdAt = "created_at"
             case updatedAt = "updated_at"
             case sealedWith = "sealed_with"
@@ -73,12 +75,25 @@ struct AppAdminController<Context: RequestContext>: Sendable {
             updatedAt = record.updatedAt
             sealedWith = record.sealedWith
         }
+
+        init(unusable app: ManagedAppStore.Unusable) {
+            id = app.id
+            source = "managed"
+            configuration = ConfigurationView(json: "{}")
+            secrets = []
+            version = app.version
+            updatedAt = app.updatedAt
+            sealedWith = app.sealedWith
+            problem = app.problem
+        }
     }
 
     /// The configuration part of ``AppView``: written from the app, read back (by the console) as
     /// a JSON document.
     struct ConfigurationView: Codable, Sendable {
         var json: String
+
+        init(json: String) { self.json = json }
 
         init(_ view: AppConfiguration.PublicView) {
             let encoder = JSONEncoder()
@@ -117,7 +132,8 @@ struct AppAdminController<Context: RequestContext>: Sendable {
         try await authenticator.resolve(request).requireAdmin()
         var views = fileApps().map(AppView.init(file:))
         if let store {
-            views += try await store.records().map(AppView.init(managed:))
+            let listing = try await store.records()
+            views += listing.records.map(AppView.init(managed:)) + listing.unusable.map(AppView.init(unusable:))
         }
         return AppList(apps: views.sorted { $0.id < $1.id }, managedAppsEnabled: store != nil)
     }

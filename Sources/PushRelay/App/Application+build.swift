@@ -51,7 +51,9 @@ public func buildApplication(
     let configuredApps: [AppConfiguration]
     let directory: AppDirectory
     do {
-        configuredApps = ConfigurationReloader.merge(file: fileApps, managed: try await managedApps?.list() ?? [], logger: logger)
+        let listing = try await managedApps?.records()
+        ConfigurationReloader.report(listing?.unusable ?? [], logger: logger)
+        configuredApps = ConfigurationReloader.merge(file: fileApps, managed: listing?.apps ?? [], logger: logger)
         directory = try await AppDirectory(apps: configuredApps)
     } catch {
         try? await database.shutdown()

@@ -90,6 +90,16 @@ public actor ConfigurationReloader {
         self.logger = logger
     }
 
+    /// Logs each managed app skipped because it cannot be served; the others are served.
+    static func report(_ unusable: [ManagedAppStore.Unusable], logger: Logger) {
+        for app in unusable {
+            logger.error(
+                "a managed app is skipped: it cannot be served; the other apps are",
+                metadata: ["push.app": "\(app.id)", "error": "\(app.problem)"]
+            )
+        }
+    }
+
     /// The apps served: the file's, then the managed ones whose id the file does not use (the
     /// admin API refuses such ids, but a file may add one later; the file's app wins, with a
     /// warning).
@@ -154,7 +164,12 @@ public actor ConfigurationReloader {
             guard let read else {
                 throw ConfigurationError("this relay was started without a configuration file; there is nothing to reload")
             }
-            nextManaged = try await managed?.list() ?? managedApps
+            if let listing = try await managed?.records() {
+                Self.report(listing.unusable, logger: logger)
+                nextManaged = listing.apps
+            } else {
+                nextManaged = managedApps
+            }
             let reader = try await read(recorder)
             nextFile = try await AppConfiguration.loadChecked(reader: reader)
             next = Self.merge(file: nextFile, managed: nextManaged, logger: logger)
@@ -202,8 +217,10 @@ public actor ConfigurationReloader {
         defer { endTurn() }
         let next: [AppConfiguration]
         do {
-            next = try await managed.list()
+            let listing = try await managed.records()
+            next = listing.apps
             guard next != managedApps else { return }
+            Self.report(listing.unusable, logger: logger)
             let old = Set(managedApps.map(\.id))
             try await install(Self.merge(file: fileApps.apps, managed: next, logger: logger))
             logger.notice(

@@ -47,25 +47,58 @@ public struct ManagedAppStore: Sendable {
         self.fileAppIDs = fileAppIDs
     }
 
-    /// Every managed app, opened and validated, sorted by id. Rows sealed with the previous key are
-    /// sealed again with the current one (a conditional update: another instance doing the same
-    /// at the same time changes nothing twice).
-    public func list() async throws -> [AppConfiguration] {
-        try await records().map(\.configuration)
+    /// A stored app that cannot be served: its row cannot be opened (sealed with a key this relay
+    /// lacks, or altered) or its configuration fails the checks. It is skipped, not fatal: the
+    /// other apps start and reload without it, and the admin API and console show why.
+    public struct Unusable: Sendable, Equatable {
+        public var id: String
+        /// What is wrong, naming keys and key ids, never a secret.
+        public var problem: String
+        public var sealedWith: String
+        public var version: Int64
+        public var updatedAt: Date
     }
 
-    /// Every managed app with its row's details, sorted by id.
-    public func records() async throws -> [Record] {
+    /// The stored apps: those that can be served, and those skipped.
+    public struct Listing: Sendable {
+        public var records: [Record]
+        public var unusable: [Unusable]
+        public var apps: [AppConfiguration] { records.map(\.configuration) }
+    }
+
+    /// Every managed app that can be served, opened and validated, sorted by id (see ``records()``).
+    public func list() async throws -> [AppConfiguration] {
+        try await records().apps
+    }
+
+    /// Every managed app with its row's details, sorted by id, and the rows skipped. Rows sealed
+    /// with the previous key are sealed again with the current one (a conditional update: another
+    /// instance doing the same at the same time changes nothing twice).
+    public func records() async throws -> Listing {
         let result = try await client.query("SELECT id, sealed, key_id, version, created_at, updated_at FROM managed_apps ORDER BY id")
-        var records: [Record] = []
+        var listing = Listing(records: [], unusable: [])
         for row in result.rows {
-            let record = try open(row)
+            let record: Record
+            do {
+                record = try open(row)
+            } catch let error as ManagedAppStoreError {
+                listing.unusable.append(
+                    Unusable(
+                        id: try row.decode(String.self, at: 0),
+                        problem: error.description,
+                        sealedWith: try row.decode(String.self, at: 2),
+                        version: try row.decode(Int64.self, at: 3),
+                        updatedAt: try row.decode(Date.self, at: 5)
+                    )
+                )
+                continue
+            }
             if let previousKey, record.sealedWith == previousKey.id {
                 try await reseal(record)
             }
-            records.append(record)
+            listing.records.append(record)
         }
-        return records
+        return listing
     }
 
     /// One managed app, or `nil` when there is none with this id.

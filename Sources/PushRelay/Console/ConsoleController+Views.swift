@@ -293,6 +293,8 @@ extension ConsoleController {
         var version: String
         var updatedAt: String
         var configuration: String
+        /// Why a managed app is not served, if it is not.
+        var problem: String?
 
         init(_ app: AppAdminController<AppRequestContext>.AppView) {
             id = app.id
@@ -302,6 +304,7 @@ extension ConsoleController {
             version = app.version.map { String($0) } ?? ""
             updatedAt = app.updatedAt.map(ConsoleController.time) ?? ""
             configuration = app.configuration.json
+            problem = app.problem
         }
     }
 

@@ -137,17 +137,23 @@ struct ManagedAppTests {
         let app = try Self.app("acme")
         try await Self.store(test, key: old).put(app)
 
-        let error = await #expect(throws: ManagedAppStoreError.self) { try await Self.store(test, key: new).list() }
-        #expect(error?.code == .undecryptable)
-        #expect(error?.message.contains("managed app 'acme'") == true)
-        #expect(error?.message.contains(old.id) == true)
-        #expect(error?.message.contains("apps_store.previous_key_file") == true)
+        // Skipped, with the reason, rather than failing the whole list.
+        let wrongKey = try await Self.store(test, key: new).records()
+        #expect(wrongKey.records.isEmpty)
+        let problem = try #require(wrongKey.unusable.first)
+        #expect(problem.id == "acme")
+        #expect(problem.problem.contains("managed app 'acme'"))
+        #expect(problem.problem.contains(old.id))
+        #expect(problem.problem.contains("apps_store.previous_key_file"))
+        #expect(try await Self.store(test, key: new).list() == [])
 
-        // A row whose sealed value was moved from another row does not open either.
+        // A row whose sealed value was moved from another row does not open either; acme still does.
         try await Self.store(test, key: old).put(try Self.app("beta"))
         try await test.client.query("UPDATE managed_apps SET sealed = (SELECT sealed FROM managed_apps WHERE id = 'acme') WHERE id = 'beta'")
-        let moved = await #expect(throws: ManagedAppStoreError.self) { try await Self.store(test, key: old).list() }
-        #expect(moved?.message.contains("'beta'") == true)
+        let moved = try await Self.store(test, key: old).records()
+        #expect(moved.unusable.map(\.id) == ["beta"])
+        #expect(moved.unusable.first?.problem.contains("'beta'") == true)
+        #expect(moved.apps == [app])
         try await test.client.query("DELETE FROM managed_apps WHERE id = 'beta'")
 
         // Rotation: the new key with the old one as previous opens the row and seals it again.
@@ -155,6 +161,32 @@ struct ManagedAppTests {
         #expect(try await test.client.query("SELECT key_id, version FROM managed_apps").first?.decode(String.self, at: 0) == new.id)
         #expect(try await test.count("SELECT version FROM managed_apps") == 1)
         #expect(try await Self.store(test, key: new).list() == [app])
+    }
+
+    @Test("one managed app that cannot be opened is skipped and reported; the relay starts and serves the others")
+    func unusableAppIsSkipped() async throws {
+        let test = try await TestApp.make()
+        try await Self.migrated(test)
+        let (path, key) = try Self.keyFile()
+        try await Self.store(test, key: key).put(try Self.app("acme"))
+        try await Self.store(test, key: key).put(try Self.app("beta"))
+        // beta's row now holds acme's sealed value: it no longer opens as beta.
+        try await test.client.query("UPDATE managed_apps SET sealed = (SELECT sealed FROM managed_apps WHERE id = 'acme') WHERE id = 'beta'")
+        try await test.application(extra: Self.keyConfig(path)).test(.router) { client in
+            let admin = try await test.key(app: nil)
+            #expect(try await ManagedAppPickupTests.hook(client, app: "acme") == .accepted)
+            #expect(try await ManagedAppPickupTests.hook(client, app: "beta") == .notFound)
+            let listed = try await client.execute(uri: "/v1/admin/apps", method: .get, headers: bearer(admin))
+            #expect(listed.status == .ok)
+            let apps = try #require((listed.json?["apps"] as? [[String: Any]]))
+            let beta = try #require(apps.first { $0["id"] as? String == "beta" })
+            #expect((beta["problem"] as? String)?.contains("'beta'") == true, "\(beta)")
+            #expect(apps.first { $0["id"] as? String == "acme" }?["problem"] == nil)
+            // The console's Apps page says it too.
+            let (_, browser) = try await ConsoleTests.signIn(client, key: admin)
+            let page = try await client.execute(uri: "/console/apps", method: .get, headers: try #require(browser).headers)
+            #expect(String(buffer: page.body).contains("Not served: managed app &#39;beta&#39;") || String(buffer: page.body).contains("Not served: managed app 'beta'"))
+        }
     }
 
     @Test("every change sends NOTIFY push_relay_apps with the new generation, after its transaction commits")
