@@ -185,7 +185,8 @@ struct ManagedAppTests {
             // The console's Apps page says it too.
             let (_, browser) = try await ConsoleTests.signIn(client, key: admin)
             let page = try await client.execute(uri: "/console/apps", method: .get, headers: try #require(browser).headers)
-            #expect(String(buffer: page.body).contains("Not served: managed app &#39;beta&#39;") || String(buffer: page.body).contains("Not served: managed app 'beta'"))
+            let html = String(buffer: page.body)
+            #expect(html.contains("Not served: managed app &#39;beta&#39;") || html.contains("Not served: managed app 'beta'"), "\(html)")
         }
     }
 
