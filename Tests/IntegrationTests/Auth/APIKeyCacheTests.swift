@@ -108,6 +108,35 @@ struct APIKeyCacheTests {
         }
     }
 
+    @Test("after a failover that lost the last key change, a key revoked next is refused: the generation never comes back to a value held")
+    func generationAfterLostChange() async throws {
+        let test = try await TestApp.make()
+        _ = try await test.application()  // applies the migrations
+        let admin = APIKeyStore(client: test.client)  // the CLI's, or another instance's
+        let instance = APIKeyStore(client: test.client)
+        let (doomed, doomedKey) = try await admin.create(appID: "support", scopes: [], label: "doomed")
+        let generation = { try await test.client.query("SELECT generation FROM api_key_generation").first?.decode(Int64.self, at: 0) ?? 0 }
+        let before = try await generation()
+        // A key created on the old primary, and seen by the instance (its copy now holds that generation).
+        let (lost, lostKey) = try await admin.create(appID: "support", scopes: [], label: "lost")
+        #expect(try await instance.verify(lostKey)?.id == lost.id)
+        // The failover: the new primary never got that change (its row and its generation).
+        try await test.client.withTransaction { session in
+            _ = try await session.query("ALTER TABLE api_keys DISABLE TRIGGER api_keys_changed")
+            _ = try await session.query("DELETE FROM api_keys WHERE id = $1", [lost.id])
+            _ = try await session.query("UPDATE api_key_generation SET generation = $1", [before])
+            _ = try await session.query("ALTER TABLE api_keys ENABLE TRIGGER api_keys_changed")
+        }
+        // The next change, on the new primary: a revocation. A counter would make the generation
+        // the instance holds again, and the instance would keep both keys.
+        #expect(try await admin.revoke(doomed.prefix))
+        #expect(
+            try await eventually(timeout: .seconds(10)) { try await instance.verify(doomedKey) == nil },
+            "the revoked key is still accepted: the instance kept its copy"
+        )
+        #expect(try await instance.verify(lostKey) == nil)
+    }
+
     @Test("with more live keys than the copy holds, keys outside it are found in the database")
     func overCapacity() async throws {
         let test = try await TestApp.make()
