@@ -1,4 +1,5 @@
 import Configuration
+import Foundation
 import Hummingbird
 import HummingbirdCore
 import Logging
@@ -24,6 +25,9 @@ import Synchronization
 ///   keeps it until it closes; with `max_connections` less this many places taken, another
 ///   connection's first such request is answered 503 `over_capacity` with `Retry-After` and the
 ///   connection closed, so clients of the API can never take the connections intake needs.
+/// - `tcp_user_timeout_seconds` (int, default 30, about twice the live stream's heartbeat; 0 for
+///   the kernel's defaults): how long sent data may go unacknowledged before the connection is
+///   dropped, with keepalive probes from half of it on (``userTimeout``).
 public struct ConnectionLimits: Sendable {
     public var maxConnections: Int
     /// Connections kept for webhook intake (``IntakeShareHandler``).
@@ -33,6 +37,12 @@ public struct ConnectionLimits: Sendable {
     public var bodyTimeout: TimeAmount
     /// Body bytes that must arrive within each `bodyTimeout`.
     public var bodyProgressBytes: Int = 64 * 1024
+    /// How long data sent on a connection may stay unacknowledged before the kernel drops the
+    /// connection (`TCP_USER_TIMEOUT`), and the keepalive probes' schedule derived from it: a
+    /// client that vanished (a phone gone out of coverage, no FIN or RST) frees its connection, and
+    /// a live stream its place, after about this long instead of TCP's 15 minutes of retries.
+    /// Zero leaves the kernel's defaults.
+    public var userTimeout: TimeAmount
 
     var shortestTimeout: TimeAmount { min(idleTimeout, headerTimeout, bodyTimeout) }
 
@@ -42,6 +52,24 @@ public struct ConnectionLimits: Sendable {
         idleTimeout = .seconds(Int64(max(1, config.int(forKey: "idle_timeout_seconds", default: 75))))
         headerTimeout = .seconds(Int64(max(1, config.int(forKey: "header_timeout_seconds", default: 10))))
         bodyTimeout = .seconds(Int64(max(1, config.int(forKey: "body_timeout_seconds", default: 30))))
+        userTimeout = .seconds(Int64(min(max(0, config.int(forKey: "tcp_user_timeout_seconds", default: 30)), 3600)))
+    }
+
+    /// The socket options of an accepted connection: `TCP_USER_TIMEOUT` of ``userTimeout``, and
+    /// keepalive probes from half of it on (every sixth of it, three unanswered ones end the
+    /// connection), so an idle connection to a vanished client is found too.
+    var socketOptions: [(ChannelOptions.Types.SocketOption, SocketOptionValue)] {
+        let milliseconds = userTimeout.nanoseconds / 1_000_000
+        guard milliseconds > 0 else { return [] }
+        let seconds = max(1, milliseconds / 1000)
+        let tcp = { (name: CInt) in ChannelOptions.Types.SocketOption(level: .tcp, name: NIOBSDSocket.Option(rawValue: name)) }
+        return [
+            (ChannelOptions.socketOption(.so_keepalive), 1),
+            (tcp(CInt(TCP_USER_TIMEOUT)), SocketOptionValue(milliseconds)),
+            (tcp(CInt(TCP_KEEPIDLE)), SocketOptionValue(max(1, seconds / 2))),
+            (tcp(CInt(TCP_KEEPINTVL)), SocketOptionValue(max(1, seconds / 6))),
+            (tcp(CInt(TCP_KEEPCNT)), 3),
+        ]
     }
 
     /// Hummingbird's HTTP/1.1 server with these limits, with the `fastPaths` behind each
@@ -176,7 +204,9 @@ struct GuardedHTTP1Channel: ServerChildChannel {
             responder: responder,
             configuration: .init(additionalChannelHandlers: [RequestProgressHandler(deadline: deadline)], idleTimeout: nil)
         )
+        let socketOptions = limits.socketOptions
         return channel.eventLoop.makeCompletedFuture {
+            for (option, value) in socketOptions { try channel.syncOptions?.setOption(option, value: value) }
             try channel.pipeline.syncOperations.addHandler(FirstByteHandler(deadline: deadline), position: .first)
         }.flatMap {
             inner.setup(channel: channel, logger: logger)

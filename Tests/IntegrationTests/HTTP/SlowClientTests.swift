@@ -35,6 +35,63 @@ struct SlowClientTests {
         return lived
     }
 
+    /// The TCP options of this process's socket serving `port` to the client at `peerPort`
+    /// (the live test server runs in this process): TCP_USER_TIMEOUT, SO_KEEPALIVE, TCP_KEEPIDLE.
+    static func serverSocketOptions(port: Int, peerPort: Int) -> (userTimeout: Int32, keepalive: Int32, keepIdle: Int32)? {
+        func portNumber(of address: sockaddr_storage) -> Int? {
+            guard address.ss_family == sa_family_t(AF_INET) else { return nil }
+            var copy = address
+            return withUnsafePointer(to: &copy) {
+                $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { Int(UInt16(bigEndian: $0.pointee.sin_port)) }
+            }
+        }
+        func address(_ fd: Int32, _ call: (Int32, UnsafeMutablePointer<sockaddr>, UnsafeMutablePointer<socklen_t>) -> Int32) -> sockaddr_storage? {
+            var storage = sockaddr_storage()
+            var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+            let result = withUnsafeMutablePointer(to: &storage) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { call(fd, $0, &length) }
+            }
+            return result == 0 ? storage : nil
+        }
+        func option(_ fd: Int32, _ level: Int32, _ name: Int32) -> Int32 {
+            var value: Int32 = -1
+            var length = socklen_t(MemoryLayout<Int32>.size)
+            return getsockopt(fd, level, name, &value, &length) == 0 ? value : -1
+        }
+        for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? [] {
+            guard let fd = Int32(entry), let local = address(fd, getsockname), portNumber(of: local) == port,
+                let peer = address(fd, getpeername), portNumber(of: peer) == peerPort
+            else { continue }
+            return (
+                option(fd, Int32(IPPROTO_TCP), TCP_USER_TIMEOUT), option(fd, SOL_SOCKET, SO_KEEPALIVE),
+                option(fd, Int32(IPPROTO_TCP), TCP_KEEPIDLE)
+            )
+        }
+        return nil
+    }
+
+    @Test("an accepted connection has TCP_USER_TIMEOUT and keepalive, so a client that vanished frees it in seconds, not TCP's 15 minutes")
+    func acceptedSocketOptions() async throws {
+        let test = try await TestApp.make()
+        let app = try await test.application(extra: ["http.tcp_user_timeout_seconds": .init(.int(24), isSecret: false)])
+        try await app.test(.live) { client in
+            let port = try #require(client.port)
+            let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(host: "127.0.0.1", port: port).get()
+            let peerPort = try #require(channel.localAddress?.port)
+            var options: (userTimeout: Int32, keepalive: Int32, keepIdle: Int32)?
+            #expect(
+                await eventually(timeout: .seconds(10)) {
+                    options = Self.serverSocketOptions(port: port, peerPort: peerPort)
+                    return options != nil
+                }
+            )
+            #expect(options?.userTimeout == 24_000, "\(String(describing: options))")
+            #expect(options?.keepalive == 1)
+            #expect(options?.keepIdle == 12)
+            try? await channel.close()
+        }
+    }
+
     @Test("a head trickled on a connection that was idle is cut at the header timeout, not at the longer idle timeout")
     func headerTimeoutShorterThanIdle() async throws {
         let relay = try await HostileRelay.start(extraYAML: "http:\n  header_timeout_seconds: 2\n  idle_timeout_seconds: 60")
