@@ -352,6 +352,8 @@ final class RequestProgressHandler: ChannelDuplexHandler, RemovableChannelHandle
     typealias OutboundIn = HTTPResponsePart
     typealias OutboundOut = HTTPResponsePart
     let deadline: ConnectionDeadline
+    /// The response being written said `Connection: close`: the connection closes after its end.
+    private var closeAfterEnd = false
 
     init(deadline: ConnectionDeadline) { self.deadline = deadline }
 
@@ -365,10 +367,24 @@ final class RequestProgressHandler: ChannelDuplexHandler, RemovableChannelHandle
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        if case .end = unwrapOutboundIn(data) {
+        switch unwrapOutboundIn(data) {
+        case .head(let head):
+            // Hummingbird keeps a connection open after a response with `Connection: close` unless
+            // the request asked for it: a refusal (a 429 stream, a 401, a 403) must free its place.
+            closeAfterEnd = head.headerFields[.connection]?.lowercased() == "close"
+        case .body:
+            break
+        case .end:
             // Answered before the body was read (a 413, a 404): the rest of the request is the
             // decoder's to skip, still within the body's deadline.
             if case .answering = deadline.phase { deadline.enter(.idle, context: context) }
+            if closeAfterEnd {
+                closeAfterEnd = false
+                let written = promise ?? context.eventLoop.makePromise()
+                context.write(data, promise: written)
+                written.futureResult.whenComplete { _ in context.close(promise: nil) }
+                return
+            }
         }
         context.write(data, promise: promise)
     }

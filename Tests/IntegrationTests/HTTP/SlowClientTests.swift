@@ -76,19 +76,59 @@ struct SlowClientTests {
         let app = try await test.application(extra: ["http.tcp_user_timeout_seconds": .init(.int(24), isSecret: false)])
         try await app.test(.live) { client in
             let port = try #require(client.port)
-            let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(host: "127.0.0.1", port: port).get()
-            let peerPort = try #require(channel.localAddress?.port)
-            var options: (userTimeout: Int32, keepalive: Int32, keepIdle: Int32)?
-            #expect(
-                await eventually(timeout: .seconds(10)) {
-                    options = Self.serverSocketOptions(port: port, peerPort: peerPort)
-                    return options != nil
-                }
-            )
+            // Once a request is answered the connection is set up: its options are read then.
+            let options = try await RawConnection.with(port: port, timeout: .seconds(20)) { connection in
+                try await connection.send(RawConnection.request("GET", "/health"))
+                #expect(try await connection.next()?.status == 200)
+                return Self.serverSocketOptions(port: port, peerPort: try #require(connection.localPort))
+            }
             #expect(options?.userTimeout == 24_000, "\(String(describing: options))")
             #expect(options?.keepalive == 1)
             #expect(options?.keepIdle == 12)
-            try? await channel.close()
+        }
+    }
+
+    @Test("a refused request (401, 403, 429 too_many_streams) is answered with Connection: close and its connection closed; a 404 keeps it")
+    func refusalsCloseTheConnection() async throws {
+        let test = try await TestApp.make()
+        let app = try await test.application(extra: ["unread.max_streams_per_owner": .init(.int(1), isSecret: false)])
+        try await app.test(.live) { client in
+            let port = try #require(client.port)
+            let key = try await test.key(app: "support", scopes: [.unreadRead])
+            let user = try await TestApp.userToken("alice")
+            let health = RawConnection.request("GET", "/health")
+            /// The refusal's answer, and the answer to a useful request sent after it on the same connection.
+            func refused(_ request: [UInt8]) async throws -> (RawHTTP.Answer?, RawHTTP.Answer?) {
+                try await RawConnection.with(port: port, timeout: .seconds(20)) { connection in
+                    try await connection.send(request)
+                    let first = try await connection.next()
+                    try? await connection.send(health)
+                    return (first, try? await connection.next())
+                }
+            }
+            let cases: [(String, [UInt8], Int)] = [
+                ("401", RawConnection.request("GET", "/v1/apps/support/devices/x", headers: [("Authorization", "Bearer not-a-credential")]), 401),
+                ("403", RawConnection.request("GET", "/v1/apps/support/devices/x", headers: [("Authorization", "Bearer \(key)")]), 403),
+            ]
+            for (label, request, status) in cases {
+                let (answer, after) = try await refused(request)
+                #expect(answer?.status == status, "\(label)")
+                #expect(answer?.header("Connection")?.lowercased() == "close", "\(label)")
+                #expect(after == nil, "\(label): the connection served another request after the refusal")
+            }
+            // One stream open for alice (her limit); the next is 429 and its connection closed.
+            let open = try SSEReader(port: port, path: "/v1/apps/support/users/alice/unread/stream", bearer: user)
+            defer { open.hangUp() }
+            #expect(try await open.nextEvent() != nil)
+            let (tooMany, afterTooMany) = try await refused(
+                RawConnection.request("GET", "/v1/apps/support/users/alice/unread/stream", headers: [("Authorization", "Bearer \(user)")])
+            )
+            #expect(tooMany?.status == 429)
+            #expect(afterTooMany == nil, "the connection served another request after the 429")
+            // An answer that is no refusal keeps the connection for the next request.
+            let (missing, afterMissing) = try await refused(RawConnection.request("GET", "/no-such-path"))
+            #expect(missing?.status == 404)
+            #expect(afterMissing?.status == 200)
         }
     }
 

@@ -121,6 +121,8 @@ struct RawConnection {
     private var inbound: NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator
     private let outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>
     private var pending: [UInt8] = []
+    /// The connection's own port.
+    let localPort: Int?
 
     /// Opens a connection to `port`, runs `body` with it and closes it. The connection is closed
     /// after `timeout` whatever happens, so a missing answer fails the test instead of hanging it.
@@ -134,14 +136,19 @@ struct RawConnection {
                 }
             }
         return try await channel.executeThenClose { inbound, outbound in
-            var connection = RawConnection(inbound: inbound.makeAsyncIterator(), outbound: outbound)
+            var connection = RawConnection(inbound: inbound.makeAsyncIterator(), outbound: outbound, localPort: channel.channel.localAddress?.port)
             return try await body(&connection)
         }
     }
 
-    private init(inbound: NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator, outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>) {
+    private init(
+        inbound: NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator,
+        outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>,
+        localPort: Int?
+    ) {
         self.inbound = inbound
         self.outbound = outbound
+        self.localPort = localPort
     }
 
     /// A request without `Connection: close` (unless given in `headers`).
