@@ -16,8 +16,19 @@ BEGIN
 END
 $$;
 
--- Ending sessions (sign-out, the clean-up at sign-in) moves the same generation, so a session
--- signed out on one instance ends on every instance within a second, as a revoked key does.
+-- Console sessions are kept in memory with the keys: opening one moves the generation (so every
+-- instance knows it at once) and ending one (sign-out, the clean-up at sign-in) too (so it ends on
+-- every instance within a second, as a revoked key does).
+CREATE FUNCTION console_sessions_opened() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE api_key_generation SET generation = push_relay_new_generation();
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER console_sessions_opened AFTER INSERT ON console_sessions
+    FOR EACH STATEMENT EXECUTE FUNCTION console_sessions_opened();
+
 CREATE FUNCTION console_sessions_ended() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF EXISTS (SELECT 1 FROM ended) THEN

@@ -26,12 +26,22 @@ final class APIKeyCache: Sendable {
         var record: APIKeyRecord
     }
 
-    /// The keys as of one generation.
+    /// A console session as the cache holds it (``ConsoleSessionStore``), by its token's SHA-256.
+    struct SessionEntry: Sendable {
+        var session: ConsoleSessionStore.Session
+        var createdAt: Date
+        var lastSeenAt: Date
+    }
+
+    /// The keys and the console sessions of live keys, as of one generation.
     struct Snapshot: Sendable {
         var generation: Int64
         var keys: [String: Entry]
         /// False when there were more live keys than ``APIKeyCache/capacity``.
         var complete: Bool
+        var sessions: [Data: SessionEntry] = [:]
+        /// False when there were more sessions than ``APIKeyCache/capacity`` (or none were read).
+        var sessionsComplete = false
     }
 
     /// How to read the database: the current generation, and the live keys with the generation they belong to.

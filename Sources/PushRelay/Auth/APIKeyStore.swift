@@ -82,12 +82,6 @@ public struct APIKeyStore: Sendable {
         return snapshot.complete ? nil : try await verifyInDatabase(presented)
     }
 
-    /// The key generation as of at most ``APIKeyCache/freshness`` ago (a one-row read when the
-    /// copy is older): it moves with every change to `api_keys` and every console session ended.
-    func generation() async throws -> Int64 {
-        try await cache.snapshot(notBefore: ContinuousClock.now - cache.freshness, rateLimited: false, loader: loader).generation
-    }
-
     /// Reads the generation and the newest `limit` live keys for ``APIKeyCache``.
     private var loader: APIKeyCache.Loader {
         let client = client
@@ -125,9 +119,58 @@ public struct APIKeyStore: Sendable {
                     )
                     keys[record.prefix] = APIKeyCache.Entry(hash: Array(try row.decode(Data.self, at: 8)), record: record)
                 }
-                return APIKeyCache.Snapshot(generation: generation, keys: keys, complete: rows <= limit)
+                var snapshot = APIKeyCache.Snapshot(generation: generation, keys: keys, complete: rows <= limit)
+                // The sessions after the generation: content newer than the generation it is filed
+                // under only makes the next check read again.
+                (snapshot.sessions, snapshot.sessionsComplete) = try await Self.sessions(client, limit: limit)
+                return snapshot
             }
         )
+    }
+
+    /// The newest `limit` console sessions of live keys (ended ones by time are left to the reader,
+    /// which knows the timeouts), by token hash; and whether that was all of them.
+    private static func sessions(_ client: PostgresClient, limit: Int) async throws -> ([Data: APIKeyCache.SessionEntry], Bool) {
+        let result = try await client.query(
+            """
+            SELECT s.token_hash, s.csrf_token, s.created_at, s.last_seen_at, k.app_id, k.scopes, k.prefix, k.label
+            FROM console_sessions s JOIN api_keys k ON k.id = s.key_id AND k.revoked_at IS NULL
+            ORDER BY s.last_seen_at DESC LIMIT $1
+            """,
+            [limit + 1]
+        )
+        var sessions: [Data: APIKeyCache.SessionEntry] = [:]
+        for (index, row) in result.rows.enumerated() where index < limit {
+            let appID = try row.decode(String?.self, at: 4)
+            let scopes = try row.decode([String].self, at: 5)
+            let principal: Principal = appID.map { .app(id: $0, scopes: Set(scopes)) } ?? .admin
+            sessions[try row.decode(Data.self, at: 0)] = APIKeyCache.SessionEntry(
+                session: ConsoleSessionStore.Session(
+                    principal: principal,
+                    csrfToken: try row.decode(String.self, at: 1),
+                    keyPrefix: try row.decode(String.self, at: 6),
+                    keyLabel: try row.decode(String?.self, at: 7)
+                ),
+                createdAt: try row.decode(Date.self, at: 2),
+                lastSeenAt: try row.decode(Date.self, at: 3)
+            )
+        }
+        return (sessions, result.rows.count <= limit)
+    }
+
+    /// The console session of token hash `hash` as the in-memory copy holds it, with the
+    /// generation of that copy: checked against a copy at most ``APIKeyCache/freshness`` old, and
+    /// when absent from a complete copy, against one whose check started after this call (rate
+    /// limited, as for unknown keys), so a session opened on another instance is found and a
+    /// made-up one costs no query of its own. `complete` is false when the copy does not hold
+    /// every session (then the caller reads the table).
+    func session(hash: Data) async throws -> (entry: APIKeyCache.SessionEntry?, generation: Int64, complete: Bool) {
+        let arrival = ContinuousClock.now
+        var snapshot = try await cache.snapshot(notBefore: arrival - cache.freshness, rateLimited: false, loader: loader)
+        if snapshot.sessions[hash] == nil && snapshot.sessionsComplete {
+            snapshot = try await cache.snapshot(notBefore: arrival, rateLimited: true, loader: loader)
+        }
+        return (snapshot.sessions[hash], snapshot.generation, snapshot.sessionsComplete)
     }
 
     /// The live key matching `presented`, read from the database.

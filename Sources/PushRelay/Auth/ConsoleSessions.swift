@@ -10,12 +10,12 @@ import Postgres
 /// that key's rights (``Principal``) and ends when the key is revoked (checked on every use), after
 /// ``idleTimeout`` without a request, after ``maxLifetime``, or at sign-out.
 ///
-/// Sessions are checked from memory (``SessionCache``): a session read from the table is used
-/// without a query until the key generation moves (a key created or revoked, a session ended, on
-/// any instance: checked at most once a second through ``APIKeyStore/generation()``) or
-/// ``touchInterval`` has passed, when the next use reads it again and writes `last_seen_at`. A live
-/// stream's heartbeats therefore write nothing, and a token the table does not hold (made up,
-/// signed out, expired) is remembered as unknown and refused without a query.
+/// Sessions are checked from memory: the sessions of live keys are part of the keys' in-memory
+/// copy (``APIKeyCache``), read again when the generation moves (a key created or revoked, a
+/// session opened or ended, on any instance; checked at most once a second). A session's use
+/// writes `last_seen_at` at most every ``touchInterval`` (``SessionCache``), so a live stream's
+/// heartbeats write nothing; a token no session has (made up, signed out, expired) is refused
+/// from the copy, at the cost of a shared, rate-limited generation check, as an unknown key is.
 public struct ConsoleSessionStore: Sendable {
     let client: PostgresClient
     /// A session unused this long is over.
@@ -74,20 +74,35 @@ public struct ConsoleSessionStore: Sendable {
     }
 
     /// The live session of `token`, or `nil` when there is none: unknown, signed out, idle too
-    /// long, too old, or its key revoked. From memory while the key generation stands and the
-    /// session was read less than ``touchInterval`` ago; otherwise read again, marking it used.
+    /// long, too old, or its key revoked. From the in-memory copy; a use more than
+    /// ``touchInterval`` after the last one written reads the row again and writes `last_seen_at`.
     func session(token: String) async throws -> Session? {
         guard Self.isTokenShaped(token) else { return nil }
         let hash = Self.hash(token)
-        let generation = try await keys?.generation()
-        let now = ContinuousClock.now
-        switch cache.lookup(hash, generation: generation, now: now) {
-        case .live(let session): return session
-        case .unknown: return nil
-        case .stale: break
+        if cache.hasEnded(hash) { return nil }
+        guard let keys else { return try await read(hash) }
+        let (held, generation, complete) = try await keys.session(hash: hash)
+        guard let entry = held else {
+            // Not in a complete copy checked after this request arrived: no such session.
+            if complete {
+                cache.ended(hash)
+                return nil
+            }
+            return try await read(hash)
         }
-        let session = try await read(hash)
-        cache.store(hash, session: session, generation: generation, until: now + touchInterval)
+        let now = Date()
+        let lastUse = max(entry.lastSeenAt, cache.touched(hash, generation: generation) ?? .distantPast)
+        guard now.timeIntervalSince(entry.createdAt) < maxLifetime.timeInterval, now.timeIntervalSince(lastUse) < idleTimeout.timeInterval else {
+            cache.ended(hash)
+            return nil
+        }
+        guard now.timeIntervalSince(lastUse) >= touchInterval.timeInterval else { return entry.session }
+        // Time to write the use, which also checks the row itself again.
+        guard let session = try await read(hash) else {
+            cache.ended(hash)
+            return nil
+        }
+        cache.touch(hash, at: now, generation: generation)
         return session
     }
 

@@ -2,64 +2,46 @@ import Foundation
 import Synchronization
 
 extension ConsoleSessionStore {
-    /// This instance's memory of console sessions, by token hash: the live ones as last read, with
-    /// the key generation they were read under, and the hashes the table did not hold.
+    /// What this instance adds to the in-memory copy of sessions (``APIKeyCache``): when it last
+    /// wrote each session's use, and the tokens known to have no session.
     final class SessionCache: Sendable {
         /// Most entries of each kind; when full, that kind starts over.
         static let capacity = 10_000
 
-        enum Lookup {
-            case live(Session)
-            /// Not a session: made up, or ended (a token is never handed out again).
-            case unknown
-            /// Not held, or held under another generation or for too long: read the table.
-            case stale
-        }
-
-        private struct Entry {
-            var session: Session
-            var generation: Int64?
-            var until: ContinuousClock.Instant
-        }
-
         private struct Table {
-            var live: [Data: Entry] = [:]
-            var unknown: Set<Data> = []
+            /// When this instance last wrote a session's `last_seen_at`, under which generation of
+            /// the copy: a copy read again carries the table's own value, which wins.
+            var touched: [Data: (at: Date, generation: Int64)] = [:]
+            /// Made up, signed out, expired: a token is never handed out again.
+            var ended: Set<Data> = []
         }
 
         private let table = Mutex(Table())
 
-        func lookup(_ hash: Data, generation: Int64?, now: ContinuousClock.Instant) -> Lookup {
-            table.withLock { table in
-                if table.unknown.contains(hash) { return .unknown }
-                guard let entry = table.live[hash] else { return .stale }
-                guard entry.generation == generation, generation != nil, now < entry.until else {
-                    table.live[hash] = nil
-                    return .stale
-                }
-                return .live(entry.session)
-            }
-        }
+        func hasEnded(_ hash: Data) -> Bool { table.withLock { $0.ended.contains(hash) } }
 
-        /// Keeps what the table said of `hash`: a live session until `until` under `generation`,
-        /// or (`nil`) that it holds none.
-        func store(_ hash: Data, session: Session?, generation: Int64?, until: ContinuousClock.Instant) {
-            table.withLock { table in
-                guard let session else {
-                    table.live[hash] = nil
-                    if table.unknown.count >= Self.capacity { table.unknown = [] }
-                    table.unknown.insert(hash)
-                    return
-                }
-                guard generation != nil else { return }
-                if table.live.count >= Self.capacity { table.live = [:] }
-                table.live[hash] = Entry(session: session, generation: generation, until: until)
-            }
-        }
-
-        /// The session of `hash` was ended here (sign-out).
+        /// The session has no row (any more), or its row is over.
         func ended(_ hash: Data) {
-            store(hash, session: nil, generation: nil, until: .now)
+            table.withLock { table in
+                table.touched[hash] = nil
+                if table.ended.count >= Self.capacity { table.ended = [] }
+                table.ended.insert(hash)
+            }
+        }
+
+        /// When this instance last wrote the session's use, if under `generation`.
+        func touched(_ hash: Data, generation: Int64) -> Date? {
+            table.withLock { table in
+                guard let entry = table.touched[hash], entry.generation == generation else { return nil }
+                return entry.at
+            }
+        }
+
+        func touch(_ hash: Data, at date: Date, generation: Int64) {
+            table.withLock { table in
+                if table.touched.count >= Self.capacity { table.touched = [:] }
+                table.touched[hash] = (date, generation)
+            }
         }
     }
 }
