@@ -95,13 +95,14 @@ extension APIError {
         return phrase.lowercased().map { $0.isLetter || $0.isNumber ? String($0) : "_" }.joined()
     }
 
-    /// The response. A 401 or 403 closes its connection (`Connection: close`): the same request
-    /// again would be refused again, and a client that keeps the connection open after a refusal
-    /// holds a place of `http.max_connections` it does not use.
+    /// The response. A 401 or 403 for the credential closes its connection (`Connection: close`):
+    /// the same credential would be refused again, and a client that keeps the connection open
+    /// after a refusal holds a place of `http.max_connections` it does not use. A webhook's bad
+    /// signature does not: the helpdesk's next webhook on that connection may be signed well.
     func response() -> Response {
         var headers = self.headers
         headers[.contentType] = "application/json; charset=utf-8"
-        if status == .unauthorized || status == .forbidden { headers[.connection] = "close" }
+        if status == .unauthorized || status == .forbidden, code != "invalid_signature" { headers[.connection] = "close" }
         return Response(status: status, headers: headers, body: .init(byteBuffer: body))
     }
 
