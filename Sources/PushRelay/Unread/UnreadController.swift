@@ -192,11 +192,17 @@ struct UnreadController<Context: RequestContext>: Sendable {
         try InputRules.identifier(value, field: "user", maxBytes: InputRules.maxTokenBytes)
     }
 
-    /// Who opened a stream, for the per-credential share: a digest of the `Authorization` header,
-    /// or of the console's cookies when there is none (the secret itself is not kept).
+    /// Who opened a stream, for the per-credential share, as the request was authenticated (so
+    /// spacing, the scheme's case or other cookies cannot make one credential look like many): an
+    /// API key by its prefix, a user token or a console session by a digest of it (the secret
+    /// itself is not kept).
     static func credential(of request: Request) -> String {
-        let presented = request.headers[.authorization] ?? request.headers[values: .cookie].joined(separator: "; ")
-        return SHA256.hash(data: Data(presented.utf8)).prefix(12).map { String(format: "%02x", $0) }.joined()
+        func digest(_ text: String) -> String { SHA256.hash(data: Data(text.utf8)).prefix(12).map { String(format: "%02x", $0) }.joined() }
+        if request.headers[.authorization] != nil, let credential = try? Authenticator.bearerCredential(request.headers[.authorization]) {
+            if let key = APIKey(presented: credential) { return "key " + key.prefix }
+            return "token " + digest(credential)
+        }
+        return "session " + digest(Authenticator.sessionCookie(request) ?? "")
     }
 
     /// `If-None-Match` holds `*` or a list of (possibly weak) tags.

@@ -103,8 +103,8 @@ struct StreamLimitTests {
             let port = try #require(client.port)
             var open: [SSEReader] = []
             defer { for stream in open { stream.hangUp() } }
-            func refusal(_ path: String, key: String) async throws -> RawHTTP.Answer? {
-                try await RawHTTP.send(port: port, RawHTTP.request("GET", path, headers: [("Authorization", "Bearer \(key)")]))
+            func refusal(_ path: String, key: String, spelling: String = "Bearer ", extra: [(String, String)] = []) async throws -> RawHTTP.Answer? {
+                try await RawHTTP.send(port: port, RawHTTP.request("GET", path, headers: [("Authorization", spelling + key)] + extra))
             }
             // One app key names owners of its choosing: its third stream is past its share.
             let keys = [try await test.key(app: "support"), try await test.key(app: "support"), try await test.key(app: "support")]
@@ -115,7 +115,10 @@ struct StreamLimitTests {
                     open.append(stream)
                 }
                 if index == 0 {
-                    let third = try #require(try await refusal(Self.streamPath("u0-2"), key: key))
+                    // Spelt otherwise, with a cookie besides: still the same credential.
+                    let third = try #require(
+                        try await refusal(Self.streamPath("u0-2"), key: key, spelling: "bearer   ", extra: [("Cookie", "junk=1")])
+                    )
                     #expect(third.status == 429)
                     #expect(third.text.contains("this credential has 2 live streams open"), "\(third.text)")
                 }
