@@ -6,11 +6,12 @@ import Synchronization
 ///
 /// The copy is trusted for ``freshness`` (one second): after that, the next request reads
 /// `api_key_generation` (one row; a trigger sets it to a new random value with every change to
-/// `api_keys` and every console session ended, on any instance or from the CLI) before it is
+/// `api_keys` and every console session opened or ended, on any instance or from the CLI) before it is
 /// answered, and the keys are loaded again only when the generation differs. Random, not a
 /// counter: after a failover to a standby that lacks the last changes, or a restore, a counter
-/// would count up again to a value an instance holds, and hide the next change from it. A key revoked anywhere therefore stops working everywhere within a second,
-/// and an idle instance makes no query at all.
+/// would count up again to a value an instance holds, and hide the next change from it. A key
+/// revoked anywhere therefore stops working everywhere within a second, and an idle instance
+/// makes no query at all.
 ///
 /// A prefix that is not in a complete copy is unknown: it is answered from memory too, after a
 /// generation check that started after the request arrived (so a key created a moment before it

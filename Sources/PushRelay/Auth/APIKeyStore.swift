@@ -133,7 +133,7 @@ public struct APIKeyStore: Sendable {
     private static func sessions(_ client: PostgresClient, limit: Int) async throws -> ([Data: APIKeyCache.SessionEntry], Bool) {
         let result = try await client.query(
             """
-            SELECT s.token_hash, s.csrf_token, s.created_at, s.last_seen_at, k.app_id, k.scopes, k.prefix, k.label
+            SELECT \(ConsoleSessionStore.Session.columns), s.token_hash, s.created_at, s.last_seen_at
             FROM console_sessions s JOIN api_keys k ON k.id = s.key_id AND k.revoked_at IS NULL
             ORDER BY s.last_seen_at DESC LIMIT $1
             """,
@@ -141,18 +141,10 @@ public struct APIKeyStore: Sendable {
         )
         var sessions: [Data: APIKeyCache.SessionEntry] = [:]
         for (index, row) in result.rows.enumerated() where index < limit {
-            let appID = try row.decode(String?.self, at: 4)
-            let scopes = try row.decode([String].self, at: 5)
-            let principal: Principal = appID.map { .app(id: $0, scopes: Set(scopes)) } ?? .admin
-            sessions[try row.decode(Data.self, at: 0)] = APIKeyCache.SessionEntry(
-                session: ConsoleSessionStore.Session(
-                    principal: principal,
-                    csrfToken: try row.decode(String.self, at: 1),
-                    keyPrefix: try row.decode(String.self, at: 6),
-                    keyLabel: try row.decode(String?.self, at: 7)
-                ),
-                createdAt: try row.decode(Date.self, at: 2),
-                lastSeenAt: try row.decode(Date.self, at: 3)
+            sessions[try row.decode(Data.self, at: 5)] = APIKeyCache.SessionEntry(
+                session: try ConsoleSessionStore.Session(row: row),
+                createdAt: try row.decode(Date.self, at: 6),
+                lastSeenAt: try row.decode(Date.self, at: 7)
             )
         }
         return (sessions, result.rows.count <= limit)

@@ -7,7 +7,7 @@ import Postgres
 ///
 /// Signing in with an API key opens a session: the browser gets a random token in an `HttpOnly`
 /// cookie, the table keeps its SHA-256, the key's id and a CSRF token. A session acts with exactly
-/// that key's rights (``Principal``) and ends when the key is revoked (checked on every use), after
+/// that key's rights (``Principal``) and ends when the key is revoked (within a second), after
 /// ``idleTimeout`` without a request, after ``maxLifetime``, or at sign-out.
 ///
 /// Sessions are checked from memory: the sessions of live keys are part of the keys' in-memory
@@ -26,9 +26,9 @@ public struct ConsoleSessionStore: Sendable {
     let keys: APIKeyStore?
     let cache = SessionCache()
 
-    /// How long a session read from the table is used from memory: a minute, or half the idle
-    /// timeout when that is shorter, so `last_seen_at` is written at most that often per session
-    /// and stays within the idle timeout of the last use.
+    /// How often a session's use is written (`last_seen_at`) at most: a minute, or half the idle
+    /// timeout when that is shorter, so the stored time stays within the idle timeout of the last
+    /// use.
     var touchInterval: Duration { min(.seconds(60), idleTimeout / 2) }
 
     /// The cookie holding the session token over plain HTTP.
@@ -115,27 +115,19 @@ public struct ConsoleSessionStore: Sendable {
             WHERE s.token_hash = $1 AND k.id = s.key_id AND k.revoked_at IS NULL
               AND s.last_seen_at >= now() - $2::bigint * interval '1 second'
               AND s.created_at >= now() - $3::bigint * interval '1 second'
-            RETURNING s.csrf_token, k.app_id, k.scopes, k.prefix, k.label
+            RETURNING \(Session.columns)
             """,
             [hash, Int64(idleTimeout.components.seconds), Int64(maxLifetime.components.seconds)]
         ).rows
-        guard let row = rows.first else { return nil }
-        let appID = try row.decode(String?.self, at: 1)
-        let scopes = try row.decode([String].self, at: 2)
-        let principal: Principal = appID.map { .app(id: $0, scopes: Set(scopes)) } ?? .admin
-        return Session(
-            principal: principal,
-            csrfToken: try row.decode(String.self, at: 0),
-            keyPrefix: try row.decode(String.self, at: 3),
-            keyLabel: try row.decode(String?.self, at: 4)
-        )
+        return try rows.first.map { try Session(row: $0) }
     }
 
     /// Ends the session of `token` (sign-out).
     func close(token: String) async throws {
         guard Self.isTokenShaped(token) else { return }
-        _ = try await client.query("DELETE FROM console_sessions WHERE token_hash = $1", [Self.hash(token)])
-        cache.ended(Self.hash(token))
+        let hash = Self.hash(token)
+        _ = try await client.query("DELETE FROM console_sessions WHERE token_hash = $1", [hash])
+        cache.ended(hash)
     }
 
     /// 32 random bytes, base64url without padding (43 characters).
@@ -168,7 +160,27 @@ public struct ConsoleSessionStore: Sendable {
 
 extension APIKeyRecord {
     /// The rights a request made with this key has.
-    var principal: Principal {
+    var principal: Principal { .key(appID: appID, scopes: scopes) }
+}
+
+extension Principal {
+    /// The rights of an API key of `appID` with `scopes`, or an admin key (`appID` nil).
+    static func key(appID: String?, scopes: [String]) -> Principal {
         appID.map { .app(id: $0, scopes: Set(scopes)) } ?? .admin
+    }
+}
+
+extension ConsoleSessionStore.Session {
+    /// What a query selects for ``init(row:)``, first in its row (`s` the session, `k` its key).
+    static let columns = "s.csrf_token, k.app_id, k.scopes, k.prefix, k.label"
+
+    /// A session from the first columns of `row`, as ``columns`` selects them.
+    init(row: PostgresRow) throws {
+        self.init(
+            principal: .key(appID: try row.decode(String?.self, at: 1), scopes: try row.decode([String].self, at: 2)),
+            csrfToken: try row.decode(String.self, at: 0),
+            keyPrefix: try row.decode(String.self, at: 3),
+            keyLabel: try row.decode(String?.self, at: 4)
+        )
     }
 }
