@@ -60,39 +60,8 @@ final class LibPQConnection: @unchecked Sendable {
         applicationName: String,
         settings: PostgresConnectionSettings = .init()
     ) throws -> LibPQConnection {
-        var pairs: [(String, String)] = [
-            ("connect_timeout", "\(settings.connectTimeoutSeconds)"),
-            ("application_name", applicationName),
-            // A peer that vanished is noticed by the kernel: keepalives on an idle connection, and
-            // unacknowledged data given up on after tcp_user_timeout.
-            ("keepalives", "1"),
-            ("keepalives_idle", "\(settings.keepaliveIdleSeconds)"),
-            ("keepalives_interval", "\(settings.keepaliveIntervalSeconds)"),
-            ("keepalives_count", "\(settings.keepaliveCount)"),
-            ("tcp_user_timeout", "\(settings.tcpUserTimeoutMilliseconds)"),
-            // force_custom_plan: prepared statements skip parsing but are planned at each execution
-            // with the tables' current sizes. A generic plan cached while a fresh database's tables
-            // were empty keeps sequential scans (on devices, say) until autoanalyze runs, which on a
-            // busy new install costs more each second. A statement written to be plan-stable can ask
-            // for a cached plan instead (PostgresPlanning.cached).
-            (
-                "options",
-                "-c TimeZone=UTC -c DateStyle=ISO -c plan_cache_mode=force_custom_plan -c statement_timeout=\(settings.statementTimeoutMilliseconds)"
-            ),
-        ]
-        pairs += [("dbname", conninfo), ("client_encoding", "UTF8")]
-        let keys = pairs.map { strdup($0.0) }
-        let values = pairs.map { strdup($0.1) }
-        defer {
-            for pointer in keys { free(pointer) }
-            for pointer in values { free(pointer) }
-        }
-        guard !keys.contains(nil), !values.contains(nil) else {
-            throw PostgresError(code: .connectionFailed, message: "out of memory building the connection parameters")
-        }
-        var keyPointers: [UnsafePointer<CChar>?] = keys.map { UnsafePointer($0) } + [nil]
-        var valuePointers: [UnsafePointer<CChar>?] = values.map { UnsafePointer($0) } + [nil]
-        guard let handle = PQconnectdbParams(&keyPointers, &valuePointers, 1) else {
+        let parameters = try Parameters(conninfo: conninfo, applicationName: applicationName, settings: settings)
+        guard let handle = withExtendedLifetime(parameters, { PQconnectdbParams(parameters.keys, parameters.values, 1) }) else {
             throw PostgresError(code: .connectionFailed, message: "libpq could not allocate a connection")
         }
         guard PQstatus(handle) == CONNECTION_OK else {
@@ -104,6 +73,133 @@ final class LibPQConnection: @unchecked Sendable {
         // processor would print them to stderr.
         PQsetNoticeProcessor(handle, { _, _ in }, nil)
         return LibPQConnection(handle: handle, settings: settings)
+    }
+
+    /// The keyword/value arrays libpq's connect calls take: PushRelay's defaults, then the
+    /// operator's connection string, then the encoding the decoders rely on.
+    private final class Parameters {
+        let keys: [UnsafePointer<CChar>?]
+        let values: [UnsafePointer<CChar>?]
+        private let storage: [UnsafeMutablePointer<CChar>?]
+
+        init(conninfo: String, applicationName: String, settings: PostgresConnectionSettings) throws {
+            var pairs: [(String, String)] = [
+                ("connect_timeout", "\(settings.connectTimeoutSeconds)"),
+                ("application_name", applicationName),
+                // A peer that vanished is noticed by the kernel: keepalives on an idle connection, and
+                // unacknowledged data given up on after tcp_user_timeout.
+                ("keepalives", "1"),
+                ("keepalives_idle", "\(settings.keepaliveIdleSeconds)"),
+                ("keepalives_interval", "\(settings.keepaliveIntervalSeconds)"),
+                ("keepalives_count", "\(settings.keepaliveCount)"),
+                ("tcp_user_timeout", "\(settings.tcpUserTimeoutMilliseconds)"),
+                // force_custom_plan: prepared statements skip parsing but are planned at each execution
+                // with the tables' current sizes. A generic plan cached while a fresh database's tables
+                // were empty keeps sequential scans (on devices, say) until autoanalyze runs, which on a
+                // busy new install costs more each second. A statement written to be plan-stable can ask
+                // for a cached plan instead (PostgresPlanning.cached).
+                (
+                    "options",
+                    "-c TimeZone=UTC -c DateStyle=ISO -c plan_cache_mode=force_custom_plan -c statement_timeout=\(settings.statementTimeoutMilliseconds)"
+                ),
+            ]
+            pairs += [("dbname", conninfo), ("client_encoding", "UTF8")]
+            let keys = pairs.map { strdup($0.0) }
+            let values = pairs.map { strdup($0.1) }
+            storage = keys + values
+            guard !storage.contains(nil) else {
+                for pointer in storage { free(pointer) }
+                throw PostgresError(code: .connectionFailed, message: "out of memory building the connection parameters")
+            }
+            self.keys = keys.map { UnsafePointer($0) } + [nil]
+            self.values = values.map { UnsafePointer($0) } + [nil]
+        }
+
+        deinit {
+            for pointer in storage { free(pointer) }
+        }
+    }
+
+    /// Why a connection cannot be opened, in more detail than ``connect(conninfo:applicationName:settings:)``
+    /// gives: libpq's blocking connect reports a server's refusal as text only, so this opens one
+    /// with verbose errors, whose text carries the SQLSTATE (`FATAL:  28P01: password
+    /// authentication failed …`). `nil` when a connection opens now.
+    ///
+    /// A server's refusal keeps its SQLSTATE (``PostgresError/refusesConnection``: 28000, 28P01,
+    /// 3D000); settings libpq refuses before trying, or a TLS set-up that cannot work as asked,
+    /// are ``PostgresError/Code/connectionSettings``; anything else (refused, unreachable, timed
+    /// out) is ``PostgresError/Code/connectionFailed``.
+    static func diagnose(conninfo: String, applicationName: String, settings: PostgresConnectionSettings) -> PostgresError? {
+        let parameters: Parameters
+        do {
+            parameters = try Parameters(conninfo: conninfo, applicationName: applicationName, settings: settings)
+        } catch {
+            return error as? PostgresError
+        }
+        guard let handle = withExtendedLifetime(parameters, { PQconnectStartParams(parameters.keys, parameters.values, 1) }) else {
+            return PostgresError(code: .connectionFailed, message: "libpq could not allocate a connection")
+        }
+        defer { PQfinish(handle) }
+        // Bad before any attempt: the connection string or a setting cannot be used.
+        if PQstatus(handle) == CONNECTION_BAD {
+            return PostgresError(code: .connectionSettings, message: trimmed(PQerrorMessage(handle)))
+        }
+        PQsetErrorVerbosity(handle, PQERRORS_VERBOSE)
+        // Each host and address gets connect_timeout (at least 2 s, as libpq gives it).
+        let perAttempt = Duration.seconds(max(2, settings.connectTimeoutSeconds))
+        var socket = PQsocket(handle)
+        var deadline = ContinuousClock.now + perAttempt
+        var polling = PGRES_POLLING_WRITING
+        while true {
+            switch polling {
+            case PGRES_POLLING_OK:
+                return nil
+            case PGRES_POLLING_READING, PGRES_POLLING_WRITING:
+                if PQsocket(handle) != socket {
+                    socket = PQsocket(handle)
+                    deadline = ContinuousClock.now + perAttempt
+                }
+                let left = deadline - ContinuousClock.now
+                let milliseconds = max(0, Int32(clamping: left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000))
+                var descriptor = pollfd(fd: socket, events: Int16(polling == PGRES_POLLING_READING ? POLLIN : POLLOUT), revents: 0)
+                let ready = poll(&descriptor, 1, milliseconds)
+                if ready == 0 {
+                    return PostgresError(code: .connectionFailed, message: "no connection within \(perAttempt) (connect_timeout)")
+                }
+                if ready < 0 && errno != EINTR {
+                    return PostgresError(code: .connectionFailed, message: "poll() failed while connecting")
+                }
+            default:
+                return refusal(verboseMessage: PQerrorMessage(handle).map { String(cString: $0) } ?? "")
+            }
+            polling = PQconnectPoll(handle)
+        }
+    }
+
+    /// The error for a failed connection attempt from libpq's verbose message: its SQLSTATE (one
+    /// that refuses the configuration wins over others, as several hosts may have answered), and
+    /// the text as the default verbosity prints it.
+    static func refusal(verboseMessage: String) -> PostgresError {
+        var codes: [String] = []
+        var lines: [String] = []
+        for line in verboseMessage.split(whereSeparator: \.isNewline) {
+            let text = line.trimmingCharacters(in: .whitespaces)
+            if text.isEmpty || text.hasPrefix("LOCATION:") { continue }
+            // "…failed: FATAL:  28P01: password authentication failed …"
+            if let range = text.range(of: #":  [0-9A-Z]{5}: "#, options: .regularExpression) {
+                let code = text[range].dropFirst(3).prefix(5)
+                codes.append(String(code))
+                lines.append(text.replacingCharacters(in: range, with: ":  "))
+            } else {
+                lines.append(text)
+            }
+        }
+        let message = trimmed(lines.joined(separator: "\n"))
+        let sqlState = codes.first(where: PostgresError.refusingStates.contains) ?? codes.first
+        if sqlState == nil, PostgresError.tlsRefusals.contains(where: { message.contains($0) }) {
+            return PostgresError(code: .connectionSettings, message: message)
+        }
+        return PostgresError(code: .connectionFailed, sqlState: sqlState, message: message)
     }
 
     /// Whether the connection can take a command without a round trip: the socket is open, no bytes
@@ -334,9 +430,16 @@ final class LibPQConnection: @unchecked Sendable {
         guard let message else { return "unknown libpq error" }
         // libpq ends a line of its message with "\n" and indents the next ("\n\tIs the server
         // running…"): one line reads better in a log and in an error's description.
-        let text = String(cString: message).split(whereSeparator: \.isNewline)
+        return trimmed(String(cString: message))
+    }
+
+    /// One line of libpq's message. A line said twice is kept once: with `sslmode=prefer` libpq
+    /// tries with TLS and then without, and a refused password is reported for each try.
+    private static func trimmed(_ message: String) -> String {
+        var seen = Set<String>()
+        let text = message.split(whereSeparator: \.isNewline)
             .map { $0.trimmingCharacters(in: .whitespaces) }
-            .filter { !$0.isEmpty }
+            .filter { !$0.isEmpty && seen.insert($0).inserted }
             .joined(separator: " ")
         return text.isEmpty ? "unknown libpq error" : text
     }

@@ -154,6 +154,23 @@ public final class PostgresClient: Service, Sendable {
         trouble.recentRefusal(within: window)
     }
 
+    /// Why a new connection cannot be opened now, read closely (``LibPQConnection/diagnose(conninfo:applicationName:settings:)``):
+    /// `nil` when one opens; an error whose ``PostgresError/refusesConnection`` says whether the
+    /// database refuses the configuration (credentials, database, TLS) rather than being
+    /// unreachable. One connection attempt, on the pool's threads, outside the pool.
+    public func diagnoseConnection() async -> PostgresError? {
+        let conninfo = configuration.conninfo
+        let name = configuration.applicationName
+        let settings = configuration.connection
+        do {
+            return try await threadPool.runIfActive {
+                LibPQConnection.diagnose(conninfo: conninfo, applicationName: name, settings: settings)
+            }
+        } catch {
+            return PostgresError(code: .poolClosed, message: "the connection pool is closed")
+        }
+    }
+
     /// Runs `body` inside `BEGIN … COMMIT`; any thrown error rolls the transaction back.
     public func withTransaction<T: Sendable>(_ body: (PostgresSession) async throws -> T) async throws -> T {
         try await withConnection { session in

@@ -9,6 +9,7 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Base: String, Sendable {
             case connectionFailed = "connection_failed"
+            case connectionSettings = "connection_settings"
             case connectionLost = "connection_lost"
             case server
             case poolClosed = "pool_closed"
@@ -24,6 +25,11 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
 
         /// A new connection could not be opened (server down, refused, authentication failed).
         public static let connectionFailed = Code(.connectionFailed)
+        /// The connection settings cannot work: libpq refused them before trying (a malformed
+        /// connection string, an unknown option) or TLS cannot be set up as they ask (a missing
+        /// root certificate, a server without TLS under `sslmode=require`, a certificate that
+        /// does not verify). Trying again cannot help.
+        public static let connectionSettings = Code(.connectionSettings)
         /// An open connection broke while a command was running.
         public static let connectionLost = Code(.connectionLost)
         /// The server rejected a command; ``PostgresError/sqlState`` says why.
@@ -68,6 +74,26 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
         default: unavailableCause != nil
         }
     }
+
+    /// Whether the database refuses this configuration rather than being unreachable: the server
+    /// rejected the role or its password (SQLSTATE 28000, 28P01) or does not have the database
+    /// (3D000), or the connection settings cannot work (``Code/connectionSettings``). Trying again
+    /// cannot help; the operator must change the configuration.
+    public var refusesConnection: Bool {
+        code == .connectionSettings || (code == .connectionFailed && sqlState.map(Self.refusingStates.contains) == true)
+    }
+
+    /// The SQLSTATEs of a server refusing a connection's role, password or database.
+    static let refusingStates: Set<String> = ["28000", "28P01", "3D000"]
+
+    /// libpq's words for a TLS set-up that cannot work as configured (its messages are English
+    /// unless the process sets a locale, which PushRelay does not). A TLS error that may pass
+    /// ("SSL SYSCALL error", a connection closed during the handshake) is not among them.
+    static let tlsRefusals = [
+        "SSL was required", "root certificate file", "certificate verify failed", "does not match host name",
+        "certificate file", "private key file", "sslmode", "alert unknown ca", "alert handshake failure",
+        "wrong version number", "unsupported protocol", "no protocols available",
+    ]
 
     /// What a "try again later" SQLSTATE means, in words for a log line; `nil` for any other.
     ///

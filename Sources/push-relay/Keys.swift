@@ -136,11 +136,17 @@ func withDatabase(reader: ConfigReader, logger: Logger, migrate: Bool = true, _ 
     do {
         database = try await Database.open(reader: reader, logger: logger, createEmbedded: false)
     } catch let error as ConfigurationError {
-        throw CommandError(error.message)
+        throw CommandError(error.message, exitStatus: .configuration)
     }
     do {
         if migrate && reader.bool(forKey: "database.migrate_on_start", default: true) { try await database.migrate() }
         try await body(database)
+    } catch let error as PostgresError where error.code == .connectionFailed {
+        // Said plainly when the database refuses the configuration (exit status 78).
+        let refusal = await database.client.diagnoseConnection()
+        try? await database.shutdown()
+        if let refusal, refusal.refusesConnection { throw DatabaseRefusal(cause: refusal) }
+        throw error
     } catch {
         try? await database.shutdown()
         throw error

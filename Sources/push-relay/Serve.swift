@@ -39,7 +39,10 @@ struct Serve: AsyncParsableCommand {
         let logger = try common.logger(reader)
         let started = ContinuousClock.now
         var apps = try await AppConfiguration.loadChecked(reader: reader)
-        let demo = apps.isEmpty && reader.string(forKey: "database.url", isSecret: true) == nil
+        let database = DatabaseConfiguration(config: reader.scoped(to: "database"))
+        // Before anything is made (the demo's sandbox keys, an embedded cluster): nothing to undo.
+        if database.url == nil && !database.embedded { throw CommandError(Database.noURL, exitStatus: .configuration) }
+        let demo = apps.isEmpty && database.url == nil
         logger.info(
             "starting PushRelay",
             metadata: [
@@ -90,7 +93,8 @@ struct Serve: AsyncParsableCommand {
                 "PushRelay stopped on an error",
                 metadata: ["error": "\(error)", "uptime_s": "\((ContinuousClock.now - started).components.seconds)"]
             )
-            throw error
+            // Said once, in the log's format: no second "Error:" line on standard error.
+            throw ExitCode(ExitStatus.of(error).rawValue)
         }
         await sandbox?.shutdown()
         logger.info("PushRelay stopped", metadata: ["uptime_s": "\((ContinuousClock.now - started).components.seconds)"])

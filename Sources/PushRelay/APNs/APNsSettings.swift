@@ -158,9 +158,7 @@ public struct APNsSettings: Sendable, Codable, Hashable {
                 throw ConfigurationError("app '\(app)': apns.token.key_id and team_id are Apple's 10-character ids")
             }
         case (nil, let certificate?):
-            guard FileManager.default.isReadableFile(atPath: certificate.file) else {
-                throw ConfigurationError("app '\(app)': cannot read apns.certificate.file \(certificate.file)")
-            }
+            try ConfiguredFile.checkReadable(certificate.file, what: "app '\(app)': cannot read apns.certificate.file")
             guard ["P12", "PEM"].contains(certificate.resolvedType) else {
                 throw ConfigurationError("app '\(app)': apns.certificate.type must be P12 or PEM")
             }
@@ -173,9 +171,7 @@ public struct APNsSettings: Sendable, Codable, Hashable {
     /// The password of a P12 certificate, read from its file.
     func certificatePassword() throws -> String? {
         guard let path = certificate?.passwordFile else { return nil }
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw ConfigurationError("cannot read apns.certificate.password_file \(path)")
-        }
+        let data = try ConfiguredFile.read(path, what: "cannot read apns.certificate.password_file")
         return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .newlines)
     }
 }

@@ -196,14 +196,13 @@ public actor ConfigurationReloader {
             restartNeeded: Set(settings.keys).union(startSettings.keys).subtracting(WebhookSettings.reloadableKeys)
                 .filter { settings[$0] != startSettings[$0] }.sorted()
         )
-        var metadata: Logger.Metadata = [
+        // Every field on every line, empty when nothing changed: a log query need not guess.
+        let metadata: Logger.Metadata = [
             "trigger": "\(trigger)", "apps": "\(outcome.apps.joined(separator: ","))",
             "duration_ms": "\(Int(((ContinuousClock.now - started) / .milliseconds(1)).rounded()))",
+            "added": "\(outcome.added.joined(separator: ","))", "removed": "\(outcome.removed.joined(separator: ","))",
+            "changed": "\(outcome.changed.joined(separator: ","))", "restart_needed": "\(outcome.restartNeeded.joined(separator: ","))",
         ]
-        if !outcome.added.isEmpty { metadata["added"] = "\(outcome.added.joined(separator: ","))" }
-        if !outcome.removed.isEmpty { metadata["removed"] = "\(outcome.removed.joined(separator: ","))" }
-        if !outcome.changed.isEmpty { metadata["changed"] = "\(outcome.changed.joined(separator: ","))" }
-        if !outcome.restartNeeded.isEmpty { metadata["restart_needed"] = "\(outcome.restartNeeded.joined(separator: ","))" }
         logger.notice("configuration reloaded", metadata: metadata)
         return outcome
     }

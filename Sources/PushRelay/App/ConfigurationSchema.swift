@@ -128,14 +128,19 @@ public final class AccessRecorder: AccessReporter, Sendable {
             switch value.content {
             case .string(let string): return string
             case .int(let int): return String(int)
-            case .double(let double): return String(double)
+            case .double(let double): return Self.number(double)
             case .bool(let bool): return String(bool)
             case .stringArray(let list): return "[" + list.joined(separator: ", ") + "]"
             case .intArray(let list): return "[" + list.map(String.init).joined(separator: ", ") + "]"
-            case .doubleArray(let list): return "[" + list.map { String($0) }.joined(separator: ", ") + "]"
+            case .doubleArray(let list): return "[" + list.map(Self.number).joined(separator: ", ") + "]"
             case .boolArray(let list): return "[" + list.map { String($0) }.joined(separator: ", ") + "]"
             case .bytes, .byteChunkArray: return "(bytes)"
             }
+        }
+
+        /// A number as the operator wrote it: `10`, not `10.0`, for a whole number of seconds.
+        static func number(_ value: Double) -> String {
+            value.rounded() == value && abs(value) < 1e15 ? String(Int64(value)) : String(value)
         }
     }
 

@@ -39,6 +39,12 @@ public struct Database: Sendable {
         return try Migrator.parse(EmbeddedAssets.migrations, source: "the migrations built into push-relay")
     }
 
+    /// Why there is no database when `database.embedded` is false and no URL is set.
+    public static let noURL = """
+        database.url is not set and database.embedded is false: set DATABASE_URL in the environment (the packaged \
+        units read /etc/push-relay/environment) or database.url in the configuration file; nothing was created
+        """
+
     /// Where the embedded cluster lives unless `data.directory` says otherwise.
     public static let defaultDataDirectory = ".push-relay-data"
 
@@ -56,6 +62,7 @@ public struct Database: Sendable {
         if let url = configuration.url {
             conninfo = url
         } else {
+            guard configuration.embedded else { throw ConfigurationError(Self.noURL) }
             let cluster = EmbeddedPostgres(
                 configuration: .init(directory: (dataDirectory as NSString).appendingPathComponent("postgres")),
                 logger: logger
@@ -91,9 +98,9 @@ public struct Database: Sendable {
     /// without its password (``PostgresClientConfiguration/summary(of:)``), or `embedded` and the
     /// cluster's directory.
     public static func summary(reader: ConfigReader) -> String {
-        if let url = DatabaseConfiguration(config: reader.scoped(to: "database")).url {
-            return PostgresClientConfiguration.summary(of: url)
-        }
+        let configuration = DatabaseConfiguration(config: reader.scoped(to: "database"))
+        if let url = configuration.url { return PostgresClientConfiguration.summary(of: url) }
+        if !configuration.embedded { return "none (database.url is not set and database.embedded is false)" }
         let dataDirectory = reader.string(forKey: "data.directory", default: defaultDataDirectory)
         return "embedded " + (dataDirectory as NSString).appendingPathComponent("postgres")
     }
@@ -104,7 +111,10 @@ public struct Database: Sendable {
 
     /// Applies pending migrations, waiting up to `limit` for a database that is not answering yet
     /// (a relay started before its PostgreSQL, as a supervisor may do): tries again after 1, 2, 4 …
-    /// (at most 15) seconds, with a warning per try. Other errors, and the last one, are thrown.
+    /// (at most 15) seconds, with a warning per try (the pool's own warning carries the cause, once).
+    /// A database that refuses the configuration (a role or password it rejects, no such database,
+    /// TLS that cannot work as asked) ends the wait at once with a ``DatabaseRefusal``: waiting
+    /// cannot fix it. Other errors, and the last one, are thrown.
     public func migrateWaiting(upTo limit: Duration, logger: Logger) async throws {
         let giveUp = ContinuousClock.now + limit
         var delay = Duration.seconds(1)
@@ -112,11 +122,13 @@ public struct Database: Sendable {
             do {
                 try await migrate()
                 return
-            } catch let error as PostgresError where error.isUnavailable && ContinuousClock.now + delay < giveUp {
-                logger.warning(
-                    "database unavailable at start; trying again",
-                    metadata: ["db.cause": "\(error.unavailableCause ?? error.description)", "retry_in_s": "\(delay.components.seconds)"]
-                )
+            } catch let error as PostgresError where error.isUnavailable {
+                // libpq's blocking connect says why only in words: one closer look for a SQLSTATE.
+                if error.code == .connectionFailed, let cause = await client.diagnoseConnection(), cause.refusesConnection {
+                    throw DatabaseRefusal(cause: cause)
+                }
+                guard ContinuousClock.now + delay < giveUp else { throw error }
+                logger.warning("database unavailable at start; trying again", metadata: ["retry_in_s": "\(delay.components.seconds)"])
                 try await Task.sleep(for: delay)
                 delay = min(delay * 2, .seconds(15))
             }
@@ -136,6 +148,25 @@ public struct Database: Sendable {
         if startedEmbedded, let embedded { services.append(EmbeddedPostgresService(server: embedded)) }
         services.append(client)
         return services
+    }
+}
+
+/// The database refused the relay's configuration at start (credentials, database name, TLS):
+/// `serve` exits at once with the configuration's exit status instead of waiting.
+public struct DatabaseRefusal: Error, CustomStringConvertible, Sendable {
+    /// The refusal, with its SQLSTATE when the server gave one.
+    public var cause: PostgresError
+
+    public init(cause: PostgresError) { self.cause = cause }
+
+    public var description: String {
+        let what =
+            switch cause.sqlState {
+            case "28000", "28P01": "the database refused the relay's role or password"
+            case "3D000": "the database named in database.url does not exist"
+            default: "the database connection settings cannot work"
+            }
+        return "\(what) (database.url; not retried): \(cause.message)" + (cause.sqlState.map { " [SQLSTATE \($0)]" } ?? "")
     }
 }
 

@@ -5,7 +5,9 @@ import Postgres
 ///
 /// Keys, read from a reader scoped to `database`:
 /// - `url` (string, secret, optional): libpq connection string or `postgresql://` URI. When absent,
-///   PushRelay runs an embedded cluster in `<data.directory>/postgres`.
+///   PushRelay runs an embedded cluster in `<data.directory>/postgres`, if `embedded` allows.
+/// - `embedded` (bool, default true): whether a missing `url` means the embedded cluster. False
+///   (the packaged units set it) makes a missing `url` an error at once, and nothing is created.
 /// - `max_connections` (int, default 10): pool size.
 /// - `acquire_timeout_seconds` (double, default 10): wait for a free connection before failing.
 /// - `migrate_on_start` (bool, default true): apply pending migrations when `serve` starts.
@@ -23,6 +25,7 @@ import Postgres
 ///   after this long without a message, to notice a server that is gone.
 public struct DatabaseConfiguration: Sendable {
     public var url: String?
+    public var embedded: Bool
     public var maxConnections: Int
     public var acquireTimeout: Duration
     public var migrateOnStart: Bool
@@ -32,6 +35,7 @@ public struct DatabaseConfiguration: Sendable {
 
     public init(config: ConfigReader) {
         self.url = config.string(forKey: "url", isSecret: true).flatMap { $0.isEmpty ? nil : $0 }
+        self.embedded = config.bool(forKey: "embedded", default: true)
         self.maxConnections = config.int(forKey: "max_connections", default: 10)
         let acquireSeconds = config.double(forKey: "acquire_timeout_seconds", default: 10)
         self.acquireTimeout = .milliseconds(Int((acquireSeconds.isFinite ? min(max(acquireSeconds, 0.001), 3600) : 10) * 1000))

@@ -10,9 +10,7 @@ import Yams
 /// reads it). Values under keys that look secret are marked secret, so access reports redact them.
 enum YAMLConfigFile {
     static func values(path: String) throws -> [AbsoluteConfigKey: ConfigValue] {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw ConfigurationError("cannot read the configuration file \(path)")
-        }
+        let data = try ConfiguredFile.read(path, what: "cannot read the configuration file")
         let document: Any?
         do {
             document = try Yams.load(yaml: String(decoding: data, as: UTF8.self))

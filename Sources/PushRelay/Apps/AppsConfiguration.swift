@@ -166,9 +166,7 @@ extension AppConfiguration {
 
     /// Reads the `apps:` list of a YAML configuration file; an absent list means no apps.
     public static func load(configFile: String) throws -> [AppConfiguration] {
-        guard let data = FileManager.default.contents(atPath: configFile) else {
-            throw ConfigurationError("cannot read the configuration file \(configFile)")
-        }
+        let data = try ConfiguredFile.read(configFile, what: "cannot read the configuration file")
         let apps: [AppConfiguration]
         do {
             try checkKeys(yaml: String(decoding: data, as: UTF8.self), file: configFile)

@@ -35,7 +35,7 @@ public struct ManagedAppKey: Sendable {
 
     /// Reads a key file named by the configuration key `source`.
     public init(file: String, source: String) throws {
-        guard let data = FileManager.default.contents(atPath: file) else { throw ConfigurationError("cannot read \(source) \(file)") }
+        let data = try ConfiguredFile.read(file, what: "cannot read \(source)")
         try self.init(text: String(decoding: data, as: UTF8.self), source: "\(source) \(file)")
     }
 

@@ -46,9 +46,7 @@ public struct FCMSettings: Sendable, Codable, Hashable {
         case (let inline?, nil):
             account = inline
         case (nil, let path?):
-            guard let data = FileManager.default.contents(atPath: path) else {
-                throw ConfigurationError("app '\(app)': cannot read fcm.service_account_file \(path)")
-            }
+            let data = try ConfiguredFile.read(path, what: "app '\(app)': cannot read fcm.service_account_file")
             guard let decoded = try? JSONDecoder().decode(ServiceAccount.self, from: data) else {
                 throw ConfigurationError(
                     "app '\(app)': fcm.service_account_file must be a service account JSON with project_id, client_email, private_key and token_uri"

@@ -15,9 +15,7 @@ func constantTimeEqual(_ lhs: [UInt8], _ rhs: [UInt8]) -> Bool {
 /// newlines; start-up stops with a message naming the app and `key` when the file cannot be read
 /// or the secret is shorter than `minBytes`.
 func readSecretFile(_ path: String, app: String, key: String, minBytes: Int, what: String = "the secret") throws -> String {
-    guard let data = FileManager.default.contents(atPath: path) else {
-        throw ConfigurationError("app '\(app)': cannot read \(key) \(path)")
-    }
+    let data = try ConfiguredFile.read(path, what: "app '\(app)': cannot read \(key)")
     let secret = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
     guard secret.utf8.count >= minBytes else {
         throw ConfigurationError(

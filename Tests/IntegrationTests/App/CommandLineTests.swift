@@ -53,7 +53,7 @@ struct CommandLineTests {
             ["keys", "create", "--config", "relay.yaml", "--app", "support"], ["migrate", "--config", "relay.yaml"], ["keys", "list"],
         ] {
             let run = try Self.run(arguments, in: directory)
-            #expect(run.status == 1, "\(arguments): \(run.output)\(run.error)")
+            #expect(run.status == 78, "\(arguments): \(run.output)\(run.error)")
             #expect(run.error.contains("no database is configured") && run.error.contains("database.url"), "\(run.error)")
             #expect(!run.error.contains("USAGE"), "a runtime error comes without the usage text")
             #expect(!run.output.contains("created key"))
@@ -62,31 +62,35 @@ struct CommandLineTests {
         // A misspelt database section is refused before anything runs.
         try ("database:\n  uri: postgresql://db/relay\n" + Self.app).write(toFile: directory + "/typo.yaml", atomically: true, encoding: .utf8)
         let typo = try Self.run(["migrate", "--config", "typo.yaml"], in: directory)
-        #expect(typo.status == 1)
+        #expect(typo.status == 78)
         #expect(typo.error.contains("unknown key 'database.uri'") && typo.error.contains("'database.url'"), "\(typo.error)")
     }
 
     @Test("config check prints the effective settings with secrets as fingerprints, and refuses a bad file naming the key")
     func configCheck() throws {
         let directory = try Self.directory()
-        try ("database:\n  url: \"postgresql://relay:s3cret-password@db.internal/pushrelay\"\nhttp:\n  port: 47080\n" + Self.app)
+        try
+            ("database:\n  url: \"postgresql://relay:s3cret-password@db.internal/pushrelay\"\n  acquire_timeout_seconds: 10\nhttp:\n  port: 47080\n"
+            + Self.app)
             .write(toFile: directory + "/relay.yaml", atomically: true, encoding: .utf8)
         let good = try Self.run(["config", "check", "--config", "relay.yaml"], in: directory, environment: ["HTTP_HOST": "0.0.0.0"])
         #expect(good.status == 0, "\(good.error)")
         #expect(good.output.contains("configuration OK"))
         #expect(good.output.contains("http.port") && good.output.contains("47080  (file)"), "\(good.output)")
         #expect(good.output.contains("0.0.0.0  (environment)"), "\(good.output)")
+        let acquire = good.output.split(separator: "\n").first { $0.hasPrefix("database.acquire_timeout_seconds ") }
+        #expect(acquire?.hasSuffix(" 10  (file)") == true, "a whole number is shown as written: \(acquire ?? "")")
         #expect(good.output.contains("database: host=db.internal dbname=pushrelay user=relay"), "\(good.output)")
         #expect(good.output.contains(SecretIdentifier.fingerprint("support-secret-0123456789")))
         #expect(!good.output.contains("s3cret-password") && !good.output.contains("support-secret"), "a secret was printed")
         try ("http:\n  prot: 47080\n" + Self.app).write(toFile: directory + "/bad.yaml", atomically: true, encoding: .utf8)
         let bad = try Self.run(["config", "check", "--config", "bad.yaml"], in: directory)
-        #expect(bad.status == 1)
+        #expect(bad.status == 78)
         #expect(bad.error.contains("unknown key 'http.prot'; did you mean 'http.port'?"), "\(bad.error)")
         let version = try Self.run(["--version"], in: directory)
         #expect(version.status == 0 && version.output.contains(PushRelayVersion.current))
         let format = try Self.run(["config", "check", "--config", "relay.yaml"], in: directory, environment: ["LOG_FORMAT": "jsn"])
-        #expect(format.status == 1 && format.error.contains("unknown log format 'jsn'"), "\(format.error)")
+        #expect(format.status == 78 && format.error.contains("unknown log format 'jsn'"), "\(format.error)")
     }
 
     @Test("health exits 0 when the relay's /health (or /ready) answers 200, and 1 with the reason otherwise")
@@ -145,5 +149,90 @@ struct CommandLineTests {
         try await proxy.value.stop()
         let log = (try? String(contentsOfFile: relay.log, encoding: .utf8)) ?? ""
         #expect(log.contains("database unavailable at start; trying again"), "\(log)")
+    }
+    @Test("--env-file sets a systemd-style environment file's variables before the configuration is read; a bad line is named by number only")
+    func environmentFile() throws {
+        let directory = try Self.directory()
+        try Self.app.write(toFile: directory + "/relay.yaml", atomically: true, encoding: .utf8)
+        try """
+        # Read by push-relay.service (EnvironmentFile=) and by --env-file.
+        ; another comment
+
+        DATABASE_URL="postgresql://relay:pa ss@db.internal/pushrelay"
+        HTTP_PORT = 47081
+        LOG_LEVEL='warning'
+        """.write(toFile: directory + "/environment", atomically: true, encoding: .utf8)
+        let check = try Self.run(["config", "check", "--config", "relay.yaml", "--env-file", "environment"], in: directory)
+        #expect(check.status == 0, "\(check.error)")
+        #expect(check.output.contains("database: host=db.internal dbname=pushrelay user=relay"), "\(check.output)")
+        #expect(check.output.contains("47081  (environment)") && check.output.contains("warning  (environment)"), "\(check.output)")
+        #expect(!check.output.contains("pa ss"), "the password was printed")
+        try "DATABASE_URL=postgresql://relay:pw@db/relay\nexport SECRET_TOKEN=hunter2\n".write(
+            toFile: directory + "/bad",
+            atomically: true,
+            encoding: .utf8
+        )
+        let bad = try Self.run(["config", "check", "--config", "relay.yaml", "--env-file", "bad"], in: directory)
+        #expect(bad.status == 78 && bad.error.contains("bad, line 2"), "\(bad.error)")
+        #expect(!bad.error.contains("hunter2") && !bad.error.contains("pw@"), "a line's text was printed")
+        let missing = try Self.run(["config", "check", "--config", "relay.yaml", "--env-file", "nowhere"], in: directory)
+        #expect(missing.status == 78 && missing.error.contains("nowhere: no such file"), "\(missing.error)")
+    }
+
+    @Test("database.embedded false without database.url: serve, config check and keys stop at once with status 78 and create nothing")
+    func noEmbeddedDatabase() throws {
+        let directory = try Self.directory()
+        try Self.app.write(toFile: directory + "/relay.yaml", atomically: true, encoding: .utf8)
+        for arguments in [
+            ["serve", "--config", "relay.yaml"], ["serve"], ["config", "check", "--config", "relay.yaml"],
+            ["keys", "list", "--config", "relay.yaml"],
+        ] {
+            let run = try Self.run(arguments, in: directory, environment: ["DATABASE_EMBEDDED": "false"])
+            #expect(run.status == 78, "\(arguments): \(run.output)\(run.error)")
+            #expect(run.error.contains("database.url is not set and database.embedded is false"), "\(arguments): \(run.error)")
+            #expect(run.error.split(separator: "\n").count == 1, "one line: \(run.error)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: directory + "/.push-relay-data"), "something was created")
+    }
+
+    @Test("a database that refuses the relay's role or names no database stops serve and keys at once with status 78, not retried")
+    func databaseRefusal() async throws {
+        let directory = try Self.directory()
+        let fields = try await TestDatabase.makeDatabase().split(separator: " ").map(String.init)
+        for (field, value, state) in [("dbname", "no_such_database", "3D000"), ("password", "not-the-password", "28P01")] {
+            let conninfo = (fields.filter { !$0.hasPrefix(field + "=") } + ["\(field)=\(value)"]).joined(separator: " ")
+            try ("database:\n  url: \"\(conninfo)\"\n  start_wait_seconds: 30\n" + Self.app)
+                .write(toFile: directory + "/relay.yaml", atomically: true, encoding: .utf8)
+            // Were it retried, serve would wait the 30 s and exit 1.
+            let serve = try Self.run(["serve", "--config", "relay.yaml", "--port", "\(try EmbeddedPostgres.freePort())"], in: directory)
+            #expect(serve.status == 78, "\(field): \(serve.error)")
+            #expect(serve.error.contains("SQLSTATE \(state)") && serve.error.contains("not retried"), "\(serve.error)")
+            #expect(!serve.error.contains("trying again"), "\(serve.error)")
+            #expect(!serve.error.contains("Error:"), "said once, in the log: \(serve.error)")
+            let keys = try Self.run(["keys", "list", "--config", "relay.yaml"], in: directory)
+            #expect(keys.status == 78 && keys.error.contains("SQLSTATE \(state)"), "\(keys.error)")
+        }
+    }
+
+    @Test("a key file that cannot be read says why: no such file, or permission denied with its owner and mode")
+    func unreadableFiles() throws {
+        let directory = try Self.directory()
+        let app = Self.app + "\n    user_tokens:\n      secret_file: \(directory)/user-tokens.key\n"
+        try app.write(toFile: directory + "/relay.yaml", atomically: true, encoding: .utf8)
+        let missing = try Self.run(["config", "check", "--config", "relay.yaml"], in: directory)
+        #expect(missing.status == 78, "\(missing.error)")
+        #expect(missing.error.contains("cannot read user_tokens.secret_file \(directory)/user-tokens.key: no such file"), "\(missing.error)")
+        // Root reads any file: the permission case needs another user (runuser, as root).
+        guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/sbin/runuser") else { return }
+        try String(repeating: "k", count: 40).write(toFile: directory + "/user-tokens.key", atomically: true, encoding: .utf8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: directory + "/user-tokens.key")
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: directory)
+        let denied = try Self.run(
+            ["-u", "nobody", "--", try RelayProcess.executable, "config", "check", "--config", "relay.yaml"],
+            in: directory,
+            executable: "/usr/sbin/runuser"
+        )
+        #expect(denied.status == 78, "\(denied.error)")
+        #expect(denied.error.contains("permission denied (owner root:root, mode 0600; push-relay runs as nobody)"), "\(denied.error)")
     }
 }

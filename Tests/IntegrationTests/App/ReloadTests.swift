@@ -208,6 +208,9 @@ struct ReloadTests {
                     kill(relay.process.processIdentifier, SIGHUP)
                     let done = await eventually(timeout: .seconds(20)) { count("configuration reloaded") >= reloads }
                     #expect(done, "reload \(reloads) by SIGHUP did not happen:\n\(log())")
+                    // Every field on every line, empty when nothing was added or removed.
+                    let line = log().split(separator: "\n").last { $0.contains("configuration reloaded") } ?? ""
+                    #expect(line.contains(" added=") && line.contains(" removed=") && line.contains(" restart_needed="), "\(line)")
                 } else {
                     let answer = try await relay.request("POST", "/v1/admin/reload", bearer: admin)
                     #expect(answer.status == 200, "\(String(decoding: answer.body, as: UTF8.self))")
