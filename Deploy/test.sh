@@ -5,11 +5,15 @@
 #   tarball  its binary on a stock Debian 12 (mmdebstrap minbase plus only the packages its
 #            DEPENDENCIES lists), in a chroot, as an unprivileged user;
 #   deb      `apt-get install ./push-relay_*.deb` into a clean Debian 12 (minbase, nothing else):
-#            dependencies pulled, user, files and units as a Debian admin expects; the relay run
-#            as its unit runs it (User, EnvironmentFile, ExecStart, ExecReload); then purged;
-#   systemd  the .deb installed into a Debian 12 minbase with systemd booted in podman: the
+#            dependencies pulled, user, files and units as a Debian admin expects; without
+#            DATABASE_URL `serve` refuses at once (exit status 78) and creates nothing; the relay
+#            started by docs/operations.md's "Running without systemd" line, reloaded on SIGHUP,
+#            stopped on SIGTERM; then purged, checking what postrm says it keeps;
+#   systemd  a Debian 12 minbase with systemd booted in podman, docs/operations.md's Install block
+#            run in it line by line as printed (a line the test does not know fails it): the
 #            hardened units started, reloaded and stopped by systemd itself, and rated at most
-#            2.5 by `systemd-analyze security --offline=true`;
+#            2.5 by `systemd-analyze security --offline=true`; a database refusing the role and
+#            no database at all stop the unit with exit status 78, not restarted;
 #   image    the OCI archive loaded into podman (runc): sandbox and relay containers as a
 #            non-root user with a read-only root filesystem, configured by file and environment,
 #            `push-relay health` as the health check, a clean stop on SIGTERM;
@@ -88,6 +92,20 @@ wait_for() {
         ((SECONDS < deadline)) || return 1
         sleep 0.5
     done
+}
+
+# doc_block FILE HEADING: the shell lines of the first ```sh block after the line HEADING (exactly
+# as written, such as "### Debian: the package") in FILE, without comments (from " #" on) and
+# blank lines: the commands a test runs as the doc prints them. Fails when there are none.
+doc_block() {
+    awk -v heading="$2" '
+        !found { if ($0 == heading) found = 1; next }
+        !inside { if ($0 == "```sh") inside = 1; next }
+        /^```/ { exit }
+        { sub(/^#.*/, ""); sub(/[ \t]+#.*/, ""); sub(/[ \t]+$/, "") }
+        /./ { print; printed = 1 }
+        END { exit !printed }
+    ' "$1"
 }
 
 # PostgreSQL 15 on this machine, one database per artifact.
@@ -192,6 +210,22 @@ test_tarball() {
     log "tarball: stopped cleanly on SIGTERM"
 }
 
+# The "Running without systemd" block of docs/operations.md: its one line, which this test runs as
+# written. Any other text fails the test, so the doc and the test cannot drift apart.
+without_systemd_line='cd /var/lib/push-relay && exec setpriv --reuid=push-relay --regid=push-relay --init-groups --reset-env push-relay serve --config /etc/push-relay/push-relay.yaml --env-file /etc/push-relay/environment'
+
+# refused_without_database ROOT WHEN: serve in the chroot ROOT as the package's user, with its
+# configuration and environment file, must exit at once with status 78 and create nothing.
+refused_without_database() {
+    local root="$1" status=0
+    timeout 30 chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin sh -c 'cd /var/lib/push-relay &&
+        runuser -u push-relay -- push-relay serve --config /etc/push-relay/push-relay.yaml --env-file /etc/push-relay/environment' \
+        >"$work/deb-no-database.log" 2>&1 || status=$?
+    [ "$status" = 78 ] || fail "deb: serve $2 exited with $status, not 78: $(tail -5 "$work/deb-no-database.log")"
+    [ ! -e "$root/var/lib/push-relay/.push-relay-data" ] || fail "deb: serve $2 created /var/lib/push-relay/.push-relay-data"
+    grep -q 'database\.url' "$work/deb-no-database.log" || fail "deb: serve $2 did not name database.url: $(cat "$work/deb-no-database.log")"
+}
+
 test_deb() {
     local root="$work/deb-root"
     log "deb: $(basename "$deb") into a clean Debian 12 (minbase)"
@@ -201,7 +235,8 @@ test_deb() {
     chroot "$root" apt-get update -qq
     chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "/tmp/$(basename "$deb")" \
         >"$work/deb-install.log" 2>&1 || fail "deb: apt-get install failed: $(tail -20 "$work/deb-install.log")"
-    log "deb: apt-get install pulled $(grep -c '^Setting up' "$work/deb-install.log") packages; postinst said: $(grep '^push-relay:' "$work/deb-install.log")"
+    log "deb: apt-get install pulled $(grep -c '^Setting up' "$work/deb-install.log") packages; postinst said: $(sed -n '/^push-relay:/,/^  then /p' "$work/deb-install.log")"
+    grep -q -- '--env-file /etc/push-relay/environment' "$work/deb-install.log" || fail "deb: postinst's next steps do not give the config check with --env-file"
     chroot "$root" dpkg-query -W -f='${Status}\n' push-relay | grep -q 'install ok installed' || fail "deb: not installed"
     chroot "$root" getent passwd push-relay | grep -q ':/var/lib/push-relay:/usr/sbin/nologin$' || fail "deb: no push-relay system user"
     [ "$(chroot "$root" stat -c '%U:%G %a' /etc/push-relay/push-relay.yaml)" = "root:push-relay 640" ] || fail "deb: /etc/push-relay/push-relay.yaml owner or mode"
@@ -209,88 +244,167 @@ test_deb() {
     [ "$(chroot "$root" stat -c '%U:%G %a' /var/lib/push-relay)" = "push-relay:push-relay 750" ] || fail "deb: /var/lib/push-relay owner or mode"
     local unit="$root/lib/systemd/system/push-relay.service"
     [ -f "$root/lib/systemd/system/push-relay@.service" ] || fail "deb: no template unit"
-    local exec_start user environment_file directory reload
+    local exec_start reload
     exec_start=$(sed -n 's/^ExecStart=//p' "$unit")
-    user=$(sed -n 's/^User=//p' "$unit")
-    environment_file=$(sed -n 's/^EnvironmentFile=-\{0,1\}//p' "$unit")
-    directory=$(sed -n 's/^WorkingDirectory=//p' "$unit")
     reload=$(sed -n 's/^ExecReload=//p' "$unit")
     [ "$exec_start" = "/usr/bin/push-relay serve --config /etc/push-relay/push-relay.yaml" ] || fail "deb: ExecStart=$exec_start"
     [ "$reload" = '/bin/kill -HUP $MAINPID' ] || fail "deb: ExecReload=$reload"
+    # What docs/operations.md's "Running without systemd" line repeats, and the unit's refusals.
+    local setting
+    for setting in User=push-relay WorkingDirectory=/var/lib/push-relay EnvironmentFile=-/etc/push-relay/environment \
+        Environment=DATABASE_EMBEDDED=false RestartPreventExitStatus=78; do
+        grep -qx -- "$setting" "$unit" || fail "deb: push-relay.service has no $setting"
+    done
     chroot "$root" push-relay --version | grep -q "^$version (commit " || fail "deb: --version"
+    local uid gid
+    uid=$(chroot "$root" id -u push-relay)
+    gid=$(chroot "$root" id -g push-relay)
+    # serve as the package leaves it, without systemd: the example configuration (database.embedded:
+    # false) and postinst's environment file are refused at once with the configuration's exit
+    # status, naming database.url before the example's key files, and nothing is created.
+    refused_without_database "$root" "as installed"
+    log "deb: as installed, serve refused at once (exit status 78): $(grep -m1 . "$work/deb-no-database.log")"
     # Configure it as an operator would: the sandbox's keys under the state directory, the
-    # relay's configuration in /etc/push-relay, DATABASE_URL in the environment file.
+    # relay's configuration in /etc/push-relay (keeping the package's database.embedded: false),
+    # then DATABASE_URL in the environment file.
     local sandbox_port relay_port
     sandbox_port=$(free_port)
     relay_port=$(free_port)
-    local uid gid
-    uid=$(chroot "$root" id -u "$user")
-    gid=$(chroot "$root" id -g "$user")
     chroot --userspec="$uid:$gid" "$root" /usr/bin/push-relay sandbox --port "$sandbox_port" \
         --directory /var/lib/push-relay/sandbox >"$work/deb-sandbox.out" 2>"$work/deb-sandbox.err" &
     pids+=($!)
     wait_for "sandbox_ready $work/deb-sandbox.out" 60 || fail "deb: the sandbox printed no configuration: $(cat "$work/deb-sandbox.err")"
-    relay_config "$relay_port" "$work/deb-sandbox.out" >"$root/etc/push-relay/push-relay.yaml"
-    echo "DATABASE_URL=$(database_url deb)" >>"$root$environment_file"
-    chroot --userspec="$uid:$gid" "$root" push-relay config check --config /etc/push-relay/push-relay.yaml >"$work/deb-check.log" 2>&1 ||
+    { relay_config "$relay_port" "$work/deb-sandbox.out" && printf 'database:\n  embedded: false\n'; } >"$root/etc/push-relay/push-relay.yaml"
+    # With the operator's apps in place, serve refuses for the missing DATABASE_URL alone, and says so.
+    refused_without_database "$root" "without DATABASE_URL"
+    log "deb: without DATABASE_URL serve refused at once (exit status 78): $(grep -m1 'database\.url' "$work/deb-no-database.log")"
+    echo "DATABASE_URL=$(database_url deb)" >>"$root/etc/push-relay/environment"
+    chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin runuser -u push-relay -- push-relay config check \
+        --config /etc/push-relay/push-relay.yaml --env-file /etc/push-relay/environment >"$work/deb-check.log" 2>&1 ||
         fail "deb: config check: $(cat "$work/deb-check.log")"
-    # As systemd would start it (there is no systemd in a chroot): the unit's user, environment
-    # file, working directory and command line, in one process that signals reach.
-    chroot --userspec="$uid:$gid" "$root" env -i PATH=/usr/bin:/bin \
-        sh -c "set -a; . $environment_file; set +a; cd $directory && exec $exec_start" >"$work/deb-relay.log" 2>&1 &
-    local relay=$!
+    grep '^database: ' "$work/deb-check.log" | grep -q 'dbname=relay_deb' ||
+        fail "deb: config check with --env-file does not name the environment file's database: $(grep '^database' "$work/deb-check.log")"
+    # Started as docs/operations.md says for a host without systemd, as a supervisor would: the
+    # process started is the relay itself, so SIGHUP and SIGTERM reach it.
+    local line
+    line=$(doc_block docs/operations.md '### Running without systemd') || fail "deb: no sh block under '### Running without systemd' in docs/operations.md"
+    [ "$line" = "$without_systemd_line" ] || fail "deb: docs/operations.md's 'Running without systemd' block is not what this test knows: $line"
+    chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin sh -c "$line" >"$work/deb-relay.log" 2>&1 &
+    local relay=$! real_root
     pids+=("$relay")
+    real_root=$(readlink -f "$root")
+    wait_for "[ \"\$(readlink /proc/$relay/exe)\" = '$real_root/usr/bin/push-relay' ]" 10 ||
+        fail "deb: the process started is $(readlink "/proc/$relay/exe"), not push-relay: $(tail -5 "$work/deb-relay.log")"
+    local relay_uid
+    relay_uid=$(awk '/^Uid:/ { print $2 }' "/proc/$relay/status")
+    [ "$relay_uid" = "$uid" ] || fail "deb: the relay runs as uid $relay_uid, not push-relay's $uid"
+    tr '\0' '\n' <"/proc/$relay/environ" | grep -qx 'HOME=/var/lib/push-relay' ||
+        fail "deb: the relay's HOME is not /var/lib/push-relay: $(tr '\0' '\n' <"/proc/$relay/environ" | grep '^HOME=')"
+    [ "$(readlink "/proc/$relay/cwd")" = "$real_root/var/lib/push-relay" ] || fail "deb: the relay's working directory is $(readlink "/proc/$relay/cwd")"
     deliver "$relay_port" "$work/deb-sandbox.out" "$root/var/lib/push-relay/sandbox/sandbox-ca.pem" deb
     kill -HUP "$relay"
     wait_for "grep -q 'configuration reloaded' $work/deb-relay.log" 20 || fail "deb: no reload after SIGHUP: $(tail -5 "$work/deb-relay.log")"
     kill -TERM "$relay"
     wait "$relay" || fail "deb: serve exited $? on SIGTERM: $(tail -5 "$work/deb-relay.log")"
-    log "deb: reloaded on SIGHUP (ExecReload) and stopped cleanly on SIGTERM"
+    log "deb: run as docs/operations.md says without systemd (user push-relay, HOME and working directory /var/lib/push-relay): reloaded on SIGHUP, stopped cleanly on SIGTERM"
+    # A file of the operator's: purge leaves it, and says so.
+    install -m 0640 -o root -g "$gid" /dev/null "$root/etc/push-relay/operator-key.p8"
     chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq push-relay >"$work/deb-purge.log" 2>&1 ||
         fail "deb: purge failed: $(tail -5 "$work/deb-purge.log")"
-    [ ! -e "$root/usr/bin/push-relay" ] && [ ! -e "$root/etc/push-relay/environment" ] && [ ! -e "$root/lib/systemd/system/push-relay.service" ] ||
-        fail "deb: files left after purge"
-    log "deb: purged (binary, units and /etc/push-relay gone)"
+    if [ -e "$root/usr/bin/push-relay" ] || [ -e "$root/lib/systemd/system/push-relay.service" ]; then fail "deb: the package's files left after purge"; fi
+    if [ -e "$root/etc/push-relay/environment" ] || [ -e "$root/etc/push-relay/push-relay.yaml" ]; then
+        fail "deb: purge left the environment file or the configuration: $(ls -A "$root/etc/push-relay")"
+    fi
+    [ -e "$root/etc/push-relay/operator-key.p8" ] || fail "deb: purge removed a file the operator added to /etc/push-relay"
+    grep -q '^push-relay: kept /etc/push-relay: operator-key.p8 (' "$work/deb-purge.log" ||
+        fail "deb: purge did not name the file left in /etc/push-relay: $(grep '^push-relay:' "$work/deb-purge.log")"
+    grep -q '^push-relay: kept /var/lib/push-relay ' "$work/deb-purge.log" || fail "deb: purge did not say /var/lib/push-relay is kept"
+    log "deb: purged (binary, units, environment file and configuration gone); it said: $(grep '^push-relay:' "$work/deb-purge.log" | tr '\n' ' ')"
 }
 
-# A command in the systemd test's container; a unit's journal there.
+# A command in the systemd test's container; a unit's journal there; the journal's cursor now, and
+# a unit's lines after one.
 in_container() { podman exec pr-test-systemd "$@"; }
 unit_journal() { in_container journalctl -u "$1" -o cat --no-pager; }
+journal_cursor() { in_container journalctl -n 1 --show-cursor -o cat --no-pager | sed -n 's/^-- cursor: //p'; }
+unit_journal_since() { in_container journalctl -u "$1" --after-cursor "$2" -o cat --no-pager; }
 
-# The .deb under a real systemd: Debian 12 minbase with systemd and the package's dependencies,
-# booted in podman (every capability, as systemd has on a host; the host's network, so the relay
-# reaches this machine's PostgreSQL). The package is installed while systemd runs (postinst's
-# daemon-reload), and systemctl starts, reloads and stops the hardened units as installed.
+# The .deb under a real systemd: Debian 12 minbase with systemd, curl and the package's
+# dependencies, booted in podman (every capability, as systemd has on a host; the host's network,
+# so the relay reaches this machine's PostgreSQL). docs/operations.md's Install block is run as
+# printed, line by line, while systemd runs; then systemctl reloads and stops the hardened units as
+# installed, and the unit meets a database that refuses it and no database at all.
 test_systemd() {
     local root="$work/systemd-root" container=pr-test-systemd
     local started=$SECONDS packages
     packages=$(dpkg-deb -f "$deb" Depends | sed 's/ ([^)]*)//g; s/ *|[^,]*//g; s/,/ /g' | xargs)
-    log "systemd: $(basename "$deb") under systemd in podman (Debian 12 minbase + systemd, dbus, $packages)"
-    # The package's Depends include procps, ExecReload's /bin/kill, which minbase lacks.
-    debian_rootfs minbase "systemd systemd-sysv dbus $packages" "$root"
+    log "systemd: $(basename "$deb") under systemd in podman (Debian 12 minbase + systemd, dbus, curl, $packages)"
+    # The package's dependencies are there already, so that apt-get installs the .deb without
+    # package lists (minbase has none). curl is for the doc's last line.
+    debian_rootfs minbase "systemd systemd-sysv dbus curl $packages" "$root"
     cp "$deb" "$root/root/"
     podman_env
     podman rm -f -t 0 "$container" >/dev/null 2>&1 || true
     podman run -d --name "$container" --systemd=always --cap-add all --network host --rootfs "$root" /sbin/init >/dev/null
     wait_for "podman exec $container systemctl is-system-running --wait" 60 ||
         fail "systemd: the container's systemd is not running: $(in_container systemctl is-system-running 2>&1) $(in_container systemctl --failed --no-legend 2>&1)"
-    in_container dpkg -i "/root/$(basename "$deb")" >"$work/systemd-install.log" 2>&1 ||
-        fail "systemd: dpkg -i failed: $(tail -20 "$work/systemd-install.log")"
-    [ "$(in_container systemctl show -p LoadState --value push-relay.service)" = loaded ] || fail "systemd: push-relay.service is not loaded"
-    # The sandbox as a transient unit of the package's user; its printed configuration in a file.
     local sandbox_port relay_port instance_port
     sandbox_port=$(free_port)
     relay_port=$(free_port)
     instance_port=$(free_port)
     local output="$root/var/lib/push-relay/sandbox.out"
-    in_container systemd-run -q --unit=pr-test-sandbox -p User=push-relay -p Group=push-relay \
-        -p StandardOutput=file:/var/lib/push-relay/sandbox.out -p StandardError=journal \
-        /usr/bin/push-relay sandbox --port "$sandbox_port" --directory /var/lib/push-relay/sandbox
-    wait_for "sandbox_ready $output" 60 || fail "systemd: the sandbox printed no configuration: $(unit_journal pr-test-sandbox | tail -5)"
-    relay_config "$relay_port" "$output" >"$root/etc/push-relay/push-relay.yaml"
-    echo "DATABASE_URL=$(database_url systemd)" >>"$root/etc/push-relay/environment"
-    # Enabled as docs/operations.md says, which also keeps the unit loaded, its exit status readable.
-    in_container systemctl enable -q --now push-relay.service || fail "systemd: start failed: $(unit_journal push-relay.service | tail -10)"
+    # docs/operations.md's Install block, line by line as printed, in the container. The table is
+    # every line this test knows, with what stands in for the operator's own parts: where the
+    # artifacts were downloaded, the editor, the database, the port. A line it does not know fails
+    # the test, so the doc and the test cannot drift apart.
+    local block line steps=0 doc_url='postgresql://push_relay:PASSWORD@db.internal/push_relay'
+    local install_log="$work/systemd-install.log"
+    block=$(doc_block docs/operations.md '### Debian: the package') || fail "systemd: no sh block under '### Debian: the package' in docs/operations.md"
+    while IFS= read -r line <&3; do
+        log "systemd: docs/operations.md: $line"
+        echo "# $line" >>"$install_log"
+        case "$line" in
+        'sha256sum -c SHA256SUMS --ignore-missing')
+            (cd "$dist" && sha256sum -c SHA256SUMS --ignore-missing) >>"$install_log" 2>&1 || fail "systemd: $line: $(tail -5 "$install_log")"
+            ;;
+        "apt-get install ./push-relay_${version}_amd64.deb")
+            in_container sh -c "cd /root && apt-get install ./$(basename "$deb")" >>"$install_log" 2>&1 || fail "systemd: $line: $(tail -20 "$install_log")"
+            [ "$(in_container systemctl show -p LoadState --value push-relay.service)" = loaded ] || fail "systemd: push-relay.service is not loaded"
+            ;;
+        'editor /etc/push-relay/push-relay.yaml')
+            # The apps of a sandbox run as the package's user (a transient unit; its printed
+            # configuration in a file).
+            in_container systemd-run -q --unit=pr-test-sandbox -p User=push-relay -p Group=push-relay \
+                -p StandardOutput=file:/var/lib/push-relay/sandbox.out -p StandardError=journal \
+                /usr/bin/push-relay sandbox --port "$sandbox_port" --directory /var/lib/push-relay/sandbox
+            wait_for "sandbox_ready $output" 60 || fail "systemd: the sandbox printed no configuration: $(unit_journal pr-test-sandbox | tail -5)"
+            relay_config "$relay_port" "$output" >"$root/etc/push-relay/push-relay.yaml"
+            ;;
+        "echo 'DATABASE_URL=$doc_url' >> /etc/push-relay/environment")
+            in_container sh -c "${line/"$doc_url"/"$(database_url systemd)"}" >>"$install_log" 2>&1 || fail "systemd: $line: $(tail -5 "$install_log")"
+            ;;
+        'runuser -u push-relay -- push-relay config check --config /etc/push-relay/push-relay.yaml --env-file /etc/push-relay/environment')
+            in_container sh -c "$line" >"$work/systemd-check.log" 2>&1 || fail "systemd: $line: $(tail -5 "$work/systemd-check.log")"
+            grep '^database: ' "$work/systemd-check.log" | grep -q 'dbname=relay_systemd' ||
+                fail "systemd: config check does not name the environment file's database: $(grep '^database' "$work/systemd-check.log")"
+            ;;
+        'runuser -u push-relay -- push-relay keys create --admin --label ops --config /etc/push-relay/push-relay.yaml --env-file /etc/push-relay/environment')
+            in_container sh -c "$line" >"$work/systemd-key.out" 2>>"$install_log" || fail "systemd: $line: $(tail -5 "$install_log")"
+            [[ "$(tail -1 "$work/systemd-key.out")" == prk_* ]] || fail "systemd: keys create printed no key on its last line: $(tail -2 "$work/systemd-key.out")"
+            ;;
+        'systemctl enable --now push-relay')
+            in_container sh -c "$line" >>"$install_log" 2>&1 || fail "systemd: $line: $(unit_journal push-relay.service | tail -10)"
+            ;;
+        'curl -s localhost:8080/ready')
+            # Once the relay has started.
+            wait_for "podman exec $container sh -c '${line/localhost:8080/localhost:$relay_port}' | grep -q '\"status\":\"ready\"'" 60 ||
+                fail "systemd: $line did not answer ready in 60 s: $(unit_journal push-relay.service | tail -10)"
+            ;;
+        *) fail "systemd: docs/operations.md's Install block has a line this test does not know: $line" ;;
+        esac
+        steps=$((steps + 1))
+    done 3<<<"$block"
+    ((steps == 8)) || fail "systemd: docs/operations.md's Install block has $steps lines, not the 8 this test knows"
     wait_for "podman exec $container push-relay health --ready --config /etc/push-relay/push-relay.yaml" 60 ||
         fail "systemd: push-relay health --ready failed: $(unit_journal push-relay.service | tail -10)"
     [ "$(stat -c %a "$root/var/lib/push-relay")" = 750 ] || fail "systemd: /var/lib/push-relay is mode $(stat -c %a "$root/var/lib/push-relay") once started"
@@ -318,7 +432,7 @@ test_systemd() {
     refused=$(in_container journalctl -u 'push-relay*' -o cat --no-pager |
         grep -Ei 'not permitted|permission denied|read-only file system|bad system call|SIGSYS|errno=1\b' || true)
     [ -z "$refused" ] || fail "systemd: the journal shows refusals: $refused"
-    log "systemd: started, ready, reloaded (SIGHUP) and stopped with exit status 0; push-relay@$instance_port too"
+    log "systemd: installed and started as docs/operations.md says, ready, reloaded (SIGHUP) and stopped with exit status 0; push-relay@$instance_port too"
     local unit rating ratings=""
     for unit in push-relay.service push-relay@.service; do
         rating=$(in_container systemd-analyze security --offline=true "/lib/systemd/system/$unit" 2>&1 |
@@ -327,7 +441,37 @@ test_systemd() {
         awk -v rating="$rating" 'BEGIN { exit !(rating <= 2.5) }' || fail "systemd: systemd-analyze security rates $unit $rating (above 2.5)"
         ratings="$ratings $unit $rating;"
     done
-    log "systemd: systemd-analyze security --offline=true:${ratings%;} (at most 2.5); $((SECONDS - started)) s"
+    log "systemd: systemd-analyze security --offline=true:${ratings%;} (at most 2.5)"
+    # A database that refuses the relay's role (this PostgreSQL trusts the roles it has, so an
+    # unknown one is SQLSTATE 28000): exit status 78 at once, and no restart. With a restart due
+    # the unit would be activating (auto-restart) for RestartSec=2, not failed, so failed is final.
+    local cursor
+    echo "DATABASE_URL=postgresql://nobody@127.0.0.1:$pg_port/relay_systemd" >"$root/etc/push-relay/environment"
+    cursor=$(journal_cursor)
+    in_container systemctl restart push-relay.service || true
+    wait_for "[ \"\$(podman exec $container systemctl show -p ActiveState --value push-relay.service)\" = failed ]" 30 ||
+        fail "systemd: refused by the database, push-relay.service is not failed after 30 s: $(in_container systemctl show -p ActiveState -p SubState -p NRestarts push-relay.service | xargs); $(unit_journal_since push-relay.service "$cursor" | tail -5)"
+    status=$(in_container systemctl show -p ExecMainStatus -p NRestarts push-relay.service | sort | xargs)
+    [ "$status" = "ExecMainStatus=78 NRestarts=0" ] ||
+        fail "systemd: refused by the database, push-relay.service ended with $status, not ExecMainStatus=78 NRestarts=0: $(unit_journal_since push-relay.service "$cursor" | tail -5)"
+    wait_for "unit_journal_since push-relay.service '$cursor' | grep -q 'not retried.*role .nobody. does not exist'" 10 ||
+        fail "systemd: refused by the database, the journal does not say why: $(unit_journal_since push-relay.service "$cursor" | tail -5)"
+    log "systemd: a refused role: exit status 78, not restarted: $(unit_journal_since push-relay.service "$cursor" | grep -m1 'not retried')"
+    # No database at all: the environment file without DATABASE_URL; the unit's DATABASE_EMBEDDED=false
+    # makes serve refuse at once, naming database.url, and create nothing.
+    : >"$root/etc/push-relay/environment"
+    in_container systemctl reset-failed push-relay.service
+    cursor=$(journal_cursor)
+    in_container systemctl start push-relay.service || true
+    wait_for "[ \"\$(podman exec $container systemctl show -p ActiveState --value push-relay.service)\" = failed ]" 30 ||
+        fail "systemd: without DATABASE_URL push-relay.service is not failed after 30 s: $(unit_journal_since push-relay.service "$cursor" | tail -5)"
+    status=$(in_container systemctl show -p ExecMainStatus -p NRestarts push-relay.service | sort | xargs)
+    [ "$status" = "ExecMainStatus=78 NRestarts=0" ] ||
+        fail "systemd: without DATABASE_URL push-relay.service ended with $status: $(unit_journal_since push-relay.service "$cursor" | tail -5)"
+    wait_for "unit_journal_since push-relay.service '$cursor' | grep -q 'database\.url'" 10 ||
+        fail "systemd: without DATABASE_URL the journal does not name database.url: $(unit_journal_since push-relay.service "$cursor" | tail -5)"
+    [ ! -e "$root/var/lib/push-relay/.push-relay-data" ] || fail "systemd: without DATABASE_URL the relay created /var/lib/push-relay/.push-relay-data"
+    log "systemd: no DATABASE_URL: exit status 78, nothing created: $(unit_journal_since push-relay.service "$cursor" | grep -m1 'database\.url'); $((SECONDS - started)) s"
     podman rm -f -t 0 "$container" >/dev/null
 }
 

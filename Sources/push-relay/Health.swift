@@ -20,6 +20,9 @@ struct Health: AsyncParsableCommand {
     @Option(name: .customLong("config"), help: ArgumentHelp("YAML configuration file (or CONFIG_FILE).", valueName: "file"))
     var configFile: String?
 
+    @Option(help: ArgumentHelp("A file of NAME=value lines (systemd's EnvironmentFile format) set in the environment first.", valueName: "file"))
+    var envFile: String?
+
     @Option(help: "The port to ask (default: http.port from the configuration, 8080).")
     var port: Int?
 
@@ -33,9 +36,10 @@ struct Health: AsyncParsableCommand {
         var port = self.port
         if port == nil {
             do {
+                if let envFile { try EnvironmentFile.apply(path: envFile) }
                 port = try await ConfigReader.pushRelay(configFile: configFile).int(forKey: "http.port", default: 8080)
             } catch {
-                throw CommandError("configuration: \(error)")
+                throw CommandError("configuration: \(error)", exitStatus: .configuration)
             }
         }
         let path = ready ? "/ready" : "/health"

@@ -38,10 +38,11 @@ struct Serve: AsyncParsableCommand {
         var reader = try await common.reader(overrides)
         let logger = try common.logger(reader)
         let started = ContinuousClock.now
-        var apps = try await AppConfiguration.loadChecked(reader: reader)
+        // First, before anything is made (the demo's sandbox keys, an embedded cluster) or read (the
+        // apps' key files): a relay with no database to use is told so before anything else.
         let database = DatabaseConfiguration(config: reader.scoped(to: "database"))
-        // Before anything is made (the demo's sandbox keys, an embedded cluster): nothing to undo.
         if database.url == nil && !database.embedded { throw CommandError(Database.noURL, exitStatus: .configuration) }
+        var apps = try await AppConfiguration.loadChecked(reader: reader)
         let demo = apps.isEmpty && database.url == nil
         logger.info(
             "starting PushRelay",
