@@ -2,8 +2,8 @@
 # Builds PushRelay's release artifacts into one folder (default dist/), with SHA256SUMS:
 #   push-relay-VERSION-linux-ARCH.tar.gz  the binary (Swift runtime linked in; migrations, console
 #                                         and OpenAPI document built in), the systemd units, the
-#                                         example configuration and DEPENDENCIES (the Debian packages
-#                                         it needs at run time)
+#                                         example configuration, README, CHANGELOG, LICENSE and
+#                                         DEPENDENCIES (the Debian packages it needs at run time)
 #   push-relay_VERSION_DEBARCH.deb        Debian 12 package: the binary, a push-relay system
 #                                         user, the units, /etc/push-relay
 #   push-relay-VERSION-oci.tar            OCI image archive (Debian 12 libraries and the binary;
@@ -71,7 +71,7 @@ mkdir -p "$stage/bin" "$stage/systemd"
 cp "$binary" "$stage/bin/push-relay"
 cp Deploy/push-relay.service Deploy/push-relay@.service "$stage/systemd/"
 cp Deploy/push-relay.example.yaml "$stage/push-relay.example.yaml"
-cp README.md CHANGELOG.md "$stage/"
+cp README.md CHANGELOG.md LICENSE "$stage/"
 {
     echo "push-relay $version (commit $commit), built $(date -u +%Y-%m-%d) on $(. /etc/os-release && echo "$PRETTY_NAME")."
     echo "Debian/Ubuntu packages it needs at run time (apt-get install …):"
@@ -93,8 +93,33 @@ install -D -m 0640 Deploy/push-relay.example.yaml "$deb/etc/push-relay/push-rela
 install -D -m 0644 README.md "$deb/usr/share/doc/push-relay/README.md"
 install -D -m 0644 Deploy/push-relay.example.yaml "$deb/usr/share/doc/push-relay/examples/push-relay.example.yaml"
 gzip -9n <CHANGELOG.md >"$work/changelog.gz" && install -m 0644 "$work/changelog.gz" "$deb/usr/share/doc/push-relay/changelog.gz"
-printf '%s\n' 'Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/' 'Upstream-Name: push-relay' \
-    'Files: *' 'Copyright: PushRelay authors' 'License: see README.md' >"$deb/usr/share/doc/push-relay/copyright"
+# Machine-readable (DEP-5). The licence's full text is Debian's /usr/share/common-licenses/Apache-2.0,
+# not copied into the package (policy 12.5).
+cat >"$deb/usr/share/doc/push-relay/copyright" <<'EOF'
+Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
+Upstream-Name: push-relay
+Upstream-Contact: PushRelay project <security@pushrelay.dev>
+
+Files: *
+Copyright: The PushRelay project authors
+License: Apache-2.0
+
+License: Apache-2.0
+ Licensed under the Apache License, Version 2.0 (the "License");
+ you may not use this file except in compliance with the License.
+ You may obtain a copy of the License at
+ .
+ http://www.apache.org/licenses/LICENSE-2.0
+ .
+ Unless required by applicable law or agreed to in writing, software
+ distributed under the License is distributed on an "AS IS" BASIS,
+ WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+ See the License for the specific language governing permissions and
+ limitations under the License.
+ .
+ On Debian systems, the complete text of the Apache License, Version 2.0
+ can be found in "/usr/share/common-licenses/Apache-2.0".
+EOF
 install -d "$deb/DEBIAN"
 install -m 0755 Deploy/debian/postinst Deploy/debian/prerm Deploy/debian/postrm "$deb/DEBIAN/"
 echo /etc/push-relay/push-relay.yaml >"$deb/DEBIAN/conffiles"
@@ -102,7 +127,7 @@ cat >"$deb/DEBIAN/control" <<EOF
 Package: push-relay
 Version: $version
 Architecture: $debarch
-Maintainer: PushRelay <push-relay@localhost>
+Maintainer: PushRelay project <security@pushrelay.dev>
 Installed-Size: $(du -sk --exclude=DEBIAN "$deb" | cut -f1)
 Depends: $depends, passwd, procps
 Section: net
@@ -140,6 +165,7 @@ if ((with_image)); then
         --change "LABEL=org.opencontainers.image.version=$version" \
         --change "LABEL=org.opencontainers.image.revision=$commit" \
         --change 'LABEL=org.opencontainers.image.title=push-relay' \
+        --change 'LABEL=org.opencontainers.image.licenses=Apache-2.0' \
         - "$image" >/dev/null
     rm -f "$out/push-relay-$version-oci.tar"
     podman save --format oci-archive -o "$out/push-relay-$version-oci.tar" "$image"

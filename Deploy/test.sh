@@ -178,6 +178,7 @@ test_tarball() {
     debian_rootfs minbase "$packages" "$root"
     prepare_root "$root"
     tar -C "$root/opt" -xzf "$tarball"
+    cmp -s LICENSE "$root"/opt/push-relay-*/LICENSE || fail "tarball: no LICENSE, or not the repository's"
     local binary
     binary=$(cd "$root" && ls -d opt/push-relay-*/bin/push-relay)
     chroot "$root" "/$binary" --version | grep -q "^$version (commit " || fail "tarball: --version: $(chroot "$root" "/$binary" --version)"
@@ -229,6 +230,10 @@ refused_without_database() {
 test_deb() {
     local root="$work/deb-root"
     log "deb: $(basename "$deb") into a clean Debian 12 (minbase)"
+    # Read from the package: the test root filesystems exclude /usr/share/doc.
+    local copyright
+    copyright=$(dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/share/doc/push-relay/copyright)
+    grep -qx 'License: Apache-2.0' <<<"$copyright" || fail "deb: /usr/share/doc/push-relay/copyright does not name License: Apache-2.0"
     debian_rootfs minbase "" "$root"
     prepare_root "$root"
     cp "$deb" "$root/tmp/"
@@ -483,6 +488,9 @@ test_image() {
     podman load -q -i "$archive" >/dev/null
     local image="localhost/push-relay:$version"
     [ "$(podman image inspect -f '{{.Config.User}}' "$image")" = "10001:10001" ] || fail "image: not a non-root user"
+    local licenses
+    licenses=$(podman image inspect -f '{{index .Labels "org.opencontainers.image.licenses"}}' "$image")
+    [ "$licenses" = Apache-2.0 ] || fail "image: label org.opencontainers.image.licenses is '$licenses', not Apache-2.0"
     local sandbox_dir="$work/image-sandbox" config_dir="$work/image-config"
     install -d -o 10001 -g 10001 "$sandbox_dir"
     install -d "$config_dir"

@@ -10,6 +10,7 @@ set -euo pipefail
 python3 scripts/rooms.py --check docs/architecture.md  # cheap: before the build
 # Formatting (.swift-format: 4 spaces, 150 columns); `swift format -i -r Sources Tests Plugins Package.swift` fixes it.
 swift format lint --strict --recursive --parallel Sources Tests Plugins Package.swift Clients
+scripts/line-length.py  # the same 150 columns for the string literals and comments swift-format leaves alone
 scripts/bootstrap.sh
 swift build --build-tests
 # Free space where the build and the test clusters live, for reading a failed run.

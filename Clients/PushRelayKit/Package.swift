@@ -1,4 +1,5 @@
 // swift-tools-version: 6.0
+// Licensed under the Apache License, Version 2.0; see LICENSE.
 import PackageDescription
 
 // PushRelayKit on its own: the package an app adds. Foundation only, no dependency, so adding it

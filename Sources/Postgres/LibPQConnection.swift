@@ -100,7 +100,8 @@ final class LibPQConnection: @unchecked Sendable {
                 // for a cached plan instead (PostgresPlanning.cached).
                 (
                     "options",
-                    "-c TimeZone=UTC -c DateStyle=ISO -c plan_cache_mode=force_custom_plan -c statement_timeout=\(settings.statementTimeoutMilliseconds)"
+                    "-c TimeZone=UTC -c DateStyle=ISO -c plan_cache_mode=force_custom_plan -c "
+                        + "statement_timeout=\(settings.statementTimeoutMilliseconds)"
                 ),
             ]
             pairs += [("dbname", conninfo), ("client_encoding", "UTF8")]

@@ -90,7 +90,8 @@ struct Ingest: AsyncParsableCommand {
             #"{"identifier":"bench-\#((number * devices + device) % tokenPool)","type":"\#(device % 2 == 0 ? "android" : "ios")"}"#
         }
         return
-            #"{"devices":[\#(targets.joined(separator: ","))],"notification":{"title":"Agent replied","body":"Reply \#(number) on your ticket","ticket_id":"\#(number % 5000)"}}"#
+            #"{"devices":[\#(targets.joined(separator: ","))],"notification":{"title":"Agent replied","body":"Reply \#(number) on your "#
+            + #"ticket","ticket_id":"\#(number % 5000)"}}"#
     }
 
     private func report(_ result: WebhookLoad.Result) {
@@ -104,7 +105,8 @@ struct Ingest: AsyncParsableCommand {
         print(String(format: "  elapsed     %.2f s", result.elapsed))
         print(String(format: "  throughput  %.0f webhooks/s accepted (202)", Double(result.accepted) / result.elapsed))
         print(
-            "  latency     p50 \(ms(50))  p90 \(ms(90))  p99 \(ms(99))  p99.9 \(ms(99.9))  max \(String(format: "%.2f ms", Double(histogram.max) / 1000))"
+            "  latency     p50 \(ms(50))  p90 \(ms(90))  p99 \(ms(99))  p99.9 \(ms(99.9))  max "
+                + "\(String(format: "%.2f ms", Double(histogram.max) / 1000))"
         )
         if result.failed.isEmpty {
             print("  failures    none")

@@ -46,7 +46,8 @@ struct EndToEnd: AsyncParsableCommand {
 
     @Option(
         help: ArgumentHelp(
-            "Relay processes sharing one PostgreSQL server that the benchmark starts (durable), on ports --port, --port + 1, ...; the webhook connections are spread over them. Without it, one relay with its own embedded PostgreSQL.",
+            "Relay processes sharing one PostgreSQL server that the benchmark starts (durable), on ports --port, --port + 1, ...; the webhook "
+                + "connections are spread over them. Without it, one relay with its own embedded PostgreSQL.",
             valueName: "n"
         )
     )
@@ -56,6 +57,9 @@ struct EndToEnd: AsyncParsableCommand {
         guard (instances ?? 1) >= 1 else { throw ValidationError("--instances must be at least 1") }
     }
 
+    // Over 100 lines on purpose: the benchmark reads as its script, top to bottom (start the
+    // processes, load, measure, report), and those steps share a dozen values a split would pass
+    // around; each step is marked by a comment.
     func run() async throws {
         let relayPath = relay ?? ((CommandLine.arguments[0] as NSString).deletingLastPathComponent as NSString).appendingPathComponent("push-relay")
         guard FileManager.default.isExecutableFile(atPath: relayPath) else { throw ValidationError("no push-relay executable at \(relayPath)") }
@@ -164,7 +168,8 @@ struct EndToEnd: AsyncParsableCommand {
         let postgresCPU = (postmasterFile.map { Self.postgresCPUSeconds(postmasterFile: $0) } ?? 0) - postgresBefore
         if let instances {
             print(
-                "end-to-end: \(instances) relay process\(instances == 1 ? "" : "es") (\(relayPath)) on one PostgreSQL server started by the benchmark (fsync, synchronous_commit on), sandbox over TLS HTTP/2 in the load generator"
+                "end-to-end: \(instances) relay process\(instances == 1 ? "" : "es") (\(relayPath)) on one PostgreSQL server started by the "
+                    + "benchmark (fsync, synchronous_commit on), sandbox over TLS HTTP/2 in the load generator"
             )
         } else {
             print("end-to-end: relay \(relayPath), embedded PostgreSQL (fsync, synchronous_commit on), sandbox over TLS HTTP/2 in the load generator")
@@ -185,7 +190,8 @@ struct EndToEnd: AsyncParsableCommand {
         let run = Self.subtract(await Self.latencyBuckets(ports: ports), bucketsBefore)
         let (commitP50, commitP99) = (Self.bound(run, at: 0.50), Self.bound(run, at: 0.99))
         print(
-            "  commit→outcome     p50 ≤ \(Self.seconds(commitP50))  p99 ≤ \(Self.seconds(commitP99))  (the relays' push_relay_delivery_latency_seconds buckets)"
+            "  commit→outcome     p50 ≤ \(Self.seconds(commitP50))  p99 ≤ \(Self.seconds(commitP99))  (the relays' "
+                + "push_relay_delivery_latency_seconds buckets)"
         )
         let notifications = Double(max(tracker.count, 1))
         var figures: [(String, Double)] = [

@@ -22,8 +22,10 @@ struct Sender: AsyncParsableCommand {
     var concurrency = 200
 
     @Option(
-        help:
-            "An external TLS HTTP/2 sink that answers POSTs with 200 (e.g. nghttpd, see scripts/bench/sender.sh); omit for the in-process sandbox sink."
+        help: ArgumentHelp(
+            "An external TLS HTTP/2 sink that answers POSTs with 200 (e.g. nghttpd, see scripts/bench/sender.sh); omit for the in-process "
+                + "sandbox sink."
+        )
     )
     var url: String?
 
@@ -86,7 +88,9 @@ struct Sender: AsyncParsableCommand {
         await sink?.shutdown()
         func ms(_ p: Double) -> String { String(format: "%.2f ms", Double(histogram.valueAtPercentile(p)) / 1000) }
         print(
-            "sender: \(requests) requests of \(payload.count) bytes over \(threads == 1 ? "one TLS HTTP/2 connection" : "\(threads) TLS HTTP/2 connections, one event thread each"), \(concurrency) streams in flight, to \(sink == nil ? url : "the in-process sink")"
+            "sender: \(requests) requests of \(payload.count) bytes over "
+                + "\(threads == 1 ? "one TLS HTTP/2 connection" : "\(threads) TLS HTTP/2 connections, one event thread each"), "
+                + "\(concurrency) streams in flight, to \(sink == nil ? url : "the in-process sink")"
         )
         print("  client      \(CurlLibrary.version)")
         print(String(format: "  elapsed     %.2f s", elapsed))

@@ -151,7 +151,9 @@ struct JobFollower {
             if finished {
                 if terminal { print("") }
                 print(
-                    "job \(id) \(status) after \(BulkUnregister.seconds(ContinuousClock.now - started)): total \(total), removed \(job["removed"] as? Int ?? 0), not_found \(job["not_found"] as? Int ?? 0), failed \(job["failed"] as? Int ?? 0), forwarded to Zendesk \(job["forwarded"] as? Int ?? 0)"
+                    "job \(id) \(status) after \(BulkUnregister.seconds(ContinuousClock.now - started)): total \(total), "
+                        + "removed \(job["removed"] as? Int ?? 0), not_found \(job["not_found"] as? Int ?? 0), "
+                        + "failed \(job["failed"] as? Int ?? 0), forwarded to Zendesk \(job["forwarded"] as? Int ?? 0)"
                 )
                 if let error = job["error"] as? String { print("error: \(error)") }
                 return job

@@ -8,7 +8,8 @@ struct Migrate: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Apply pending database migrations, then exit.",
         discussion: """
-            Safe to run while other relays start: an advisory lock makes each migration apply exactly once. Running it again when the schema is current changes nothing.
+            Safe to run while other relays start: an advisory lock makes each migration apply exactly once. Running it again when the schema is \
+            current changes nothing.
             """
     )
 

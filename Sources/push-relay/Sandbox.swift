@@ -12,11 +12,18 @@ struct Sandbox: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run the local APNs / FCM stand-in over HTTP/2 and TLS, with made-up credentials a relay can use.",
         discussion: """
-            It keeps in --directory, reused on later starts so a configuration pointing at them keeps working (delete a file to have it made anew; keys mode 0600): sandbox-ca.pem, the CA to trust (tls.ca_file, curl --cacert), and its key sandbox-ca-key.pem; AuthKey_\(SandboxCredentials.apnsKeyID).p8, an APNs signing key (apns.token.key_file) with key id \(SandboxCredentials.apnsKeyID) and team id \(SandboxCredentials.apnsTeamID); service-account.json, an FCM service account (fcm.service_account_file) whose token_uri is this sandbox's /token, rewritten for the current port at each start.
+            It keeps in --directory, reused on later starts so a configuration pointing at them keeps working (delete a file to have it made anew; \
+            keys mode 0600): sandbox-ca.pem, the CA to trust (tls.ca_file, curl --cacert), and its key sandbox-ca-key.pem; \
+            AuthKey_\(SandboxCredentials.apnsKeyID).p8, an APNs signing key (apns.token.key_file) with key id \(SandboxCredentials.apnsKeyID) and \
+            team id \(SandboxCredentials.apnsTeamID); service-account.json, an FCM service account (fcm.service_account_file) whose token_uri is \
+            this sandbox's /token, rewritten for the current port at each start.
 
             Once listening it prints the tls and apps sections of a relay configuration that delivers here.
 
-            It checks credentials as Apple and Google do: a provider token signed by another key, or naming another key id or team, gets 403 InvalidProviderToken; an OAuth assertion not signed with the service account's key gets 400 invalid_grant. GET /sandbox/received lists what it received; PUT /sandbox/behaviours/{token} makes it answer a token with an error. POST /events receives an app's feedback events (an app's events.url) and checks their signature with --events-secret-file.
+            It checks credentials as Apple and Google do: a provider token signed by another key, or naming another key id or team, gets 403 \
+            InvalidProviderToken; an OAuth assertion not signed with the service account's key gets 400 invalid_grant. GET /sandbox/received lists \
+            what it received; PUT /sandbox/behaviours/{token} makes it answer a token with an error. POST /events receives an app's feedback events \
+            (an app's events.url) and checks their signature with --events-secret-file.
             """
     )
 
@@ -88,7 +95,8 @@ struct Sandbox: AsyncParsableCommand {
                 apns:
                   topic: com.example.app
                   url: \(url)
-                  token: {key_file: \(quoted(credentials.apnsKeyFile)), key_id: \(SandboxCredentials.apnsKeyID), team_id: \(SandboxCredentials.apnsTeamID)}
+                  token: {key_file: \(quoted(credentials.apnsKeyFile)), key_id: \(SandboxCredentials.apnsKeyID), team_id: \
+                  \(SandboxCredentials.apnsTeamID)}
                 fcm:
                   service_account_file: \(quoted(serviceAccountFile))
                   url: \(url)

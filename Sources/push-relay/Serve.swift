@@ -15,7 +15,8 @@ struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run the relay: HTTP API, webhook intake and background services.",
         discussion: """
-            Applies pending migrations first (unless database.migrate_on_start is false). SIGTERM or SIGINT stops intake, lets the background services finish, closes the pool and, if this process started it, stops the embedded PostgreSQL server.
+            Applies pending migrations first (unless database.migrate_on_start is false). SIGTERM or SIGINT stops intake, lets the background \
+            services finish, closes the pool and, if this process started it, stops the embedded PostgreSQL server.
             """
     )
 
@@ -118,7 +119,8 @@ struct Serve: AsyncParsableCommand {
             Webhook URL: \(url)
             Try it:
               curl -s -X POST -H 'Content-Type: application/json' \\
-                -d '{"devices":[{"identifier":"6b1c0f5e8d2a4b7c9e3f1a0d5c8b2e4f6a9d1c3b5e7f0a2d4c6b8e1f3a5c7d9e","type":"ios"},{"identifier":"android-demo-token","type":"android"}],"notification":{"title":"Agent replied","body":"Hello","ticket_id":"5"}}' \\
+                -d '{"devices":[{"identifier":"6b1c0f5e8d2a4b7c9e3f1a0d5c8b2e4f6a9d1c3b5e7f0a2d4c6b8e1f3a5c7d9e","type":"ios"},\
+                {"identifier":"android-demo-token","type":"android"}],"notification":{"title":"Agent replied","body":"Hello","ticket_id":"5"}}' \\
                 \(url)
             Then see the pushes the sandbox received:
               curl -s --cacert \(sandbox.certificates.caFile) https://localhost:\(sandbox.port)/sandbox/received

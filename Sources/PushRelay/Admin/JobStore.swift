@@ -364,7 +364,8 @@ extension JobStore {
     func finish(_ id: UUID, owner: String, status: JobStatus, error: String? = nil) async throws {
         try await client.withTransaction { session in
             _ = try await session.query(
-                "UPDATE jobs SET status = $3, error = $4, finished_at = now(), lease_owner = NULL, lease_expires_at = NULL WHERE id = $1 AND lease_owner = $2",
+                "UPDATE jobs SET status = $3, error = $4, finished_at = now(), lease_owner = NULL, lease_expires_at = NULL WHERE id = $1 AND "
+                    + "lease_owner = $2",
                 [id, owner, status.rawValue, error]
             )
         }

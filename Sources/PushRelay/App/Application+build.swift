@@ -26,12 +26,12 @@ public func buildApplication(
     apps: [AppConfiguration]? = nil,
     reload: ConfigurationReloader.ReadConfiguration? = nil
 ) async throws -> some ApplicationProtocol {
-    let http = HTTPConfiguration(config: reader.scoped(to: "http"))
     let fileApps: [AppConfiguration]
     if let apps { fileApps = apps } else { fileApps = try await AppConfiguration.loadChecked(reader: reader) }
     let appsStore = try ManagedAppStoreSettings(config: reader.scoped(to: "apps_store"))
-
     let database = try await Database.open(reader: reader, logger: logger)
+    // The one cleanup path: whatever fails once the database is open closes the pool (and stops
+    // an embedded server this process started).
     do {
         if reader.bool(forKey: "database.migrate_on_start", default: true) {
             try await database.migrateWaiting(
@@ -39,45 +39,73 @@ public func buildApplication(
                 logger: logger
             )
         }
+        let startApps = try await StartApps.load(file: fileApps, store: appsStore, database: database, logger: logger)
+        let parts = try await RelayParts(reader: reader, logger: logger, database: database, apps: startApps, appsStore: appsStore)
+        let reloader = try await parts.reloader(reload, apps: startApps, logger: logger)
+        return try parts.application(reader: reader, reloader: reloader, reloadable: reload != nil, logger: logger)
     } catch {
         try? await database.shutdown()
         throw error
     }
-    // The file's apps and, with an `apps_store` key, those managed through the admin API.
-    let fileAppsNow = FileApps(fileApps)
-    let managedApps = appsStore.key.map { key in
-        ManagedAppStore(client: database.client, key: key, previousKey: appsStore.previousKey, fileAppIDs: { fileAppsNow.ids })
-    }
-    let configuredApps: [AppConfiguration]
-    let directory: AppDirectory
-    do {
-        let listing = try await managedApps?.records()
-        ConfigurationReloader.report(listing?.unusable ?? [], logger: logger)
-        configuredApps = ConfigurationReloader.merge(file: fileApps, managed: listing?.apps ?? [], logger: logger)
-        directory = try await AppDirectory(apps: configuredApps)
-    } catch {
-        try? await database.shutdown()
-        throw error
-    }
-    if configuredApps.isEmpty {
-        logger.warning("no apps are configured; webhooks will be refused until the configuration file lists some under apps:")
-    }
+}
 
-    let settings = WebhookSettings(config: reader.scoped(to: "webhooks"))
+/// The apps served from the start: the file's and, with an `apps_store` key, those managed
+/// through the admin API.
+struct StartApps {
+    let file: [AppConfiguration]
+    /// The file's apps as a reload replaces them.
+    let fileNow: FileApps
+    let managed: ManagedAppStore?
+    /// Both, merged: a managed app whose id the file also uses is left out.
+    let configured: [AppConfiguration]
+    let directory: AppDirectory
+
+    static func load(file: [AppConfiguration], store: ManagedAppStoreSettings, database: Database, logger: Logger) async throws -> StartApps {
+        let fileNow = FileApps(file)
+        let managed = store.key.map { key in
+            ManagedAppStore(client: database.client, key: key, previousKey: store.previousKey, fileAppIDs: { fileNow.ids })
+        }
+        let listing = try await managed?.records()
+        ConfigurationReloader.report(listing?.unusable ?? [], logger: logger)
+        let configured = ConfigurationReloader.merge(file: file, managed: listing?.apps ?? [], logger: logger)
+        if configured.isEmpty {
+            logger.warning("no apps are configured; webhooks will be refused until the configuration file lists some under apps:")
+        }
+        return StartApps(file: file, fileNow: fileNow, managed: managed, configured: configured, directory: try await AppDirectory(apps: configured))
+    }
+}
+
+/// The relay's long-lived parts, made from the configuration in the order they depend on each
+/// other; ``application(reader:reloader:reloadable:logger:)`` wires them into the server.
+struct RelayParts {
+    let database: Database
+    let apps: StartApps
     let metrics = RelayMetrics()
-    let delivery = DeliverySettings(config: reader.scoped(to: "delivery"), tls: reader.scoped(to: "tls"))
+    let webhooks: WebhookSettings
+    let delivery: DeliverySettings
     let providers: ProviderSet
+    /// One connection in LISTEN for the dispatcher, the unread hub, the job runner and the apps watcher.
     let listener: PostgresListener
     let forwarder: ZendeskForwarder
     let eventForwarder: EventForwarder
-    let eventTargets = configuredApps.compactMap { app in app.events.map { (id: app.id, events: $0) } }
-    do {
+    let dispatcher: Dispatcher
+    let writer: IntakeWriter
+    let hub: UnreadHub
+    let keys: APIKeyStore
+    let sessions: ConsoleSessionStore
+    let console: ConsoleSettings
+    let authenticator: Authenticator
+
+    init(reader: ConfigReader, logger: Logger, database: Database, apps: StartApps, appsStore: ManagedAppStoreSettings) async throws {
+        self.database = database
+        self.apps = apps
+        webhooks = WebhookSettings(config: reader.scoped(to: "webhooks"))
+        delivery = DeliverySettings(config: reader.scoped(to: "delivery"), tls: reader.scoped(to: "tls"))
         providers = try await ProviderSet(
-            apps: configuredApps,
+            apps: apps.configured,
             settings: delivery,
             tokens: ProviderTokenStore(client: database.client, sealer: appsStore.providerTokenSealer)
         )
-        // One connection in LISTEN for the dispatcher, the unread hub and the job runner.
         listener = try PostgresListener(
             conninfo: database.client.configuration.conninfo,
             channels: [DeliveryQueue.channel, UnreadChannel.name, JobStore.channel, ManagedAppStore.channel],
@@ -88,12 +116,13 @@ public func buildApplication(
         )
         forwarder = try ZendeskForwarder(
             client: database.client,
-            apps: configuredApps.compactMap { app in app.zendesk.map { (id: app.id, zendesk: $0) } },
+            apps: apps.configured.compactMap { app in app.zendesk.map { (id: app.id, zendesk: $0) } },
             settings: ZendeskForwarderSettings(config: reader.scoped(to: "zendesk")),
             caFile: delivery.caFile,
             metrics: metrics,
             logger: logger
         )
+        let eventTargets = apps.configured.compactMap { app in app.events.map { (id: app.id, events: $0) } }
         eventForwarder = try EventForwarder(
             client: database.client,
             apps: eventTargets,
@@ -102,155 +131,148 @@ public func buildApplication(
             metrics: metrics,
             logger: logger
         )
-    } catch {
-        try? await database.shutdown()
-        throw error
-    }
-    let outbox = DeliveryQueue(client: database.client)
-    let dispatcher = Dispatcher(
-        queue: outbox,
-        providers: providers,
-        settings: delivery,
-        apps: delivery.enabled ? configuredApps.map(\.id) : [],
-        wakeUps: listener.events(on: [DeliveryQueue.channel]),
-        events: EventForwarder.wanted(by: eventTargets),
-        metrics: metrics,
-        logger: logger
-    )
-    let retention = RetentionService(
-        client: database.client,
-        settings: RetentionSettings(config: reader.scoped(to: "retention")),
-        metrics: metrics,
-        logger: logger
-    )
-    let writer = IntakeWriter(
-        queue: outbox,
-        logger: logger,
-        maxBatch: settings.batchSize,
-        maxConcurrentWrites: settings.concurrentWrites,
-        dispatcher: delivery.enabled ? dispatcher : nil,
-        paceWaiting: settings.paceWaitingDeliveries,
-        paceMaxWait: settings.paceMaxWait,
-        overlapAfter: settings.concurrentWriteAfter
-    )
-    let unread = UnreadSettings(config: reader.scoped(to: "unread"))
-    let hub = UnreadHub(
-        events: listener.events(on: [UnreadChannel.name]),
-        heartbeat: unread.heartbeat,
-        pollAfter: unread.pollAfter,
-        maxStreams: unread.maxStreams,
-        maxStreamsPerOwner: unread.maxStreamsPerOwner,
-        maxStreamsPerApp: unread.maxStreamsPerApp,
-        maxStreamsPerCredential: unread.maxStreamsPerCredential,
-        streamLifetime: unread.streamLifetime,
-        maxCacheBytes: unread.cacheBytes
-    )
-    let jobs = JobRunner(
-        store: JobStore(client: database.client),
-        wakeUps: listener.events(on: [JobStore.channel]),
-        settings: JobSettings(config: reader.scoped(to: "jobs")),
-        metrics: metrics,
-        logger: logger
-    )
-    let consoleSettings = ConsoleSettings(config: reader.scoped(to: "console"))
-    let keys = APIKeyStore(client: database.client)
-    let sessions = ConsoleSessionStore(
-        client: database.client,
-        keys: keys,
-        idleTimeout: consoleSettings.idleTimeout,
-        maxLifetime: consoleSettings.sessionLifetime
-    )
-    let authenticator = Authenticator(keys: keys, apps: directory, sessions: consoleSettings.enabled ? sessions : nil)
-    // What a reload compares its settings with: the ones in force now.
-    let startSettings = AccessRecorder()
-    if let reload { _ = try await reload(startSettings) }
-    let reloader = ConfigurationReloader(
-        read: reload,
-        parts: .init(
-            directory: directory,
+        let outbox = DeliveryQueue(client: database.client)
+        dispatcher = Dispatcher(
+            queue: outbox,
             providers: providers,
-            dispatcher: dispatcher,
-            zendesk: forwarder,
-            events: eventForwarder,
-            authenticator: authenticator,
-            webhooks: settings,
-            deliveryEnabled: delivery.enabled
-        ),
-        fileApps: fileAppsNow,
-        managed: managedApps,
-        managedAtStart: configuredApps.filter { app in !fileApps.contains { $0.id == app.id } },
-        startSettings: ConfigurationReloader.settings(of: startSettings),
-        logger: logger
-    )
-    let console =
-        consoleSettings.enabled
-        ? try ConsoleController(
-            keys: keys,
-            sessions: sessions,
-            settings: consoleSettings,
-            trustedProxies: TrustedProxies(config: reader.scoped(to: "http"))
-        ) : nil
-    let (router, _) = buildRouter(
-        database: database,
-        apps: directory,
-        authenticator: authenticator,
-        writer: writer,
-        settings: settings,
-        hub: hub,
-        metrics: metrics,
-        console: console,
-        maxUploadBytes: JobSettings(config: reader.scoped(to: "jobs")).maxUploadBytes,
-        deviceSettings: DeviceSettings(config: reader.scoped(to: "devices")),
-        reloader: reloader,
-        reloadable: reload != nil,
-        managedApps: managedApps,
-        fileApps: { fileAppsNow.apps }
-    )
-    let limits = ConnectionLimits(config: reader.scoped(to: "http"))
-    let serverName = "PushRelay"
-    let shortcut = UnreadPollShortcut(
-        hub: hub,
-        authenticator: authenticator,
-        metrics: metrics,
-        apps: directory.ids,
-        logger: logger,
-        serverName: serverName
-    )
-    let webhooks = WebhookShortcut(apps: directory, writer: writer, settings: settings, metrics: metrics, logger: logger, serverName: serverName)
-    var app = Application(
-        router: router,
-        server: limits.server(
-            logger: logger,
-            fastPaths: [webhooks.fastPath, shortcut.fastPath],
+            settings: delivery,
+            apps: delivery.enabled ? apps.configured.map(\.id) : [],
+            wakeUps: listener.events(on: [DeliveryQueue.channel]),
+            events: EventForwarder.wanted(by: eventTargets),
             metrics: metrics,
-            serverName: serverName
-        ),
-        configuration: .init(
-            address: .hostname(http.host, port: http.port),
-            serverName: serverName,
-            availableConnectionsDelegate: MaximumAvailableConnections(limits.maxConnections, logger: logger)
-        ),
-        logger: logger
-    )
-    // Start order; shutdown runs in reverse after the HTTP server: the writer drains, the
-    // dispatcher finishes its sends, the listener stops, the pool closes, the embedded server stops.
-    app.addServices(database.services)
-    // Added before the dispatcher so it stops after it: its last write carries the outcomes of
-    // the sends that finish during shutdown.
-    app.addServices(ActivityWriter(client: database.client, tally: metrics.activity, logger: logger))
-    app.addServices(listener)
-    app.addServices(dispatcher)
-    app.addServices(hub)
-    app.addServices(jobs)
-    app.addServices(forwarder)
-    app.addServices(eventForwarder)
-    app.addServices(retention)
-    app.addServices(writer)
-    app.addServices(ReloadOnHangUp(reloader: reloader, logger: logger))
-    if let managedApps {
-        app.addServices(ManagedAppWatcher(store: managedApps, reloader: reloader, changes: listener.events(on: [ManagedAppStore.channel])))
+            logger: logger
+        )
+        writer = IntakeWriter(queue: outbox, logger: logger, settings: webhooks, dispatcher: delivery.enabled ? dispatcher : nil)
+        hub = UnreadHub(events: listener.events(on: [UnreadChannel.name]), settings: UnreadSettings(config: reader.scoped(to: "unread")))
+        console = ConsoleSettings(config: reader.scoped(to: "console"))
+        keys = APIKeyStore(client: database.client)
+        sessions = ConsoleSessionStore(client: database.client, keys: keys, idleTimeout: console.idleTimeout, maxLifetime: console.sessionLifetime)
+        authenticator = Authenticator(keys: keys, apps: apps.directory, sessions: console.enabled ? sessions : nil)
     }
-    return app
+
+    /// The reloader of these parts; `read` (`nil`: reloads are refused) is read once now, for the
+    /// settings in force, which a reload compares its own with.
+    func reloader(_ read: ConfigurationReloader.ReadConfiguration?, apps: StartApps, logger: Logger) async throws -> ConfigurationReloader {
+        let startSettings = AccessRecorder()
+        if let read { _ = try await read(startSettings) }
+        return ConfigurationReloader(
+            read: read,
+            parts: .init(
+                directory: apps.directory,
+                providers: providers,
+                dispatcher: dispatcher,
+                zendesk: forwarder,
+                events: eventForwarder,
+                authenticator: authenticator,
+                webhooks: webhooks,
+                deliveryEnabled: delivery.enabled
+            ),
+            fileApps: apps.fileNow,
+            managed: apps.managed,
+            managedAtStart: apps.configured.filter { app in !apps.file.contains { $0.id == app.id } },
+            startSettings: ConfigurationReloader.settings(of: startSettings),
+            logger: logger
+        )
+    }
+
+    /// The server: the router, the fast paths in front of it, and the services in start order.
+    func application(reader: ConfigReader, reloader: ConfigurationReloader, reloadable: Bool, logger: Logger) throws -> some ApplicationProtocol {
+        let http = HTTPConfiguration(config: reader.scoped(to: "http"))
+        let jobSettings = JobSettings(config: reader.scoped(to: "jobs"))
+        let consoleController =
+            console.enabled
+            ? try ConsoleController(
+                keys: keys,
+                sessions: sessions,
+                settings: console,
+                trustedProxies: TrustedProxies(config: reader.scoped(to: "http"))
+            )
+            : nil
+        let fileApps = apps.fileNow
+        let (router, _) = buildRouter(
+            database: database,
+            apps: apps.directory,
+            authenticator: authenticator,
+            writer: writer,
+            settings: webhooks,
+            hub: hub,
+            metrics: metrics,
+            console: consoleController,
+            maxUploadBytes: jobSettings.maxUploadBytes,
+            deviceSettings: DeviceSettings(config: reader.scoped(to: "devices")),
+            reloader: reloader,
+            reloadable: reloadable,
+            managedApps: apps.managed,
+            fileApps: { fileApps.apps }
+        )
+        let limits = ConnectionLimits(config: reader.scoped(to: "http"))
+        let serverName = "PushRelay"
+        let unreadPolls = UnreadPollShortcut(
+            hub: hub,
+            authenticator: authenticator,
+            metrics: metrics,
+            apps: apps.directory.ids,
+            logger: logger,
+            serverName: serverName
+        )
+        let webhookPosts = WebhookShortcut(
+            apps: apps.directory,
+            writer: writer,
+            settings: webhooks,
+            metrics: metrics,
+            logger: logger,
+            serverName: serverName
+        )
+        var app = Application(
+            router: router,
+            server: limits.server(
+                logger: logger,
+                fastPaths: [webhookPosts.fastPath, unreadPolls.fastPath],
+                metrics: metrics,
+                serverName: serverName
+            ),
+            configuration: .init(
+                address: .hostname(http.host, port: http.port),
+                serverName: serverName,
+                availableConnectionsDelegate: MaximumAvailableConnections(limits.maxConnections, logger: logger)
+            ),
+            logger: logger
+        )
+        // Start order; shutdown runs in reverse after the HTTP server: the writer drains, the
+        // dispatcher finishes its sends, the listener stops, the pool closes, the embedded server stops.
+        app.addServices(database.services)
+        // Added before the dispatcher so it stops after it: its last write carries the outcomes of
+        // the sends that finish during shutdown.
+        app.addServices(ActivityWriter(client: database.client, tally: metrics.activity, logger: logger))
+        app.addServices(listener)
+        app.addServices(dispatcher)
+        app.addServices(hub)
+        app.addServices(
+            JobRunner(
+                store: JobStore(client: database.client),
+                wakeUps: listener.events(on: [JobStore.channel]),
+                settings: jobSettings,
+                metrics: metrics,
+                logger: logger
+            )
+        )
+        app.addServices(forwarder)
+        app.addServices(eventForwarder)
+        app.addServices(
+            RetentionService(
+                client: database.client,
+                settings: RetentionSettings(config: reader.scoped(to: "retention")),
+                metrics: metrics,
+                logger: logger
+            )
+        )
+        app.addServices(writer)
+        app.addServices(ReloadOnHangUp(reloader: reloader, logger: logger))
+        if let managed = apps.managed {
+            app.addServices(ManagedAppWatcher(store: managed, reloader: reloader, changes: listener.events(on: [ManagedAppStore.channel])))
+        }
+        return app
+    }
 }
 
 /// The routes and middleware, and the list of served routes (checked against the OpenAPI document).

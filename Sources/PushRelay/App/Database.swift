@@ -46,7 +46,7 @@ public struct Database: Sendable {
         """
 
     /// Where the embedded cluster lives unless `data.directory` says otherwise.
-    public static let defaultDataDirectory = ".push-relay-data"
+    public static let defaultDataDirectory = DatabaseConfiguration.defaultDataDirectory
 
     /// Connects to the configured database, or starts the embedded one in `dataDirectory/postgres`.
     public static func open(

@@ -67,7 +67,8 @@ public struct ConsoleSessionStore: Sendable {
         )
         // Old sessions are removed here rather than by a timer: sign-ins are rare.
         _ = try await client.query(
-            "DELETE FROM console_sessions WHERE last_seen_at < now() - $1::bigint * interval '1 second' OR created_at < now() - $2::bigint * interval '1 second'",
+            "DELETE FROM console_sessions WHERE last_seen_at < now() - $1::bigint * interval '1 second' OR created_at < now() - $2::bigint * "
+                + "interval '1 second'",
             [Int64(idleTimeout.components.seconds), Int64(maxLifetime.components.seconds)]
         )
         return (token, Session(principal: record.principal, csrfToken: csrf, keyPrefix: record.prefix, keyLabel: record.label))

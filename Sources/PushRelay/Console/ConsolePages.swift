@@ -34,7 +34,8 @@ struct ConsolePages: Sendable {
         .contentType: "text/html; charset=utf-8",
         .cacheControl: "no-store",
         .contentSecurityPolicy:
-            "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
+            "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; "
+            + "form-action 'self'; base-uri 'none'",
         HTTPField.Name("X-Frame-Options")!: "DENY",
         HTTPField.Name("X-Content-Type-Options")!: "nosniff",
         HTTPField.Name("Referrer-Policy")!: "no-referrer",

@@ -237,44 +237,38 @@ final class Dispatcher: Service, Sendable {
     /// The log line of a decided outcome (never the token in full, nor the notification's text).
     private func log(_ result: DeliveryResult) {
         let delivery = result.delivery
-        // Redacted inside the metadata, which the logger builds only for a line it writes: most
-        // results write none.
-        func token() -> String { Redaction.token(delivery.token) }
         let reason = result.reason ?? ""
+        // A line's metadata: the app, the reason, and the device (shortened) or the platform.
+        // Logger takes it as an autoclosure, so it is built only for a line that is written: most
+        // results write none.
+        func about(device: Bool, _ extra: Logger.Metadata = [:]) -> Logger.Metadata {
+            var metadata = extra
+            metadata["push.app"] = "\(delivery.appID)"
+            metadata["push.reason"] = "\(reason)"
+            if device {
+                metadata["push.device"] = "\(Redaction.token(delivery.token))"
+            } else {
+                metadata["push.platform"] = "\(delivery.platform.rawValue)"
+            }
+            return metadata
+        }
         switch result.outcome {
         case .deadToken:
-            logger.info(
-                "device token is dead; marking the device invalid unless it was registered again since",
-                metadata: ["push.app": "\(delivery.appID)", "push.device": "\(token())", "push.reason": "\(reason)"]
-            )
+            logger.info("device token is dead; marking the device invalid unless it was registered again since", metadata: about(device: true))
         case .failed:
-            logger.warning(
-                "push rejected by the provider",
-                metadata: ["push.app": "\(delivery.appID)", "push.device": "\(token())", "push.reason": "\(reason)"]
-            )
+            logger.warning("push rejected by the provider", metadata: about(device: true))
         case .unsendable:
-            logger.error(
-                "the relay could not build the request for this push; the delivery is failed",
-                metadata: ["push.app": "\(delivery.appID)", "push.platform": "\(delivery.platform.rawValue)", "push.reason": "\(reason)"]
-            )
+            logger.error("the relay could not build the request for this push; the delivery is failed", metadata: about(device: false))
         case .credential:
             logger.error(
                 "the provider rejected this app's credentials or connection; deliveries wait without using attempts",
-                metadata: ["push.app": "\(delivery.appID)", "push.platform": "\(delivery.platform.rawValue)", "push.reason": "\(reason)"]
+                metadata: about(device: false)
             )
         case .expired:
-            logger.warning(
-                "giving up on a delivery",
-                metadata: [
-                    "push.app": "\(delivery.appID)", "push.device": "\(token())", "push.attempts": "\(delivery.attempts)", "push.reason": "\(reason)",
-                ]
-            )
+            logger.warning("giving up on a delivery", metadata: about(device: true, ["push.attempts": "\(delivery.attempts)"]))
         case .retry:
             let delay = result.nextAttemptAt.map { $0.timeIntervalSinceNow } ?? 0
-            logger.debug(
-                "push will be retried",
-                metadata: ["push.app": "\(delivery.appID)", "push.device": "\(token())", "push.delay_s": "\(delay)", "push.reason": "\(reason)"]
-            )
+            logger.debug("push will be retried", metadata: about(device: true, ["push.delay_s": "\(delay)"]))
         case .delivered, .skipped, .lapsed, .handedBack:
             break
         }

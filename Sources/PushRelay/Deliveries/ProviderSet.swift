@@ -83,11 +83,41 @@ final class ProviderSet: Sendable {
         tokens: ProviderTokenStore?,
         reusing old: Built
     ) async throws -> Built {
+        let builder = Builder(settings: settings, tokens: tokens, old: old)
+        do {
+            for app in apps {
+                var pair: Pair = (nil, nil)
+                if let apns = app.apns { pair.apns = try await builder.apns(apns, app: app.id) }
+                if let fcm = app.fcm { pair.fcm = try await builder.fcm(fcm, app: app.id) }
+                builder.built.providers[app.id] = pair
+            }
+        } catch {
+            for client in builder.made { await client.shutdown() }
+            throw error
+        }
+        return builder.built
+    }
+
+    /// Makes a set's providers, reusing the HTTP/2 clients and token managers of the set in use
+    /// (`old`) for credentials that did not change, and of the set being built for apps that
+    /// share a credential.
+    private final class Builder {
+        let settings: DeliverySettings
+        let tokens: ProviderTokenStore?
+        let old: Built
         var built = Built()
+        /// The clients made here, closed if the set is not finished.
         var made: [HTTP2Client] = []
+
+        init(settings: DeliverySettings, tokens: ProviderTokenStore?, old: Built) {
+            self.settings = settings
+            self.tokens = tokens
+            self.old = old
+        }
+
+        /// The client named `key`: one per credential, so credentials never share a connection.
         func client(_ key: String, certificate: HTTP2ClientConfiguration.ClientCertificate? = nil) throws -> HTTP2Client {
-            if let existing = built.clients[key] { return existing }
-            if let existing = old.clients[key] {
+            if let existing = built.clients[key] ?? old.clients[key] {
                 built.clients[key] = existing
                 return existing
             }
@@ -104,90 +134,79 @@ final class ProviderSet: Sendable {
             built.clients[key] = created
             return created
         }
-        do {
-            for app in apps {
-                var pair: Pair = (nil, nil)
-                if let apnsSettings = app.apns {
-                    if let token = apnsSettings.token {
-                        let pem = try token.privateKeyPEM(app: app.id)
-                        guard let key = try? P256.Signing.PrivateKey(pemRepresentation: pem) else {
-                            throw ConfigurationError("app '\(app.id)': \(token.keySource) is not a PKCS#8 P-256 key (.p8)")
-                        }
-                        let name = ProviderTokenStore.credentialName("apns:\(token.teamID):\(token.keyID)", key: key)
-                        let manager: APNsTokenManager
-                        if let existing = built.apnsManagers[name] ?? old.apnsManagers[name] {
-                            manager = existing
-                        } else {
-                            manager = try await APNsTokenManager(privateKeyPEM: pem, keyID: token.keyID, teamID: token.teamID, store: tokens)
-                        }
-                        built.apnsManagers[name] = manager
-                        pair.apns = APNsProvider(
-                            settings: apnsSettings,
-                            client: try client("apns-token:\(token.teamID):\(token.keyID)"),
-                            tokens: manager,
-                            pushTTL: settings.pushTTL,
-                            timeout: settings.requestTimeout
-                        )
-                    } else if let certificate = apnsSettings.certificate {
-                        let identity = HTTP2ClientConfiguration.ClientCertificate(
-                            path: certificate.file,
-                            type: certificate.resolvedType,
-                            keyPath: certificate.keyFile,
-                            password: try apnsSettings.certificatePassword()
-                        )
-                        // Named by the files' content too: a certificate replaced at the same path
-                        // gets a client (and TLS connections) of its own.
-                        let content = [certificate.file, certificate.keyFile].compactMap { $0 }.map { path in
-                            FileManager.default.contents(atPath: path).map { SecretIdentifier.fingerprint(String(decoding: $0, as: UTF8.self)) }
-                                ?? "-"
-                        }
-                        pair.apns = APNsProvider(
-                            settings: apnsSettings,
-                            client: try client(
-                                "apns-certificate:\(certificate.file):\(content.joined(separator: ",")):\(identity.password.map { SecretIdentifier.fingerprint($0) } ?? "")",
-                                certificate: identity
-                            ),
-                            tokens: nil,
-                            pushTTL: settings.pushTTL,
-                            timeout: settings.requestTimeout
-                        )
-                    }
+
+        func apns(_ apns: APNsSettings, app: String) async throws -> APNsProvider? {
+            if let token = apns.token {
+                let pem = try token.privateKeyPEM(app: app)
+                guard let key = try? P256.Signing.PrivateKey(pemRepresentation: pem) else {
+                    throw ConfigurationError("app '\(app)': \(token.keySource) is not a PKCS#8 P-256 key (.p8)")
                 }
-                if let fcmSettings = app.fcm {
-                    let account = try fcmSettings.serviceAccount(app: app.id)
-                    let http = try client("fcm:\(account.projectID):\(account.clientEmail):\(account.tokenURI)")
-                    let name = ProviderTokenStore.credentialName("fcm:\(account.clientEmail)", material: account.privateKey)
-                    let manager: FCMAccessTokenManager
-                    if let existing = built.fcmManagers[name] ?? old.fcmManagers[name] {
-                        manager = existing
-                    } else {
-                        do {
-                            manager = try await FCMAccessTokenManager(
-                                account: account,
-                                exchange: FCMProvider.exchange(client: http, timeout: settings.requestTimeout),
-                                store: tokens
-                            )
-                        } catch {
-                            throw ConfigurationError("app '\(app.id)': the private_key of fcm.service_account_file is not an RSA key")
-                        }
-                    }
-                    built.fcmManagers[name] = manager
-                    pair.fcm = FCMProvider(
-                        settings: fcmSettings,
-                        projectID: account.projectID,
-                        client: http,
-                        tokens: manager,
-                        pushTTL: settings.pushTTL,
-                        timeout: settings.requestTimeout
-                    )
+                let name = ProviderTokenStore.credentialName("apns:\(token.teamID):\(token.keyID)", key: key)
+                let manager: APNsTokenManager
+                if let existing = built.apnsManagers[name] ?? old.apnsManagers[name] {
+                    manager = existing
+                } else {
+                    manager = try await APNsTokenManager(privateKeyPEM: pem, keyID: token.keyID, teamID: token.teamID, store: tokens)
                 }
-                built.providers[app.id] = pair
+                built.apnsManagers[name] = manager
+                return APNsProvider(
+                    settings: apns,
+                    client: try client("apns-token:\(token.teamID):\(token.keyID)"),
+                    tokens: manager,
+                    pushTTL: settings.pushTTL,
+                    timeout: settings.requestTimeout
+                )
             }
-        } catch {
-            for client in made { await client.shutdown() }
-            throw error
+            guard let certificate = apns.certificate else { return nil }
+            let identity = HTTP2ClientConfiguration.ClientCertificate(
+                path: certificate.file,
+                type: certificate.resolvedType,
+                keyPath: certificate.keyFile,
+                password: try apns.certificatePassword()
+            )
+            // Named by the files' content too: a certificate replaced at the same path gets a
+            // client (and TLS connections) of its own.
+            let content = [certificate.file, certificate.keyFile].compactMap { $0 }.map { path in
+                FileManager.default.contents(atPath: path).map { SecretIdentifier.fingerprint(String(decoding: $0, as: UTF8.self)) } ?? "-"
+            }
+            let password = identity.password.map { SecretIdentifier.fingerprint($0) } ?? ""
+            return APNsProvider(
+                settings: apns,
+                client: try client("apns-certificate:\(certificate.file):\(content.joined(separator: ",")):\(password)", certificate: identity),
+                tokens: nil,
+                pushTTL: settings.pushTTL,
+                timeout: settings.requestTimeout
+            )
         }
-        return built
+
+        func fcm(_ fcm: FCMSettings, app: String) async throws -> FCMProvider {
+            let account = try fcm.serviceAccount(app: app)
+            let http = try client("fcm:\(account.projectID):\(account.clientEmail):\(account.tokenURI)")
+            let name = ProviderTokenStore.credentialName("fcm:\(account.clientEmail)", material: account.privateKey)
+            let manager: FCMAccessTokenManager
+            if let existing = built.fcmManagers[name] ?? old.fcmManagers[name] {
+                manager = existing
+            } else {
+                do {
+                    manager = try await FCMAccessTokenManager(
+                        account: account,
+                        exchange: FCMProvider.exchange(client: http, timeout: settings.requestTimeout),
+                        store: tokens
+                    )
+                } catch {
+                    throw ConfigurationError("app '\(app)': the private_key of fcm.service_account_file is not an RSA key")
+                }
+            }
+            built.fcmManagers[name] = manager
+            return FCMProvider(
+                settings: fcm,
+                projectID: account.projectID,
+                client: http,
+                tokens: manager,
+                pushTTL: settings.pushTTL,
+                timeout: settings.requestTimeout
+            )
+        }
     }
 
     /// The provider for a delivery, or `nil` when the app has no section for that platform.

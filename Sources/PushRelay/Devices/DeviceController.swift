@@ -73,7 +73,8 @@ struct DeviceController<Repository: DeviceRepository, Context: RequestContext>: 
             throw Authenticator.forbidden("this device is registered to another user")
         case .unowned:
             throw Authenticator.forbidden(
-                "this device is registered to no user; a user token may not claim it (the app's user_tokens.claim_unowned_devices is off): register it with an app key"
+                "this device is registered to no user; a user token may not claim it (the app's user_tokens.claim_unowned_devices is off): "
+                    + "register it with an app key"
             )
         case .tooManyDevices(let count):
             throw APIError(

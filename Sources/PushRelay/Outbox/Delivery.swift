@@ -80,7 +80,8 @@ extension ClaimedDelivery {
     /// reads it. Aliases: `c` the claimed delivery row, `n` its notification, `dv` its device, and
     /// `badge` the owner's total unread count.
     static let columns =
-        "c.id, c.app_id, c.device_token, c.platform, c.kind, c.attempts, c.created_at, n.ticket_id, n.title, n.body, dv.environment, coalesce(dv.status = 'active', false), badge, c.notification_id"
+        "c.id, c.app_id, c.device_token, c.platform, c.kind, c.attempts, c.created_at, n.ticket_id, n.title, n.body, dv.environment, "
+        + "coalesce(dv.status = 'active', false), badge, c.notification_id"
 
     /// The delivery in a row that holds ``columns`` from column `offset` on.
     init(row: PostgresRow, at offset: Int = 0, claimedAt: ContinuousClock.Instant) throws {

@@ -114,7 +114,8 @@ struct ProviderTokenStore: Sendable {
                     try await client.query(
                         """
                         INSERT INTO provider_tokens (credential, token, issued_at, expires_at) VALUES ($1, $2, $3, $4)
-                        ON CONFLICT (credential) DO UPDATE SET token = excluded.token, issued_at = excluded.issued_at, expires_at = excluded.expires_at
+                        ON CONFLICT (credential) DO UPDATE SET token = excluded.token, issued_at = excluded.issued_at, expires_at = \
+                        excluded.expires_at
                         """,
                         [credential, try stored(fresh.token, credential: credential), fresh.issuedAt, fresh.expiresAt]
                     )

@@ -53,7 +53,8 @@ struct DeliveryStatusRecord: Sendable, Equatable, Codable {
 extension DeliveryStatusRecord {
     /// The select list ``init(row:fullTokens:)`` reads; `d` is the delivery, `n` its notification.
     static let columns =
-        "d.id, d.notification_id, n.ticket_id, d.device_token, d.platform, d.kind, d.status, d.attempts, d.last_error, d.provider_id, d.created_at, d.updated_at, d.delivered_at"
+        "d.id, d.notification_id, n.ticket_id, d.device_token, d.platform, d.kind, d.status, d.attempts, d.last_error, d.provider_id, "
+        + "d.created_at, d.updated_at, d.delivered_at"
 
     init(row: PostgresRow, fullTokens: Bool) throws {
         let (id, notification, ticket, token, platform, kind, status, attempts, reason, provider, created, updated, delivered) = try row.decode(
@@ -99,9 +100,13 @@ struct NotificationStatusRecord: Sendable, Equatable, Codable {
     static let columns = "n.id, n.ticket_id, n.title, n.received_at, " + DeliveryStatus.allCases.map { "c.\($0.rawValue)" }.joined(separator: ", ")
 
     /// A lateral join `c` counting the deliveries of `n` by status.
+    /// One count per status, each named after it.
+    private static let counts = DeliveryStatus.allCases.map { "count(*) FILTER (WHERE d.status = '\($0.rawValue)')::int AS \($0.rawValue)" }
+        .joined(separator: ", ")
+
     static let countsJoin = """
         CROSS JOIN LATERAL (
-            SELECT \(DeliveryStatus.allCases.map { "count(*) FILTER (WHERE d.status = '\($0.rawValue)')::int AS \($0.rawValue)" }.joined(separator: ", "))
+            SELECT \(counts)
             FROM deliveries d WHERE d.notification_id = n.id
         ) c
         """
@@ -139,7 +144,8 @@ struct DeliveryStatusStore: Sendable {
     func notification(app: String, id: Int64, fullTokens: Bool) async throws -> NotificationStatusRecord? {
         guard
             var notification = try await client.query(
-                "SELECT \(NotificationStatusRecord.columns) FROM notifications n \(NotificationStatusRecord.countsJoin) WHERE n.id = $1 AND n.app_id = $2",
+                "SELECT \(NotificationStatusRecord.columns) FROM notifications n \(NotificationStatusRecord.countsJoin) WHERE n.id = $1 AND "
+                    + "n.app_id = $2",
                 [id, app],
                 prepare: true
             ).first.map(NotificationStatusRecord.init(row:))
@@ -160,7 +166,8 @@ struct DeliveryStatusStore: Sendable {
         let rows = try await client.query(
             """
             SELECT \(NotificationStatusRecord.columns) FROM (
-                SELECT * FROM notifications WHERE app_id = $1 AND ticket_id = $2 AND id < coalesce($3::bigint, 9223372036854775807) ORDER BY id DESC LIMIT $4
+                SELECT * FROM notifications WHERE app_id = $1 AND ticket_id = $2 AND id < coalesce($3::bigint, 9223372036854775807) ORDER BY id \
+                DESC LIMIT $4
             ) n
             \(NotificationStatusRecord.countsJoin)
             ORDER BY n.id DESC

@@ -131,28 +131,18 @@ final class UnreadHub: Service, Sendable {
     let cacheControl: String
 
     /// - Parameter events: the listener's events on ``UnreadChannel`` (``PostgresListener/events(on:)``).
-    init(
-        events: AsyncStream<PostgresListenerEvent>,
-        heartbeat: Duration,
-        pollAfter: Int = 10,
-        maxStreams: Int = 1024,
-        maxStreamsPerOwner: Int = 4,
-        maxStreamsPerApp: Int? = nil,
-        maxStreamsPerCredential: Int? = nil,
-        streamLifetime: Duration = .seconds(3600),
-        maxCacheBytes: Int = UnreadHub.defaultCacheBytes
-    ) {
-        self.streamLifetime = streamLifetime
+    init(events: AsyncStream<PostgresListenerEvent>, settings: UnreadSettings = UnreadSettings()) {
+        self.streamLifetime = settings.streamLifetime
         self.events = events
-        self.heartbeat = heartbeat
-        self.pollAfter = pollAfter
-        self.maxStreams = max(0, maxStreams)
-        self.maxStreamsPerOwner = max(1, maxStreamsPerOwner)
-        self.maxStreamsPerApp = max(1, maxStreamsPerApp ?? UnreadSettings.defaultAppShare(of: maxStreams))
-        self.maxStreamsPerCredential = max(1, maxStreamsPerCredential ?? UnreadSettings.defaultCredentialShare(of: maxStreams))
-        self.maxCacheBytes = max(1 << 16, maxCacheBytes)
+        self.heartbeat = settings.heartbeat
+        self.pollAfter = settings.pollAfter
+        self.maxStreams = max(0, settings.maxStreams)
+        self.maxStreamsPerOwner = max(1, settings.maxStreamsPerOwner)
+        self.maxStreamsPerApp = max(1, settings.maxStreamsPerApp)
+        self.maxStreamsPerCredential = max(1, settings.maxStreamsPerCredential)
+        self.maxCacheBytes = max(1 << 16, settings.cacheBytes)
         versions = Mutex(Versions(maxBytes: self.maxCacheBytes))
-        cacheControl = "private, max-age=\(pollAfter)"
+        cacheControl = "private, max-age=\(settings.pollAfter)"
     }
 
     private static func key(app: String, owner: String) -> String { app + " " + owner }
@@ -364,17 +354,41 @@ public struct UnreadSettings: Sendable {
     /// `Cache-Control`, how long a client may use an answer before polling again.
     public var pollAfter: Int
 
+    /// The defaults, or the values given; the two shares default to their parts of `maxStreams`.
+    public init(
+        heartbeat: Duration = .seconds(15),
+        pollAfter: Int = 10,
+        maxStreamsPerOwner: Int = 4,
+        maxStreams: Int = 1024,
+        maxStreamsPerApp: Int? = nil,
+        maxStreamsPerCredential: Int? = nil,
+        streamLifetime: Duration = .seconds(3600),
+        cacheBytes: Int = 64 << 20
+    ) {
+        self.heartbeat = heartbeat
+        self.pollAfter = pollAfter
+        self.maxStreamsPerOwner = maxStreamsPerOwner
+        self.maxStreams = maxStreams
+        self.maxStreamsPerApp = maxStreamsPerApp ?? Self.defaultAppShare(of: maxStreams)
+        self.maxStreamsPerCredential = maxStreamsPerCredential ?? Self.defaultCredentialShare(of: maxStreams)
+        self.streamLifetime = streamLifetime
+        self.cacheBytes = cacheBytes
+    }
+
     public init(config: ConfigReader) {
-        heartbeat = .seconds(max(1, config.int(forKey: "heartbeat_seconds", default: 15)))
-        pollAfter = min(max(0, config.int(forKey: "poll_after_seconds", default: 10)), 86_400)
-        maxStreamsPerOwner = min(max(1, config.int(forKey: "max_streams_per_owner", default: 4)), 1000)
-        maxStreams = min(max(0, config.int(forKey: "max_streams", default: 1024)), 1_000_000)
-        maxStreamsPerApp = min(max(1, config.int(forKey: "max_streams_per_app", default: Self.defaultAppShare(of: maxStreams))), 1_000_000)
-        maxStreamsPerCredential = min(
-            max(1, config.int(forKey: "max_streams_per_credential", default: Self.defaultCredentialShare(of: maxStreams))),
-            1_000_000
+        let maxStreams = min(max(0, config.int(forKey: "max_streams", default: 1024)), 1_000_000)
+        self.init(
+            heartbeat: .seconds(max(1, config.int(forKey: "heartbeat_seconds", default: 15))),
+            pollAfter: min(max(0, config.int(forKey: "poll_after_seconds", default: 10)), 86_400),
+            maxStreamsPerOwner: min(max(1, config.int(forKey: "max_streams_per_owner", default: 4)), 1000),
+            maxStreams: maxStreams,
+            maxStreamsPerApp: min(max(1, config.int(forKey: "max_streams_per_app", default: Self.defaultAppShare(of: maxStreams))), 1_000_000),
+            maxStreamsPerCredential: min(
+                max(1, config.int(forKey: "max_streams_per_credential", default: Self.defaultCredentialShare(of: maxStreams))),
+                1_000_000
+            ),
+            streamLifetime: .seconds(min(max(10, config.int(forKey: "stream_max_seconds", default: 3600)), 7 * 86_400)),
+            cacheBytes: min(max(1, config.int(forKey: "etag_cache_mb", default: 64)), 64 * 1024) << 20
         )
-        streamLifetime = .seconds(min(max(10, config.int(forKey: "stream_max_seconds", default: 3600)), 7 * 86_400))
-        cacheBytes = min(max(1, config.int(forKey: "etag_cache_mb", default: 64)), 64 * 1024) << 20
     }
 }

@@ -75,24 +75,17 @@ final class IntakeWriter: Service, Sendable {
     /// How long the writes in flight must have taken before another starts beside them.
     private let overlapAfter: Duration
 
-    init(
-        queue: DeliveryQueue,
-        logger: Logger,
-        maxBatch: Int = 500,
-        maxConcurrentWrites: Int = 2,
-        dispatcher: Dispatcher? = nil,
-        paceWaiting: Int = 0,
-        paceMaxWait: Duration = .zero,
-        overlapAfter: Duration = .zero
-    ) {
-        self.overlapAfter = max(.zero, overlapAfter)
+    /// `settings` gives the batch size, the group commits in flight and when another may start
+    /// beside them, and the pacing (which needs `dispatcher`, whose waiting deliveries it counts).
+    init(queue: DeliveryQueue, logger: Logger, settings: WebhookSettings = WebhookSettings(), dispatcher: Dispatcher? = nil) {
+        self.overlapAfter = max(.zero, settings.concurrentWriteAfter)
         self.dispatcher = dispatcher
-        self.paceWaiting = paceWaiting
-        self.paceMaxWait = paceMaxWait
+        self.paceWaiting = settings.paceWaitingDeliveries
+        self.paceMaxWait = settings.paceMaxWait
         self.queue = queue
         self.logger = logger
-        self.maxBatch = max(1, maxBatch)
-        self.maxConcurrentWrites = max(1, maxConcurrentWrites)
+        self.maxBatch = max(1, settings.batchSize)
+        self.maxConcurrentWrites = max(1, settings.concurrentWrites)
     }
 
     /// Queues a webhook and returns once it is committed.

@@ -159,15 +159,36 @@ public struct WebhookSettings: Sendable {
     public var paceWaitingDeliveries: Int
     public var paceMaxWait: Duration
 
-    public init(config: ConfigReader) {
-        maxDevices = max(1, config.int(forKey: "max_devices", default: 1000))
-        signatureTolerance = config.double(forKey: "signature_tolerance_seconds", default: 300)
-        batchSize = config.int(forKey: "batch_size", default: 500)
-        concurrentWrites = config.int(forKey: "concurrent_writes", default: 2)
-        concurrentWriteAfter = .milliseconds(min(1000, max(0, config.int(forKey: "concurrent_write_after_ms", default: 5))))
-        paceWaitingDeliveries = max(0, config.int(forKey: "pace_waiting_deliveries", default: 250))
-        paceMaxWait = .milliseconds(min(5000, max(0, config.int(forKey: "pace_max_wait_ms", default: 250))))
+    /// The defaults, or the values given.
+    public init(
+        maxDevices: Int = 1000,
+        signatureTolerance: Double = 300,
+        batchSize: Int = 500,
+        concurrentWrites: Int = 2,
+        concurrentWriteAfter: Duration = .milliseconds(5),
+        paceWaitingDeliveries: Int = 250,
+        paceMaxWait: Duration = .milliseconds(250)
+    ) {
+        self.maxDevices = maxDevices
+        self.signatureTolerance = signatureTolerance
+        self.batchSize = batchSize
+        self.concurrentWrites = concurrentWrites
+        self.concurrentWriteAfter = concurrentWriteAfter
+        self.paceWaitingDeliveries = paceWaitingDeliveries
+        self.paceMaxWait = paceMaxWait
         limits = Limits(maxDevices: maxDevices, signatureTolerance: signatureTolerance)
+    }
+
+    public init(config: ConfigReader) {
+        self.init(
+            maxDevices: max(1, config.int(forKey: "max_devices", default: 1000)),
+            signatureTolerance: config.double(forKey: "signature_tolerance_seconds", default: 300),
+            batchSize: config.int(forKey: "batch_size", default: 500),
+            concurrentWrites: config.int(forKey: "concurrent_writes", default: 2),
+            concurrentWriteAfter: .milliseconds(min(1000, max(0, config.int(forKey: "concurrent_write_after_ms", default: 5)))),
+            paceWaitingDeliveries: max(0, config.int(forKey: "pace_waiting_deliveries", default: 250)),
+            paceMaxWait: .milliseconds(min(5000, max(0, config.int(forKey: "pace_max_wait_ms", default: 250))))
+        )
     }
 
     /// A reload: `other`'s limits are used by every copy of these settings from now on.

@@ -65,7 +65,11 @@ struct StorableInputTests {
     func groupCommitIsolatesTheMemberAtFault() async throws {
         let test = try await TestApp.make()
         _ = try await test.application()  // applies the migrations
-        let writer = IntakeWriter(queue: DeliveryQueue(client: test.client), logger: TestDatabase.logger, maxBatch: 500, maxConcurrentWrites: 1)
+        let writer = IntakeWriter(
+            queue: DeliveryQueue(client: test.client),
+            logger: TestDatabase.logger,
+            settings: WebhookSettings(concurrentWrites: 1)
+        )
         let valid = (0..<40).map { index in
             PushNotification(title: "ok", body: "fine", ticketID: "g\(index)", devices: [.init(token: apnsToken(), platform: .ios)])
         }

@@ -22,7 +22,7 @@ struct OpenAPITests {
         let settings = WebhookSettings(config: ConfigReader(provider: InMemoryProvider(values: [:])))
         let writer = IntakeWriter(queue: DeliveryQueue(client: database.client), logger: TestDatabase.logger)
         let listener = try PostgresListener(conninfo: conninfo, channels: [UnreadChannel.name], logger: TestDatabase.logger)
-        let hub = UnreadHub(events: listener.events(), heartbeat: .seconds(15))
+        let hub = UnreadHub(events: listener.events())
         let authenticator = Authenticator(keys: APIKeyStore(client: database.client), apps: apps)
         let (_, routes) = buildRouter(
             database: database,

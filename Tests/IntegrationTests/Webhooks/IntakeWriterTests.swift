@@ -99,9 +99,7 @@ struct IntakeWriterTests {
         return IntakeWriter(
             queue: DeliveryQueue(client: client),
             logger: TestDatabase.logger,
-            maxBatch: 500,
-            maxConcurrentWrites: maxConcurrentWrites,
-            overlapAfter: overlapAfter
+            settings: WebhookSettings(batchSize: 500, concurrentWrites: maxConcurrentWrites, concurrentWriteAfter: overlapAfter)
         )
     }
 

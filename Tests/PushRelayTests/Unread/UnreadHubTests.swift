@@ -15,7 +15,7 @@ struct UnreadHubTests {
         _ body: (UnreadHub, AsyncStream<PostgresListenerEvent>.Continuation) async throws -> Void
     ) async throws {
         let (events, feed) = AsyncStream.makeStream(of: PostgresListenerEvent.self)
-        let hub = UnreadHub(events: events, heartbeat: .seconds(60), maxCacheBytes: maxCacheBytes)
+        let hub = UnreadHub(events: events, settings: UnreadSettings(heartbeat: .seconds(60), cacheBytes: maxCacheBytes))
         let running = Task { try await hub.run() }
         defer { running.cancel() }
         feed.yield(.listening)

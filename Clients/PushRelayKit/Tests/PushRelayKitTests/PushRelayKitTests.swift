@@ -12,7 +12,8 @@ struct PushRelayKitTests {
     @Test("an APNs reply as JSONSerialization reads it: ticket, badge, notification id")
     func apnsReply() throws {
         let payload =
-            #"{"aps":{"alert":{"body":"Hello","title":"Agent replied"},"badge":3,"sound":"default"},"push_relay_notification_id":42,"zendesk_sdk_request_id":"5"}"#
+            #"{"aps":{"alert":{"body":"Hello","title":"Agent replied"},"badge":3,"sound":"default"},"#
+            + #""push_relay_notification_id":42,"zendesk_sdk_request_id":"5"}"#
         let userInfo = try #require(try JSONSerialization.jsonObject(with: Data(payload.utf8)) as? [AnyHashable: Any])
         let push = try #require(PushRelayNotification(userInfo: userInfo))
         #expect(push == PushRelayNotification(ticketID: "5", badge: 3, notificationID: 42, isBadgeSync: false))

@@ -33,6 +33,9 @@ public struct DatabaseConfiguration: Sendable {
     public var connection: PostgresConnectionSettings
     public var listenerProbeInterval: Duration
 
+    /// Where the embedded cluster lives unless `data.directory` says otherwise.
+    public static let defaultDataDirectory = ".push-relay-data"
+
     public init(config: ConfigReader) {
         self.url = config.string(forKey: "url", isSecret: true).flatMap { $0.isEmpty ? nil : $0 }
         self.embedded = config.bool(forKey: "embedded", default: true)

@@ -9,7 +9,7 @@ import Synchronization
 /// wrong type, or an unknown `PUSH_RELAY_*` environment variable is an error naming the key and the
 /// nearest known one.
 public enum ConfigurationSchema {
-    /// Keys read outside the settings types: by the command line and by ``Database``.
+    /// Keys read outside the settings types: by the command line and by the database's opening.
     static let commandKeys = ["config.file", "data.directory", "log.level", "log.format"]
 
     /// Environment variables with PushRelay's prefix that the commands read.
@@ -33,7 +33,7 @@ public enum ConfigurationSchema {
         _ = RetentionSettings(config: reader.scoped(to: "retention"))
         _ = ConsoleSettings(config: reader.scoped(to: "console"))
         _ = try ManagedAppStoreSettings(config: reader.scoped(to: "apps_store"))
-        _ = reader.string(forKey: "data.directory", default: Database.defaultDataDirectory)
+        _ = reader.string(forKey: "data.directory", default: DatabaseConfiguration.defaultDataDirectory)
         _ = reader.string(forKey: "config.file")
         _ = reader.string(forKey: "log.level", default: "info")
         _ = reader.string(forKey: "log.format", default: "text")

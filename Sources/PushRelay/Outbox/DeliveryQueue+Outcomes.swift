@@ -1,0 +1,217 @@
+import Foundation
+import Postgres
+
+/// Delivering: claims under a lease, and the outcomes of sends written back in one statement.
+extension DeliveryQueue {
+    /// A select-list item that sets `synchronous_commit` off until the end of the statement's
+    /// transaction. A statement that returns no row does not evaluate it, and writes nothing either.
+    ///
+    /// The dispatcher's bookkeeping (claims, outcomes) commits this way: it does not wait for its
+    /// WAL flush, so it does not queue in front of webhook commits, which do wait. Losing the last
+    /// of these commits in a crash loses nothing a webhook was acknowledged for: a lost claim leaves
+    /// the row due, a lost outcome leaves it leased until the lease ends; either way the push is
+    /// sent again (at least once, and the collapse id folds the duplicate on the device). Set from
+    /// the statement's own select list (`set_config(…, is_local => true)` lasts until the
+    /// statement's commit), it costs one round trip instead of four (BEGIN, SET LOCAL, the
+    /// statement, COMMIT).
+    static let relaxedCommit = "set_config('synchronous_commit', 'off', true)"
+
+    /// Claims up to `limits[i]` due deliveries of `apps[i]` for `owner`, oldest due first: each is
+    /// marked `sending`, its attempt counted, and leased until `lease` from now (`next_attempt_at`
+    /// too, so a crashed owner's claims come due again).
+    func claim(apps: [String], limits: [Int], owner: String, lease: Duration) async throws -> [ClaimedDelivery] {
+        let claimedAt = ContinuousClock.now
+        let result = try await client.query(
+            """
+            WITH wanted AS (
+                SELECT * FROM unnest($1::text[], $2::int[]) AS w(app_id, wanted)
+            ),
+            picked AS (
+                SELECT p.id FROM wanted w CROSS JOIN LATERAL (
+                    SELECT d.id FROM deliveries d
+                    WHERE d.app_id = w.app_id AND d.status IN ('pending', 'sending') AND d.next_attempt_at <= now()
+                    ORDER BY d.next_attempt_at
+                    LIMIT w.wanted
+                    FOR UPDATE SKIP LOCKED
+                ) p
+            ),
+            claimed AS (
+                UPDATE deliveries d
+                SET status = 'sending', attempts = d.attempts + 1, lease_owner = $3,
+                    lease_expires_at = now() + make_interval(secs => $4), next_attempt_at = now() + make_interval(secs => $4),
+                    updated_at = now()
+                FROM picked WHERE d.id = picked.id
+                RETURNING d.id, d.notification_id, d.app_id, d.device_token, d.platform, d.kind, d.attempts, d.created_at
+            )
+            SELECT \(ClaimedDelivery.columns), \(Self.relaxedCommit)
+            FROM claimed c
+            LEFT JOIN notifications n ON n.id = c.notification_id
+            LEFT JOIN devices dv ON dv.app_id = c.app_id AND dv.token = c.device_token
+            LEFT JOIN LATERAL (
+                SELECT sum(u.unread)::int AS badge FROM unread_counters u WHERE u.app_id = c.app_id AND u.owner = coalesce(dv.user_id, c.device_token)
+            ) b ON true
+            """,
+            [apps, limits, owner, lease.timeInterval],
+            prepare: true
+        )
+        return try result.rows.map { try ClaimedDelivery(row: $0, claimedAt: claimedAt) }
+    }
+
+    /// One transaction: the deliveries' new state, dead tokens' devices marked invalid and queued
+    /// for Zendesk, environments learned for devices registered without one, and the feedback
+    /// events (``DeliveryEventType``) of the apps that want them (`events[app]`). Rows whose lease
+    /// another instance has taken over are left to it, and make no event.
+    func store(_ batch: [DeliveryResult], owner: String, events: [String: Set<DeliveryEventType>] = [:]) async throws {
+        var ids: [Int64] = []
+        var statuses: [String] = []
+        var next: [Date?] = []
+        var providerIDs: [String?] = []
+        var reasons: [String?] = []
+        var adjustments: [Int] = []
+        var deadApps: [String] = []
+        var deadTokens: [String] = []
+        var deadPlatforms: [String] = []
+        var deadReasons: [String] = []
+        var deadSince: [Date?] = []
+        var learnedApps: [String] = []
+        var learnedTokens: [String] = []
+        var learnedEnvironments: [String] = []
+        var eventRows = EventRows()
+        for result in batch {
+            if let type = DeliveryEventType(result), events[result.delivery.appID]?.contains(type) == true {
+                eventRows.append(result, type: type)
+            }
+            ids.append(result.delivery.id)
+            statuses.append(result.status.rawValue)
+            next.append(result.nextAttemptAt)
+            providerIDs.append(result.providerID)
+            reasons.append(result.reason)
+            adjustments.append(result.countsAttempt ? 0 : -1)
+            if result.isDeadToken {
+                deadApps.append(result.delivery.appID)
+                deadTokens.append(result.delivery.token)
+                deadPlatforms.append(result.delivery.platform.rawValue)
+                deadReasons.append(result.reason ?? "dead token")
+                deadSince.append(result.deadSince)
+            }
+            if let environment = result.learnedEnvironment {
+                learnedApps.append(result.delivery.appID)
+                learnedTokens.append(result.delivery.token)
+                learnedEnvironments.append(environment)
+            }
+        }
+        let outcomes: [any PostgresEncodable] = [ids, statuses, next, providerIDs, reasons, adjustments, owner]
+        guard !deadApps.isEmpty || !learnedApps.isEmpty else {
+            // Most batches: only the deliveries' new state (and their events), with one generic
+            // plan per connection (see updateOutcomes): planning took 0.13 ms per batch, and a
+            // connection that also runs the intake statement no longer switches plan_cache_mode.
+            if eventRows.isEmpty {
+                _ = try await client.query(Self.storeOutcomes, outcomes, prepare: true, planning: .cached)
+            } else {
+                _ = try await client.query(Self.storeOutcomesAndEvents, outcomes + eventRows.parameters, prepare: true, planning: .cached)
+            }
+            return
+        }
+        // One statement: the deliveries' new state; the devices of dead tokens marked invalid and
+        // queued for Zendesk; the APNs environment of devices that had none, where one was learned.
+        _ = try await client.query(
+            """
+            WITH updated AS (\(Self.updateOutcomes)),
+            \(Self.insertEvents(from: 16)),
+            dead AS (
+                -- A token APNs says died at some time, but that was registered again after it, lives on.
+                SELECT * FROM (
+                    SELECT DISTINCT ON (app_id, token) * FROM unnest($8::text[], $9::text[], $10::text[], $11::text[], $12::timestamptz[])
+                        AS t(app_id, token, platform, reason, since)
+                ) t
+                WHERE since IS NULL OR NOT EXISTS (
+                    SELECT 1 FROM devices dv WHERE dv.app_id = t.app_id AND dv.token = t.token AND dv.updated_at > t.since
+                )
+            ),
+            invalidated AS (
+                UPDATE devices dv SET status = 'invalid', invalid_reason = dead.reason, invalidated_at = now(), updated_at = now()
+                FROM dead WHERE dv.app_id = dead.app_id AND dv.token = dead.token AND dv.status = 'active'
+            ),
+            queued AS (\(Self.deadTokensForZendesk)),
+            learned AS (
+                -- Devices registered without an environment, now known (APNs accepted them there).
+                UPDATE devices dv SET environment = l.environment
+                FROM unnest($13::text[], $14::text[], $15::text[]) AS l(app_id, token, environment)
+                WHERE dv.app_id = l.app_id AND dv.token = l.token AND dv.environment IS NULL
+            )
+            SELECT (SELECT count(*) FROM updated), \(Self.relaxedCommit)
+            """,
+            outcomes + [deadApps, deadTokens, deadPlatforms, deadReasons, deadSince, learnedApps, learnedTokens, learnedEnvironments]
+                + eventRows.parameters,
+            prepare: true
+        )
+    }
+
+    /// The deliveries' new state, parameters $1–$7; rows whose lease another instance has taken
+    /// over are left to it.
+    ///
+    /// Written so that one generic plan serves every table size (``storeOutcomes`` keeps one per
+    /// connection): each row is found through the primary key (a `LATERAL … LIMIT 1` lookup) and
+    /// updated by its `ctid`. A plain `d.id = u.id` join, planned while a fresh database's table is
+    /// small, is a sequential scan of `deliveries`, which a cached plan would keep as the table
+    /// grows. A row another transaction updated since the lookup (another instance's claim after
+    /// the lease ran out) no longer has that `ctid` in its newest version, so it is left alone, as
+    /// the `lease_owner` condition leaves it.
+    static let updateOutcomes = """
+        UPDATE deliveries d
+        SET status = u.status, next_attempt_at = coalesce(u.next_at, d.next_attempt_at), provider_id = u.provider_id,
+            last_error = u.error, attempts = d.attempts + u.adjustment, lease_owner = NULL, lease_expires_at = NULL,
+            delivered_at = CASE WHEN u.status = 'delivered' THEN now() END, updated_at = now()
+        FROM (
+            SELECT u.*, found.ctid AS target
+            FROM unnest($1::bigint[], $2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::int[])
+                AS u(id, status, next_at, provider_id, error, adjustment)
+            CROSS JOIN LATERAL (SELECT x.ctid FROM deliveries x WHERE x.id = u.id LIMIT 1) found
+        ) u
+        WHERE d.ctid = u.target AND d.lease_owner = $7
+        RETURNING d.id, d.notification_id
+        """
+
+    /// ``updateOutcomes`` alone, with the relaxed commit.
+    static let storeOutcomes = "WITH updated AS (\(updateOutcomes)) SELECT (SELECT count(*) FROM updated), \(relaxedCommit)"
+
+    /// ``updateOutcomes`` and the events of the rows it updated (``EventRows``, parameters $8–$14).
+    static let storeOutcomesAndEvents =
+        "WITH updated AS (\(updateOutcomes)), \(insertEvents(from: 8)) SELECT (SELECT count(*) FROM updated), \(relaxedCommit)"
+
+    /// The CTE `events`, after a CTE `updated` (``updateOutcomes``): inserts the events of
+    /// ``EventRows`` (parameters `$first`…`$first+6`) whose delivery was updated, in order.
+    static func insertEvents(from first: Int) -> String {
+        let p = (first..<first + 7).map { "$\($0)" }
+        return """
+            events AS (
+                INSERT INTO delivery_events (app_id, type, delivery_id, notification_id, ticket_id, platform, token_hint, reason)
+                SELECT e.app_id, e.type, e.delivery_id, u.notification_id, nullif(e.ticket_id, ''), e.platform, e.token_hint, e.reason
+                FROM unnest(\(p[0])::bigint[], \(p[1])::text[], \(p[2])::text[], \(p[3])::text[], \(p[4])::text[], \(p[5])::text[], \(p[6])::text[])
+                    WITH ORDINALITY AS e(delivery_id, app_id, type, ticket_id, platform, token_hint, reason, ord)
+                JOIN updated u ON u.id = e.delivery_id
+                ORDER BY e.ord
+            )
+            """
+    }
+
+    /// The events a batch of outcomes writes, as statement parameters.
+    struct EventRows {
+        private var deliveries: [Int64] = [], apps: [String] = [], types: [String] = [], tickets: [String] = []
+        private var platforms: [String] = [], hints: [String] = [], reasons: [String?] = []
+
+        var isEmpty: Bool { deliveries.isEmpty }
+
+        mutating func append(_ result: DeliveryResult, type: DeliveryEventType) {
+            deliveries.append(result.delivery.id)
+            apps.append(result.delivery.appID)
+            types.append(type.rawValue)
+            tickets.append(result.delivery.ticketID)
+            platforms.append(result.delivery.platform.rawValue)
+            hints.append(Redaction.token(result.delivery.token))
+            reasons.append(result.reason)
+        }
+
+        var parameters: [any PostgresEncodable] { [deliveries, apps, types, tickets, platforms, hints, reasons] }
+    }
+}
