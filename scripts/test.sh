@@ -7,12 +7,29 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
+# stage NAME COMMAND…: runs COMMAND and notes its seconds; the table of stages is printed at the
+# end, also when one fails, so a slow stage is seen the day it appears.
+stages=()
+stage() {
+    local name="$1" start=$SECONDS status=0
+    shift
+    "$@" || status=$?
+    stages+=("$(printf '%-34s %5d s' "$name" $((SECONDS - start)))$( ((status == 0)) || echo "  FAILED (exit status $status)")")
+    return "$status"
+}
+print_stages() {
+    ((${#stages[@]})) || return 0
+    log "stages:"
+    printf '    %s\n' "${stages[@]}" "$(printf '%-34s %5d s' total "$SECONDS")" >&2
+}
+trap print_stages EXIT
+
 python3 scripts/rooms.py --check docs/architecture.md  # cheap: before the build
 # Formatting (.swift-format: 4 spaces, 150 columns); `swift format -i -r Sources Tests Plugins Package.swift` fixes it.
 swift format lint --strict --recursive --parallel Sources Tests Plugins Package.swift Clients
 scripts/line-length.py  # the same 150 columns for the string literals and comments swift-format leaves alone
-scripts/bootstrap.sh
-swift build --build-tests
+stage "bootstrap (system packages)" scripts/bootstrap.sh
+stage "debug build with tests" swift build --build-tests
 # Free space where the build and the test clusters live, for reading a failed run.
 df -h . /dev/shm 2>/dev/null | sed "s/^/$script_name: /" >&2 || true
 if [ "$#" -gt 0 ]; then
@@ -25,10 +42,14 @@ fi
 # PushRelayKit's suite runs relay processes too, and the example binary: on its own, last.
 cluster_suites='ScaleOutTests|FailoverTests'
 client_suite='PushRelayKitRelayTests'
-swift test --skip "$cluster_suites|$client_suite"
-swift test --filter "$cluster_suites"
-swift test --filter "$client_suite"
-scripts/test/schemathesis.sh  # the served OpenAPI document vs the server
-scripts/test/client-package.sh # PushRelayKit on its own, as an app adds it (no dependency)
-scripts/test/console-test.sh  # the operator console in headless Chromium (screenshots in .build/console-test)
-Deploy/test.sh                # the release artifacts (tarball, .deb, OCI image) built and run; the deployment examples
+stage "swift test: main batch" swift test --skip "$cluster_suites|$client_suite"
+stage "swift test: scale-out, failover" swift test --filter "$cluster_suites"
+stage "swift test: PushRelayKit with relays" swift test --filter "$client_suite"
+stage "schemathesis" scripts/test/schemathesis.sh             # the served OpenAPI document vs the server
+stage "PushRelayKit package" scripts/test/client-package.sh   # PushRelayKit on its own, as an app adds it (no dependency)
+stage "console in Chromium" scripts/test/console-test.sh      # the operator console in headless Chromium (screenshots in .build/console-test)
+# The release artifacts (tarball, .deb, OCI image) built, then each run; the deployment examples.
+stage "release build and artifacts" Deploy/release.sh --out .build-release/dist
+for part in tarball deb systemd image examples; do
+    stage "artifacts: $part" Deploy/test.sh --dist .build-release/dist --only "$part"
+done

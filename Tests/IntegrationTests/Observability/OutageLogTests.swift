@@ -11,7 +11,7 @@ import Testing
 @testable import PushRelay
 
 /// An outage is two lines in the log whatever the load, one when it begins and one when it ends,
-/// so an operator sees it and its length at once (docs/operations.md, "The database is
+/// so an operator sees it and its length at once (docs/runbooks.md, "The database is
 /// unavailable").
 @Suite("Logs: a database outage")
 struct OutageLogTests {
