@@ -14,13 +14,13 @@ stage() {
     local name="$1" start=$SECONDS status=0
     shift
     "$@" || status=$?
-    stages+=("$(printf '%-34s %5d s' "$name" $((SECONDS - start)))$( ((status == 0)) || echo "  FAILED (exit status $status)")")
+    stages+=("$(printf '%-38s %5d s' "$name" $((SECONDS - start)))$( ((status == 0)) || echo "  FAILED (exit status $status)")")
     return "$status"
 }
 print_stages() {
     ((${#stages[@]})) || return 0
     log "stages:"
-    printf '    %s\n' "${stages[@]}" "$(printf '%-34s %5d s' total "$SECONDS")" >&2
+    printf '    %s\n' "${stages[@]}" "$(printf '%-38s %5d s' total "$SECONDS")" >&2
 }
 trap print_stages EXIT
 
@@ -49,7 +49,7 @@ stage "schemathesis" scripts/test/schemathesis.sh             # the served OpenA
 stage "PushRelayKit package" scripts/test/client-package.sh   # PushRelayKit on its own, as an app adds it (no dependency)
 stage "console in Chromium" scripts/test/console-test.sh      # the operator console in headless Chromium (screenshots in .build/console-test)
 # The release artifacts (tarball, .deb, OCI image) built, then each run; the deployment examples.
-stage "release build and artifacts" Deploy/release.sh --out .build-release/dist
+stage "release build" Deploy/release.sh --out .build-release/dist
 for part in tarball deb systemd image examples; do
     stage "artifacts: $part" Deploy/test.sh --dist .build-release/dist --only "$part"
 done
