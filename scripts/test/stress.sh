@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Runs the Swift suites N times while busy loops hold every core, as a loaded CI machine would,
+# and prints each run's result, its seconds and the tests that failed: a test that fails here
+# depends on the machine's speed. The batches are scripts/test.sh's (the main batch, then the
+# multi-process suites, then PushRelayKit's), built once before the first run.
+# Usage: scripts/test/stress.sh [runs (3)] [busy loops (one per core)]
+set -euo pipefail
+. "$(dirname "$0")/../lib.sh"
+
+runs="${1:-3}"
+loops="${2:-$(nproc)}"
+[[ "$runs" =~ ^[0-9]+$ && "$loops" =~ ^[0-9]+$ ]] || usage
+
+swift build --build-tests >/dev/null
+work=$(mktemp -d "${TMPDIR:-/tmp}/push-relay-stress.XXXXXX")
+busy=()
+stop_busy() {
+    ((${#busy[@]})) && kill "${busy[@]}" 2>/dev/null || true
+    busy=()
+}
+trap 'stop_busy; rm -rf "$work"' EXIT
+for ((i = 0; i < loops; i++)); do
+    (while :; do :; done) &
+    busy+=($!)
+done
+log "$runs runs with $loops busy loops on $(nproc) cores; logs in $work while it runs"
+
+cluster_suites='ScaleOutTests|FailoverTests'
+client_suite='PushRelayKitRelayTests'
+results=()
+for ((run = 1; run <= runs; run++)); do
+    start=$SECONDS
+    status=0
+    log="$work/run-$run.log"
+    {
+        swift test --skip-build --skip "$cluster_suites|$client_suite" || status=1
+        swift test --skip-build --filter "$cluster_suites" || status=1
+        swift test --skip-build --filter "$client_suite" || status=1
+    } >"$log" 2>&1
+    failed=$(sed -n 's/^✘ Test "\(.*\)" failed.*/\1/p' "$log" | sort -u)
+    line=$(printf 'run %d: %s in %d s' "$run" "$([ "$status" -eq 0 ] && echo passed || echo FAILED)" $((SECONDS - start)))
+    [ -z "$failed" ] || line+=$'\n'$(sed 's/^/    failed: /' <<<"$failed")
+    results+=("$line")
+    log "$line"
+done
+stop_busy
+log "summary ($runs runs, $loops busy loops, $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ)):"
+printf '%s\n' "${results[@]}" >&2
