@@ -339,6 +339,24 @@ unit_journal_since() { in_container journalctl -u "$1" --after-cursor "$2" -o ca
 # so the relay reaches this machine's PostgreSQL). docs/operations.md's Install block is run as
 # printed, line by line, while systemd runs; then systemctl reloads and stops the hardened units as
 # installed, and the unit meets a database that refuses it and no database at all.
+# refused_start WHAT PATTERN: (re)starts push-relay.service in the systemd test's container, which
+# must end failed with exit status 78 and no restart, its journal matching PATTERN. With a restart
+# due the unit would be activating (auto-restart) for RestartSec=2, not failed, so failed is final.
+refused_start() {
+    local what="$1" pattern="$2" container=pr-test-systemd cursor status
+    in_container systemctl reset-failed push-relay.service 2>/dev/null || true
+    cursor=$(journal_cursor)
+    in_container systemctl restart push-relay.service || true
+    wait_for "[ \"\$(podman exec $container systemctl show -p ActiveState --value push-relay.service)\" = failed ]" 30 ||
+        fail "systemd: $what, push-relay.service is not failed after 30 s: $(in_container systemctl show -p ActiveState -p SubState -p NRestarts push-relay.service | xargs); $(unit_journal_since push-relay.service "$cursor" | tail -5)"
+    status=$(in_container systemctl show -p ExecMainStatus -p NRestarts push-relay.service | sort | xargs)
+    [ "$status" = "ExecMainStatus=78 NRestarts=0" ] ||
+        fail "systemd: $what, push-relay.service ended with $status, not ExecMainStatus=78 NRestarts=0: $(unit_journal_since push-relay.service "$cursor" | tail -5)"
+    wait_for "unit_journal_since push-relay.service '$cursor' | grep -q '$pattern'" 10 ||
+        fail "systemd: $what, the journal does not say why: $(unit_journal_since push-relay.service "$cursor" | tail -5)"
+    log "systemd: $what: exit status 78, not restarted: $(unit_journal_since push-relay.service "$cursor" | grep -m1 "$pattern")"
+}
+
 test_systemd() {
     local root="$work/systemd-root" container=pr-test-systemd
     local started=$SECONDS packages
@@ -448,35 +466,15 @@ test_systemd() {
     done
     log "systemd: systemd-analyze security --offline=true:${ratings%;} (at most 2.5)"
     # A database that refuses the relay's role (this PostgreSQL trusts the roles it has, so an
-    # unknown one is SQLSTATE 28000): exit status 78 at once, and no restart. With a restart due
-    # the unit would be activating (auto-restart) for RestartSec=2, not failed, so failed is final.
-    local cursor
+    # unknown one is SQLSTATE 28000): exit status 78 at once, and no restart.
     echo "DATABASE_URL=postgresql://nobody@127.0.0.1:$pg_port/relay_systemd" >"$root/etc/push-relay/environment"
-    cursor=$(journal_cursor)
-    in_container systemctl restart push-relay.service || true
-    wait_for "[ \"\$(podman exec $container systemctl show -p ActiveState --value push-relay.service)\" = failed ]" 30 ||
-        fail "systemd: refused by the database, push-relay.service is not failed after 30 s: $(in_container systemctl show -p ActiveState -p SubState -p NRestarts push-relay.service | xargs); $(unit_journal_since push-relay.service "$cursor" | tail -5)"
-    status=$(in_container systemctl show -p ExecMainStatus -p NRestarts push-relay.service | sort | xargs)
-    [ "$status" = "ExecMainStatus=78 NRestarts=0" ] ||
-        fail "systemd: refused by the database, push-relay.service ended with $status, not ExecMainStatus=78 NRestarts=0: $(unit_journal_since push-relay.service "$cursor" | tail -5)"
-    wait_for "unit_journal_since push-relay.service '$cursor' | grep -q 'not retried.*role .nobody. does not exist'" 10 ||
-        fail "systemd: refused by the database, the journal does not say why: $(unit_journal_since push-relay.service "$cursor" | tail -5)"
-    log "systemd: a refused role: exit status 78, not restarted: $(unit_journal_since push-relay.service "$cursor" | grep -m1 'not retried')"
+    refused_start "refused by the database" 'not retried.*role .nobody. does not exist'
     # No database at all: the environment file without DATABASE_URL; the unit's DATABASE_EMBEDDED=false
     # makes serve refuse at once, naming database.url, and create nothing.
     : >"$root/etc/push-relay/environment"
-    in_container systemctl reset-failed push-relay.service
-    cursor=$(journal_cursor)
-    in_container systemctl start push-relay.service || true
-    wait_for "[ \"\$(podman exec $container systemctl show -p ActiveState --value push-relay.service)\" = failed ]" 30 ||
-        fail "systemd: without DATABASE_URL push-relay.service is not failed after 30 s: $(unit_journal_since push-relay.service "$cursor" | tail -5)"
-    status=$(in_container systemctl show -p ExecMainStatus -p NRestarts push-relay.service | sort | xargs)
-    [ "$status" = "ExecMainStatus=78 NRestarts=0" ] ||
-        fail "systemd: without DATABASE_URL push-relay.service ended with $status: $(unit_journal_since push-relay.service "$cursor" | tail -5)"
-    wait_for "unit_journal_since push-relay.service '$cursor' | grep -q 'database\.url'" 10 ||
-        fail "systemd: without DATABASE_URL the journal does not name database.url: $(unit_journal_since push-relay.service "$cursor" | tail -5)"
+    refused_start "without DATABASE_URL" 'database\.url'
     [ ! -e "$root/var/lib/push-relay/.push-relay-data" ] || fail "systemd: without DATABASE_URL the relay created /var/lib/push-relay/.push-relay-data"
-    log "systemd: no DATABASE_URL: exit status 78, nothing created: $(unit_journal_since push-relay.service "$cursor" | grep -m1 'database\.url'); $((SECONDS - started)) s"
+    log "systemd: $((SECONDS - started)) s"
     podman rm -f -t 0 "$container" >/dev/null
 }
 

@@ -34,7 +34,7 @@ struct Config: AsyncParsableCommand {
             let reader = try await common.reader(recorder: recorder)
             _ = try CommonOptions.logSettings(reader)
             let database = DatabaseConfiguration(config: reader.scoped(to: "database"))
-            if database.url == nil && !database.embedded { throw CommandError(Database.noURL, exitStatus: .configuration) }
+            try database.checkNamed()
             let apps: [AppConfiguration]
             do {
                 apps = try await AppConfiguration.loadChecked(reader: reader)

@@ -42,7 +42,7 @@ struct Serve: AsyncParsableCommand {
         // First, before anything is made (the demo's sandbox keys, an embedded cluster) or read (the
         // apps' key files): a relay with no database to use is told so before anything else.
         let database = DatabaseConfiguration(config: reader.scoped(to: "database"))
-        if database.url == nil && !database.embedded { throw CommandError(Database.noURL, exitStatus: .configuration) }
+        try database.checkNamed()
         var apps = try await AppConfiguration.loadChecked(reader: reader)
         let demo = apps.isEmpty && database.url == nil
         logger.info(

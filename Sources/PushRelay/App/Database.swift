@@ -39,12 +39,6 @@ public struct Database: Sendable {
         return try Migrator.parse(EmbeddedAssets.migrations, source: "the migrations built into push-relay")
     }
 
-    /// Why there is no database when `database.embedded` is false and no URL is set.
-    public static let noURL = """
-        database.url is not set and database.embedded is false: set DATABASE_URL in the environment (the packaged \
-        units read /etc/push-relay/environment) or database.url in the configuration file; nothing was created
-        """
-
     /// Where the embedded cluster lives unless `data.directory` says otherwise.
     public static let defaultDataDirectory = DatabaseConfiguration.defaultDataDirectory
 
@@ -62,7 +56,7 @@ public struct Database: Sendable {
         if let url = configuration.url {
             conninfo = url
         } else {
-            guard configuration.embedded else { throw ConfigurationError(Self.noURL) }
+            try configuration.checkNamed()
             let cluster = EmbeddedPostgres(
                 configuration: .init(directory: (dataDirectory as NSString).appendingPathComponent("postgres")),
                 logger: logger

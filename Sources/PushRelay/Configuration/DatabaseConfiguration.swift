@@ -36,6 +36,18 @@ public struct DatabaseConfiguration: Sendable {
     /// Where the embedded cluster lives unless `data.directory` says otherwise.
     public static let defaultDataDirectory = ".push-relay-data"
 
+    /// Refuses a configuration that names no database: no `url`, and `embedded` false. Called by
+    /// everything that would use one, before anything is made.
+    public func checkNamed() throws {
+        guard url == nil, !embedded else { return }
+        throw ConfigurationError(
+            """
+            database.url is not set and database.embedded is false: set DATABASE_URL in the environment (the packaged \
+            units read /etc/push-relay/environment) or database.url in the configuration file; nothing was created
+            """
+        )
+    }
+
     public init(config: ConfigReader) {
         self.url = config.string(forKey: "url", isSecret: true).flatMap { $0.isEmpty ? nil : $0 }
         self.embedded = config.bool(forKey: "embedded", default: true)
