@@ -189,7 +189,12 @@ let package = Package(
         // The client library for iOS (and macOS, Linux) apps: device registration and the unread
         // counter. Apps add the package of its own in Clients/PushRelayKit, which has no
         // dependency; these targets build the same sources for the project's tests.
-        .target(name: "PushRelayKit", path: "Clients/PushRelayKit/Sources/PushRelayKit", swiftSettings: swiftSettings),
+        .target(
+            name: "PushRelayKit",
+            dependencies: [.product(name: "Crypto", package: "swift-crypto", condition: .when(platforms: [.linux]))],
+            path: "Clients/PushRelayKit/Sources/PushRelayKit",
+            swiftSettings: swiftSettings
+        ),
         // PushRelayKit's example: two devices, a user switch, against a running relay.
         .executableTarget(
             name: "push-relay-kit-example",

@@ -8,6 +8,10 @@ struct APNsProvider: PushProvider {
     let tokens: APNsTokenManager?
     let pushTTL: Duration
     let timeout: Duration
+    /// The app's `push` settings, as of the last reload.
+    var presentation = PushPresentation()
+    /// Opens devices' push keys for `encrypted` apps.
+    var deviceKeys = DevicePushKeys()
 
     /// Sends to the host of the device's environment, or of the app's when the device was
     /// registered without one. APNs answers `BadDeviceToken` for a token of the other environment
@@ -22,11 +26,11 @@ struct APNsProvider: PushProvider {
             isSync
             ? APNsPayload.badgeSync(badge: delivery.badge ?? 0)
             : APNsPayload.alert(
-                title: delivery.title,
-                body: delivery.body,
+                ReplyText.make(for: delivery, presentation: presentation, keys: deviceKeys),
                 badge: delivery.badge,
                 ticketID: delivery.ticketID,
-                notificationID: delivery.notificationID
+                notificationID: delivery.notificationID,
+                presentation: presentation
             )
         let known = delivery.environment.flatMap(APNsSettings.Environment.init(rawValue:))
         let first = known ?? settings.environment

@@ -95,16 +95,20 @@ struct RelayParts {
     let sessions: ConsoleSessionStore
     let console: ConsoleSettings
     let authenticator: Authenticator
+    /// Seals devices' push keys at rest and opens them for encrypted pushes.
+    let deviceKeys: DevicePushKeys
 
     init(reader: ConfigReader, logger: Logger, database: Database, apps: StartApps, appsStore: ManagedAppStoreSettings) async throws {
         self.database = database
+        deviceKeys = DevicePushKeys(settings: appsStore)
         self.apps = apps
         webhooks = WebhookSettings(config: reader.scoped(to: "webhooks"))
         delivery = DeliverySettings(config: reader.scoped(to: "delivery"), tls: reader.scoped(to: "tls"))
         providers = try await ProviderSet(
             apps: apps.configured,
             settings: delivery,
-            tokens: ProviderTokenStore(client: database.client, sealer: appsStore.providerTokenSealer)
+            tokens: ProviderTokenStore(client: database.client, sealer: appsStore.providerTokenSealer),
+            deviceKeys: deviceKeys
         )
         listener = try PostgresListener(
             conninfo: database.client.configuration.conninfo,
@@ -199,7 +203,7 @@ struct RelayParts {
             metrics: metrics,
             console: consoleController,
             maxUploadBytes: jobSettings.maxUploadBytes,
-            deviceSettings: DeviceSettings(config: reader.scoped(to: "devices")),
+            deviceSettings: DeviceSettings(config: reader.scoped(to: "devices"), pushKeys: deviceKeys),
             reloader: reloader,
             reloadable: reloadable,
             managedApps: apps.managed,

@@ -44,6 +44,9 @@ public struct AppConfiguration: Sendable, Codable, Hashable {
     public var zendesk: ZendeskSettings?
     /// Where the app's feedback events (delivered, failed, dead token …) are sent; none when absent.
     public var events: EventSettings?
+    /// What alert pushes carry (full text, generic, or encrypted) and how they group; full text
+    /// grouped by ticket when absent.
+    public var push: PushSettings?
 
     /// User JWT settings: the HS256 key, inline (`secret`) or in a file (`secret_file`).
     public struct UserTokens: Sendable, Codable, Hashable {
@@ -94,7 +97,7 @@ public struct AppConfiguration: Sendable, Codable, Hashable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case id, apns, fcm, zendesk, events
+        case id, apns, fcm, zendesk, events, push
         case webhookSecrets = "webhook_secrets"
         case webhookSigningSecret = "webhook_signing_secret"
         case userTokens = "user_tokens"
@@ -116,6 +119,7 @@ public struct AppConfiguration: Sendable, Codable, Hashable {
         fcm = try container.decodeIfPresent(FCMSettings.self, forKey: .fcm)
         zendesk = try container.decodeIfPresent(ZendeskSettings.self, forKey: .zendesk)
         events = try container.decodeIfPresent(EventSettings.self, forKey: .events)
+        push = try container.decodeIfPresent(PushSettings.self, forKey: .push)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -132,6 +136,7 @@ public struct AppConfiguration: Sendable, Codable, Hashable {
         try container.encodeIfPresent(fcm, forKey: .fcm)
         try container.encodeIfPresent(zendesk, forKey: .zendesk)
         try container.encodeIfPresent(events, forKey: .events)
+        try container.encodeIfPresent(push, forKey: .push)
     }
 
     /// Whether `value` can be an app id.
@@ -184,15 +189,16 @@ extension AppConfiguration {
     }
 
     /// The keys an entry of `apps:` may hold, dotted (`apns.token.key_id`).
-    public static let knownKeys: [String] = [
-        "id", "webhook_secrets", "webhook_signing_secret", "user_tokens.secret_file", "user_tokens.secret", "user_tokens.claim_unowned_devices",
-        "apns.topic", "apns.environment", "apns.url", "apns.production_url", "apns.sandbox_url",
-        "apns.token.key_file", "apns.token.key", "apns.token.key_id", "apns.token.team_id",
-        "apns.certificate.file", "apns.certificate.type", "apns.certificate.key_file", "apns.certificate.password_file",
-        "fcm.service_account_file", "fcm.service_account", "fcm.url",
-        "zendesk.url", "zendesk.email", "zendesk.api_token_file", "zendesk.api_token",
-        "events.url", "events.signing_secret_file", "events.signing_secret", "events.types",
-    ]
+    public static let knownKeys: [String] =
+        [
+            "id", "webhook_secrets", "webhook_signing_secret", "user_tokens.secret_file", "user_tokens.secret", "user_tokens.claim_unowned_devices",
+            "apns.topic", "apns.environment", "apns.url", "apns.production_url", "apns.sandbox_url",
+            "apns.token.key_file", "apns.token.key", "apns.token.key_id", "apns.token.team_id",
+            "apns.certificate.file", "apns.certificate.type", "apns.certificate.key_file", "apns.certificate.password_file",
+            "fcm.service_account_file", "fcm.service_account", "fcm.url",
+            "zendesk.url", "zendesk.email", "zendesk.api_token_file", "zendesk.api_token",
+            "events.url", "events.signing_secret_file", "events.signing_secret", "events.types",
+        ] + PushSettings.knownKeys
 
     /// Refuses keys of `apps:` entries that no setting reads, naming the app, the key and the
     /// nearest known key (the decoder alone would ignore a misspelt `webhook_secret`).
@@ -251,6 +257,7 @@ extension AppConfiguration {
             try app.fcm?.validate(app: app.id)
             try app.zendesk?.validate(app: app.id)
             try app.events?.validate(app: app.id)
+            try app.push?.validate(app: app.id)
         }
     }
 

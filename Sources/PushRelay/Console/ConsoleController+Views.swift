@@ -124,6 +124,8 @@ extension ConsoleController {
         var id: String
         var ticketID: String
         var title: String
+        /// Why there is no title: the app's content mode kept no text, or it was erased.
+        var textNote: String?
         var createdAt: String
         var counts: [StatusCount]
         var deliveries: [DeliveryView]
@@ -133,7 +135,12 @@ extension ConsoleController {
         init(_ notification: NotificationStatusRecord, app: String) {
             id = String(notification.id)
             ticketID = notification.ticketID
-            title = notification.title
+            title = notification.title ?? ""
+            switch notification.text {
+            case "not_stored": textNote = "Text not stored: the app's push content is generic"
+            case "erased": textNote = "Text erased once delivered: the app's push content is encrypted"
+            default: textNote = nil
+            }
             createdAt = ConsoleController.time(notification.createdAt)
             counts = notification.counts.filter { $0.value > 0 }.sorted { $0.key < $1.key }.map { StatusCount(status: $0.key, count: $0.value) }
             deliveries = (notification.deliveries ?? []).map(DeliveryView.init)

@@ -145,6 +145,8 @@ struct OperatorController<Context: RequestContext>: Sendable {
         var fcm: [String: String]?
         var zendesk: [String: String]?
         var events: EventsView?
+        /// The app's `push` section as configured (absent: full text, grouped by ticket).
+        var push: PushSettings?
         var credentials: [Credential]
 
         struct EventsView: Codable, Sendable {
@@ -158,7 +160,7 @@ struct OperatorController<Context: RequestContext>: Sendable {
         }
 
         enum CodingKeys: String, CodingKey {
-            case id, apns, fcm, zendesk, events, credentials, secrets
+            case id, apns, fcm, zendesk, events, credentials, secrets, push
             case webhookSecrets = "webhook_secrets"
             case webhookSigningSecret = "webhook_signing_secret"
             case userTokens = "user_tokens"
@@ -221,6 +223,7 @@ struct OperatorController<Context: RequestContext>: Sendable {
                     events: app.events.map {
                         AppView.EventsView(url: $0.url, signingSecretFile: $0.signingSecretFile, types: $0.eventTypes.map(\.rawValue).sorted())
                     },
+                    push: app.push,
                     credentials: credentials
                 )
             )

@@ -28,6 +28,8 @@ final class ProviderSet: Sendable {
 
     private let settings: DeliverySettings
     private let tokens: ProviderTokenStore?
+    /// Opens devices' push keys for `encrypted` apps.
+    private let deviceKeys: DevicePushKeys
     private let current: Mutex<Built>
     /// Clients replaced by a reload and not closed yet.
     private let retiring = Mutex<[ObjectIdentifier: HTTP2Client]>([:])
@@ -35,17 +37,23 @@ final class ProviderSet: Sendable {
     /// make a second one with a new token) and some slack.
     var retireAfter: Duration { settings.requestTimeout * 2 + .seconds(5) }
 
-    init(apps: [AppConfiguration], settings: DeliverySettings, tokens: ProviderTokenStore? = nil) async throws {
+    init(
+        apps: [AppConfiguration],
+        settings: DeliverySettings,
+        tokens: ProviderTokenStore? = nil,
+        deviceKeys: DevicePushKeys = DevicePushKeys()
+    ) async throws {
         self.settings = settings
         self.tokens = tokens
-        current = Mutex(try await Self.build(apps: apps, settings: settings, tokens: tokens, reusing: Built()))
+        self.deviceKeys = deviceKeys
+        current = Mutex(try await Self.build(apps: apps, settings: settings, tokens: tokens, deviceKeys: deviceKeys, reusing: Built()))
     }
 
     /// Builds the providers of `apps`, reusing the clients and token managers of unchanged
     /// credentials; nothing in use changes until ``install(_:)``. Throws what a credential's
     /// files refuse, having closed the clients it made.
     func prepare(apps: [AppConfiguration]) async throws -> Built {
-        try await Self.build(apps: apps, settings: settings, tokens: tokens, reusing: current.withLock { $0 })
+        try await Self.build(apps: apps, settings: settings, tokens: tokens, deviceKeys: deviceKeys, reusing: current.withLock { $0 })
     }
 
     /// Puts `built` in use; clients it no longer uses are closed after ``retireAfter``.
@@ -81,14 +89,26 @@ final class ProviderSet: Sendable {
         apps: [AppConfiguration],
         settings: DeliverySettings,
         tokens: ProviderTokenStore?,
+        deviceKeys: DevicePushKeys,
         reusing old: Built
     ) async throws -> Built {
         let builder = Builder(settings: settings, tokens: tokens, old: old)
         do {
             for app in apps {
+                // The app's push settings go with its providers, so a reload changes them at once.
+                let presentation = PushPresentation(app.push)
                 var pair: Pair = (nil, nil)
-                if let apns = app.apns { pair.apns = try await builder.apns(apns, app: app.id) }
-                if let fcm = app.fcm { pair.fcm = try await builder.fcm(fcm, app: app.id) }
+                if let apns = app.apns, var provider = try await builder.apns(apns, app: app.id) {
+                    provider.presentation = presentation
+                    provider.deviceKeys = deviceKeys
+                    pair.apns = provider
+                }
+                if let fcm = app.fcm {
+                    var provider = try await builder.fcm(fcm, app: app.id)
+                    provider.presentation = presentation
+                    provider.deviceKeys = deviceKeys
+                    pair.fcm = provider
+                }
                 builder.built.providers[app.id] = pair
             }
         } catch {

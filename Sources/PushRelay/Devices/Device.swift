@@ -12,6 +12,10 @@ public struct Device: Sendable, Hashable, Codable {
     public var invalidReason: String?
     public var createdAt: Date
     public var updatedAt: Date
+    /// Whether the device registered a `push_key` (the key itself is never returned).
+    public var pushKeySet = false
+    /// The registered key's id.
+    public var pushKeyID: String?
 
     enum CodingKeys: String, CodingKey {
         case appID = "app_id"
@@ -21,6 +25,8 @@ public struct Device: Sendable, Hashable, Codable {
         case invalidReason = "invalid_reason"
         case createdAt = "created_at"
         case updatedAt = "updated_at"
+        case pushKeySet = "push_key_set"
+        case pushKeyID = "push_key_id"
     }
 
     /// Absent values are written as `null`, so every field is always present in responses.
@@ -36,6 +42,8 @@ public struct Device: Sendable, Hashable, Codable {
         try container.encode(invalidReason, forKey: .invalidReason)
         try container.encode(createdAt, forKey: .createdAt)
         try container.encode(updatedAt, forKey: .updatedAt)
+        try container.encode(pushKeySet, forKey: .pushKeySet)
+        try container.encode(pushKeyID, forKey: .pushKeyID)
     }
 }
 
@@ -54,6 +62,9 @@ public struct DeviceRegistration: Sendable, Hashable {
     public var userID: String?
     public var environment: String?
     public var locale: String?
+    /// The device's end-to-end key for `encrypted` apps, as stored (sealed when an apps-store key
+    /// is configured); `nil` clears a key registered before.
+    var pushKey: StoredPushKey? = nil
 }
 
 /// The registry's storage.

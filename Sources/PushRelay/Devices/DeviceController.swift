@@ -46,6 +46,8 @@ struct DeviceController<Repository: DeviceRepository, Context: RequestContext>: 
             throw JSONBody.invalidField("locale", "must be a language tag of 1-35 letters, digits, '-' or '_'")
         }
 
+        let pushKey = try Self.pushKey(body)
+
         var onlyForUser: String?
         if case .user(_, let subject) = principal {
             userID = userID ?? subject
@@ -59,7 +61,8 @@ struct DeviceController<Repository: DeviceRepository, Context: RequestContext>: 
             platform: platform,
             userID: userID,
             environment: environment,
-            locale: locale
+            locale: locale,
+            pushKey: try pushKey.map { try settings.pushKeys.seal($0.bytes, id: $0.id, app: app, token: token) }
         )
         // A user token takes over a device registered to no user only where the app allows it.
         let claimUnowned = authenticator.apps.app(app)?.userTokens?.claimUnownedDevices ?? false
@@ -130,6 +133,26 @@ struct DeviceController<Repository: DeviceRepository, Context: RequestContext>: 
     }
 
     // MARK: Helpers
+
+    /// `push_key` (base64 of 32 bytes) and `push_key_id` (1-64 of `A-Z a-z 0-9 - _ .`), both or
+    /// neither. The key's bytes never reach a message or a log line.
+    static func pushKey(_ body: JSONBody) throws -> (id: String, bytes: Data)? {
+        let key = try body.optionalString("push_key")
+        let id = try body.optionalString("push_key_id")
+        guard let key else {
+            if id != nil { throw JSONBody.invalidField("push_key_id", "is given without push_key") }
+            return nil
+        }
+        guard let bytes = Data(base64Encoded: key), bytes.count == 32 else {
+            throw JSONBody.invalidField("push_key", "must be 32 random bytes in standard base64 (44 characters)")
+        }
+        guard let id else { throw JSONBody.invalidField("push_key_id", "is required with push_key") }
+        guard !id.isEmpty, id.utf8.count <= 64, id.utf8.allSatisfy({ InputRules.isAlphanumericASCII($0) || $0 == 0x2D || $0 == 0x5F || $0 == 0x2E })
+        else {
+            throw JSONBody.invalidField("push_key_id", "must be 1-64 characters of A-Z a-z 0-9 - _ .")
+        }
+        return (id, bytes)
+    }
 
     /// BCP 47 tags (`pt-BR`) and the POSIX form (`pt_BR`) apps often send.
     static func isLanguageTagByte(_ byte: UInt8) -> Bool {

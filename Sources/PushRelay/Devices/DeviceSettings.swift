@@ -8,9 +8,16 @@ import Configuration
 ///   unregisters one first (a device already the user's may always be registered again).
 public struct DeviceSettings: Sendable {
     public var maxPerUser: Int
+    /// Seals registered push keys at rest (the apps-store key, when configured).
+    var pushKeys = DevicePushKeys()
 
     public init(config: ConfigReader) {
         maxPerUser = min(max(1, config.int(forKey: "max_per_user", default: 20)), 10_000)
+    }
+
+    init(config: ConfigReader, pushKeys: DevicePushKeys) {
+        self.init(config: config)
+        self.pushKeys = pushKeys
     }
 
     public init(maxPerUser: Int = 20) { self.maxPerUser = maxPerUser }

@@ -12,7 +12,8 @@ public struct PostgresDeviceRepository: DeviceRepository {
         self.outbox = DeliveryQueue(client: client)
     }
 
-    static let columns = "app_id, token, platform, user_id, environment, locale, status, invalid_reason, created_at, updated_at"
+    static let columns =
+        "app_id, token, platform, user_id, environment, locale, status, invalid_reason, created_at, updated_at, push_key IS NOT NULL, push_key_id"
 
     /// Registers or updates a device in one statement. When an existing device moves to another
     /// owner (its `user_id` changes, or it gains or loses one: the owner is the user, or the token
@@ -43,11 +44,12 @@ public struct PostgresDeviceRepository: DeviceRepository {
                         SELECT user_id FROM devices WHERE app_id = $1 AND token = $2
                     ),
                     upserted AS (
-                        INSERT INTO devices AS d (app_id, token, platform, user_id, environment, locale)
-                        VALUES ($1, $2, $3, $4, $5, $6)
+                        INSERT INTO devices AS d (app_id, token, platform, user_id, environment, locale, push_key_id, push_key, push_key_sealed_by)
+                        VALUES ($1, $2, $3, $4, $5, $6, $9, $10, $11)
                         ON CONFLICT (app_id, token) DO UPDATE SET
                             platform = EXCLUDED.platform, user_id = EXCLUDED.user_id, environment = EXCLUDED.environment,
-                            locale = EXCLUDED.locale, status = 'active', invalid_reason = NULL, invalidated_at = NULL, updated_at = now()
+                            locale = EXCLUDED.locale, status = 'active', invalid_reason = NULL, invalidated_at = NULL, updated_at = now(),
+                            push_key_id = EXCLUDED.push_key_id, push_key = EXCLUDED.push_key, push_key_sealed_by = EXCLUDED.push_key_sealed_by
                         WHERE $7::text IS NULL OR d.user_id = $7 OR (d.user_id IS NULL AND $8::boolean)
                         RETURNING (xmax = 0) AS inserted, \(Self.columns)
                     )
@@ -57,6 +59,7 @@ public struct PostgresDeviceRepository: DeviceRepository {
                     [
                         registration.appID, registration.token, registration.platform.rawValue, registration.userID,
                         registration.environment, registration.locale, onlyForUser, claimUnowned,
+                        registration.pushKey?.id, registration.pushKey?.bytes, registration.pushKey?.sealedBy,
                     ]
                 ).first
             else {
@@ -67,7 +70,7 @@ public struct PostgresDeviceRepository: DeviceRepository {
                 return owner == nil ? .unowned : .ownedByAnotherUser
             }
             let device = try Self.device(row, offset: 1)
-            if try row.decode(Bool.self, at: 11) {
+            if try row.decode(Bool.self, at: 13) {
                 try await outbox.queueBadgeSyncs(app: device.appID, devices: [(device.token, device.platform)], in: session)
             }
             return try row.decode(Bool.self, at: 0) ? .created(device) : .updated(device)
@@ -122,7 +125,9 @@ public struct PostgresDeviceRepository: DeviceRepository {
             status: try Self.status(try row.decode(String.self, at: offset + 6)),
             invalidReason: try row.decode(String?.self, at: offset + 7),
             createdAt: try row.decode(Date.self, at: offset + 8),
-            updatedAt: try row.decode(Date.self, at: offset + 9)
+            updatedAt: try row.decode(Date.self, at: offset + 9),
+            pushKeySet: try row.decode(Bool.self, at: offset + 10),
+            pushKeyID: try row.decode(String?.self, at: offset + 11)
         )
     }
 }

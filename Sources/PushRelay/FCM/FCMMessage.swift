@@ -8,9 +8,7 @@ import Foundation
 enum FCMMessage {
     static let maxDataBytes = 4096
 
-    /// A reply: ticket, title, body and the owner's unread count, high priority, collapsing per ticket,
-    /// kept by FCM for `ttl` (`delivery.push_ttl_seconds`, as APNs' `apns-expiration`).
-    /// The notification's id goes as `push_relay_notification_id` (the app's read-up-to uses it).
+    /// A reply in `full` mode with the default presentation (``reply(token:text:ticketID:unreadCount:notificationID:ttl:presentation:)``).
     static func reply(
         token: String,
         title: String,
@@ -20,13 +18,54 @@ enum FCMMessage {
         notificationID: Int64? = nil,
         ttl: Duration = .seconds(86400)
     ) -> [UInt8] {
+        reply(
+            token: token,
+            text: .full(title: title, body: body),
+            ticketID: ticketID,
+            unreadCount: unreadCount,
+            notificationID: notificationID,
+            ttl: ttl
+        )
+    }
+
+    /// A reply: ticket, title, body and the owner's unread count, high priority, collapsing per ticket,
+    /// kept by FCM for `ttl` (`delivery.push_ttl_seconds`, as APNs' `apns-expiration`).
+    /// The notification's id goes as `push_relay_notification_id` (the app's read-up-to uses it),
+    /// the ticket as `thread_id` unless the app turned grouping off. For `generic` and
+    /// `encrypted`, title and body are the app's fallback text and `push_relay_content` names the
+    /// mode; an encrypted push adds `push_relay_key_id` and `push_relay_ciphertext`.
+    static func reply(
+        token: String,
+        text: ReplyText,
+        ticketID: String,
+        unreadCount: Int?,
+        notificationID: Int64? = nil,
+        ttl: Duration = .seconds(86400),
+        presentation: PushPresentation = PushPresentation()
+    ) -> [UInt8] {
         func data(_ body: String) -> [String: String] {
-            var data = ["zendesk_sdk_request_id": ticketID, "title": title, "body": body]
+            var data = ["zendesk_sdk_request_id": ticketID]
+            switch text {
+            case .full(let title, _):
+                data["title"] = title
+                data["body"] = body
+            case .generic:
+                data["title"] = presentation.fallbackTitle
+                data["body"] = presentation.fallbackBody
+                data["push_relay_content"] = "generic"
+            case .encrypted(let title, _, let key):
+                data["title"] = presentation.fallbackTitle
+                data["body"] = presentation.fallbackBody
+                data["push_relay_content"] = "encrypted"
+                data["push_relay_key_id"] = key.id
+                data["push_relay_ciphertext"] = key.seal(title: title, body: body)
+            }
             if let unreadCount { data["unread_count"] = String(unreadCount) }
             if let notificationID { data["push_relay_notification_id"] = String(notificationID) }
+            if presentation.threadByTicket { data["thread_id"] = ticketID }
             return data
         }
-        let fitted = TextFitting.longestFitting(body, encode: data) { size($0) <= maxDataBytes }
+        let fitted = TextFitting.longestFitting(text.body, encode: data) { size($0) <= maxDataBytes }
         return PayloadJSON.object([
             "message": .object([
                 "token": .string(token),

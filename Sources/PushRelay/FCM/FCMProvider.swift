@@ -9,6 +9,10 @@ struct FCMProvider: PushProvider {
     let tokens: FCMAccessTokenManager
     let pushTTL: Duration
     let timeout: Duration
+    /// The app's `push` settings, as of the last reload.
+    var presentation = PushPresentation()
+    /// Opens devices' push keys for `encrypted` apps.
+    var deviceKeys = DevicePushKeys()
 
     /// Sends with an access token, and once more with a new one when FCM answers UNAUTHENTICATED,
     /// all within `deadline`: the second request (and its token fetch) only while the time left
@@ -19,12 +23,12 @@ struct FCMProvider: PushProvider {
             ? FCMMessage.badgeSync(token: delivery.token, unreadCount: delivery.badge ?? 0)
             : FCMMessage.reply(
                 token: delivery.token,
-                title: delivery.title,
-                body: delivery.body,
+                text: ReplyText.make(for: delivery, presentation: presentation, keys: deviceKeys),
                 ticketID: delivery.ticketID,
                 unreadCount: delivery.badge,
                 notificationID: delivery.notificationID,
-                ttl: pushTTL
+                ttl: pushTTL,
+                presentation: presentation
             )
         let url = "\(settings.baseURL)/v1/projects/\(projectID)/messages:send"
         var refreshed = false

@@ -70,6 +70,13 @@ struct ClaimedDelivery: Sendable, Equatable {
     /// The notification of an alert (`nil` for a badge sync); pushes carry it as
     /// `push_relay_notification_id`, for the app's read-up-to.
     var notificationID: Int64? = nil
+    /// False when the notification's text was not stored (its app's content was `generic` when
+    /// the webhook came): the push can only be generic.
+    var textStored = true
+    /// The notification came for an `encrypted` app: its text is erased once every delivery ended.
+    var erasesText = false
+    /// The device's `push_key`, when it registered one.
+    var pushKey: StoredPushKey? = nil
     /// Taken just before the statement that claimed the row: its lease ends no earlier than this
     /// plus the lease.
     var claimedAt: ContinuousClock.Instant
@@ -81,12 +88,18 @@ extension ClaimedDelivery {
     /// `badge` the owner's total unread count.
     static let columns =
         "c.id, c.app_id, c.device_token, c.platform, c.kind, c.attempts, c.created_at, n.ticket_id, n.title, n.body, dv.environment, "
-        + "coalesce(dv.status = 'active', false), badge, c.notification_id"
+        + "coalesce(dv.status = 'active', false), badge, c.notification_id, coalesce(n.content = 'encrypted', false), "
+        + "dv.push_key_id, dv.push_key, dv.push_key_sealed_by"
 
     /// The delivery in a row that holds ``columns`` from column `offset` on.
     init(row: PostgresRow, at offset: Int = 0, claimedAt: ContinuousClock.Instant) throws {
         let platform = try row.decode(String.self, at: offset + 3)
         let kind = try row.decode(String.self, at: offset + 4)
+        let title = try row.decode(String?.self, at: offset + 8)
+        var pushKey: StoredPushKey?
+        if let id = try row.decode(String?.self, at: offset + 15), let bytes = try row.decode(Data?.self, at: offset + 16) {
+            pushKey = StoredPushKey(id: id, bytes: bytes, sealedBy: try row.decode(String?.self, at: offset + 17))
+        }
         self.init(
             id: try row.decode(Int64.self, at: offset),
             appID: try row.decode(String.self, at: offset + 1),
@@ -96,12 +109,15 @@ extension ClaimedDelivery {
             attempts: try row.decode(Int.self, at: offset + 5),
             createdAt: try row.decode(Date.self, at: offset + 6),
             ticketID: try row.decode(String?.self, at: offset + 7) ?? "",
-            title: try row.decode(String?.self, at: offset + 8) ?? "",
+            title: title ?? "",
             body: try row.decode(String?.self, at: offset + 9) ?? "",
             environment: try row.decode(String?.self, at: offset + 10),
             deviceActive: try row.decode(Bool.self, at: offset + 11),
             badge: try row.decode(Int?.self, at: offset + 12),
             notificationID: try row.decode(Int64?.self, at: offset + 13),
+            textStored: title != nil,
+            erasesText: try row.decode(Bool.self, at: offset + 14),
+            pushKey: pushKey,
             claimedAt: claimedAt
         )
     }

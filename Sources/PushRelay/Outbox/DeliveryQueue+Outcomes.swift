@@ -62,6 +62,27 @@ extension DeliveryQueue {
     /// events (``DeliveryEventType``) of the apps that want them (`events[app]`). Rows whose lease
     /// another instance has taken over are left to it, and make no event.
     func store(_ batch: [DeliveryResult], owner: String, events: [String: Set<DeliveryEventType>] = [:]) async throws {
+        try await storeOutcomes(batch, owner: owner, events: events)
+        // After the outcomes' commit, so the last instance to end a notification's deliveries sees
+        // every other's outcome.
+        let ended = batch.filter { $0.delivery.erasesText && $0.status != .pending && $0.status != .sending }
+        if !ended.isEmpty { try await eraseText(of: Array(Set(ended.compactMap(\.delivery.notificationID)))) }
+    }
+
+    /// Erases the text of an `encrypted` app's notifications once none of their deliveries is
+    /// pending or being sent; the delivery records stay.
+    func eraseText(of notifications: [Int64]) async throws {
+        _ = try await client.query(
+            """
+            UPDATE notifications n SET title = NULL, body = NULL
+            WHERE n.id = ANY($1::bigint[]) AND n.content = 'encrypted' AND n.title IS NOT NULL
+            AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.notification_id = n.id AND d.status IN ('pending', 'sending'))
+            """,
+            [notifications]
+        )
+    }
+
+    private func storeOutcomes(_ batch: [DeliveryResult], owner: String, events: [String: Set<DeliveryEventType>]) async throws {
         var ids: [Int64] = []
         var statuses: [String] = []
         var next: [Date?] = []

@@ -54,8 +54,9 @@ struct DeliveryQueue: Sendable {
     func enqueue(_ items: [IntakeItem], reservation: DeliveryReservation?) async throws -> (receipts: [IntakeReceipt], claimed: [ClaimedDelivery]) {
         var apps: [String] = []
         var tickets: [String] = []
-        var titles: [String] = []
-        var bodies: [String] = []
+        var titles: [String?] = []
+        var bodies: [String?] = []
+        var contents: [String] = []
         var requestIDs: [String?] = []
         var ordinals: [Int] = []
         var deviceApps: [String] = []
@@ -64,8 +65,11 @@ struct DeliveryQueue: Sendable {
         for (index, item) in items.enumerated() {
             apps.append(item.appID)
             tickets.append(item.notification.ticketID)
-            titles.append(item.notification.title)
-            bodies.append(item.notification.body)
+            // A generic app's reply text is not stored at all.
+            let keepsText = item.content != .generic
+            titles.append(keepsText ? item.notification.title : nil)
+            bodies.append(keepsText ? item.notification.body : nil)
+            contents.append(item.content.rawValue)
             requestIDs.append(item.requestID)
             for device in item.notification.devices {
                 ordinals.append(index + 1)
@@ -80,7 +84,7 @@ struct DeliveryQueue: Sendable {
             Self.intake,
             [
                 apps, tickets, titles, bodies, requestIDs, ordinals, tokens, platforms, claims, reservation?.owner ?? "",
-                (reservation?.lease ?? .seconds(60)).timeInterval,
+                (reservation?.lease ?? .seconds(60)).timeInterval, contents,
             ],
             prepare: true,
             planning: .cached
@@ -107,24 +111,27 @@ struct DeliveryQueue: Sendable {
 
     /// The intake statement of ``enqueue(_:reservation:)``: parameters $1–$5 the webhooks (app,
     /// ticket, title, body, request id), $6–$9 their devices (the webhook's ordinal, token,
-    /// platform, whether it is stored claimed), $10 and $11 the claim's owner and lease in seconds.
+    /// platform, whether it is stored claimed), $10 and $11 the claim's owner and lease in seconds,
+    /// $12 each webhook's content mode (``PushSettings/Content``; title and body are null for `generic`).
     static let intake = """
         WITH input AS MATERIALIZED (
             SELECT nextval('notifications_id_seq'::regclass) AS id, t.*
-            FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY
-                AS t(app_id, ticket_id, title, body, request_id, ord)
+            FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $12::text[]) WITH ORDINALITY
+                AS t(app_id, ticket_id, title, body, request_id, content, ord)
         ),
         inserted AS (
-            INSERT INTO notifications (id, app_id, ticket_id, title, body, request_id) OVERRIDING SYSTEM VALUE
-            SELECT id, app_id, ticket_id, title, body, request_id FROM input
+            INSERT INTO notifications (id, app_id, ticket_id, title, body, request_id, content) OVERRIDING SYSTEM VALUE
+            SELECT id, app_id, ticket_id, title, body, request_id, content FROM input
         ),
         targets AS MATERIALIZED (
             SELECT i.id AS notification_id, i.ord, i.app_id, i.ticket_id, d.token, d.platform, d.claim,
-                   dv.status AS device_status, coalesce(dv.user_id, d.token) AS owner, dv.environment
+                   dv.status AS device_status, coalesce(dv.user_id, d.token) AS owner, dv.environment,
+                   dv.push_key_id, dv.push_key, dv.push_key_sealed_by
             FROM unnest($6::bigint[], $7::text[], $8::text[], $9::bool[]) AS d(ord, token, platform, claim)
             JOIN input i ON i.ord = d.ord
             LEFT JOIN LATERAL (
-                SELECT status, user_id, environment FROM devices WHERE app_id = i.app_id AND token = d.token LIMIT 1
+                SELECT status, user_id, environment, push_key_id, push_key, push_key_sealed_by
+                FROM devices WHERE app_id = i.app_id AND token = d.token LIMIT 1
             ) dv ON true
         ),
         registered AS (
@@ -177,7 +184,9 @@ struct DeliveryQueue: Sendable {
         FROM input n
         LEFT JOIN queued c ON c.notification_id = n.id
         LEFT JOIN live l ON l.notification_id = c.notification_id AND l.token = c.device_token
-        LEFT JOIN LATERAL (SELECT l.environment, 'active'::text AS status) dv ON true
+        LEFT JOIN LATERAL (
+            SELECT l.environment, 'active'::text AS status, l.push_key_id, l.push_key, l.push_key_sealed_by
+        ) dv ON true
         LEFT JOIN totals t ON t.app_id = l.app_id AND t.owner = l.owner
         ORDER BY n.ord
         """

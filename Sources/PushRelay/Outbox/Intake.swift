@@ -27,6 +27,8 @@ struct IntakeItem: Sendable {
     var appID: String
     var notification: PushNotification
     var requestID: String?
+    /// The app's content mode when the webhook came: what of the text is stored.
+    var content: PushSettings.Content = .full
 }
 
 /// What the caller learns once its notification is committed.

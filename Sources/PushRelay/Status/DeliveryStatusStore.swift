@@ -83,7 +83,13 @@ extension DeliveryStatusRecord {
 struct NotificationStatusRecord: Sendable, Equatable, Codable {
     var id: Int64
     var ticketID: String
-    var title: String
+    /// The reply's title; `nil` when the relay does not have it (see ``text``).
+    var title: String?
+    /// The app's content mode when the webhook came (``PushSettings/Content``).
+    var content: String = "full"
+    /// `stored`; `not_stored` (a `generic` app's reply text is never stored); or `erased` (an
+    /// `encrypted` app's, once every delivery ended).
+    var text: String = "stored"
     var createdAt: Date
     /// Deliveries per status; every status is present.
     var counts: [String: Int]
@@ -91,13 +97,28 @@ struct NotificationStatusRecord: Sendable, Equatable, Codable {
     var deliveries: [DeliveryStatusRecord]?
 
     enum CodingKeys: String, CodingKey {
-        case id, title, counts, deliveries
+        case id, title, content, text, counts, deliveries
         case ticketID = "ticket_id"
         case createdAt = "created_at"
     }
 
+    /// Writes `title` as `null` when the text is not kept, so no reader takes a missing field
+    /// for an empty reply.
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(id, forKey: .id)
+        try container.encode(ticketID, forKey: .ticketID)
+        try container.encode(title, forKey: .title)
+        try container.encode(content, forKey: .content)
+        try container.encode(text, forKey: .text)
+        try container.encode(createdAt, forKey: .createdAt)
+        try container.encode(counts, forKey: .counts)
+        try container.encodeIfPresent(deliveries, forKey: .deliveries)
+    }
+
     /// The select list ``init(row:)`` reads, from `n` the notification and `c` the counts (``countsJoin``).
-    static let columns = "n.id, n.ticket_id, n.title, n.received_at, " + DeliveryStatus.allCases.map { "c.\($0.rawValue)" }.joined(separator: ", ")
+    static let columns =
+        "n.id, n.ticket_id, n.title, n.received_at, n.content, " + DeliveryStatus.allCases.map { "c.\($0.rawValue)" }.joined(separator: ", ")
 
     /// A lateral join `c` counting the deliveries of `n` by status.
     /// One count per status, each named after it.
@@ -112,15 +133,17 @@ struct NotificationStatusRecord: Sendable, Equatable, Codable {
         """
 
     init(row: PostgresRow) throws {
-        let (id, ticket, title, created) = try row.decode((Int64, String, String, Date).self)
+        let (id, ticket, title, created, content) = try row.decode((Int64, String, String?, Date, String).self)
         var counts: [String: Int] = [:]
         for (offset, status) in DeliveryStatus.allCases.enumerated() {
-            counts[status.rawValue] = try row.decode(Int.self, at: 4 + offset)
+            counts[status.rawValue] = try row.decode(Int.self, at: 5 + offset)
         }
         self.init(id: id, ticketID: ticket, title: title, createdAt: created, counts: counts, deliveries: nil)
+        self.content = content
+        if title == nil { text = content == "generic" ? "not_stored" : "erased" }
     }
 
-    init(id: Int64, ticketID: String, title: String, createdAt: Date, counts: [String: Int], deliveries: [DeliveryStatusRecord]?) {
+    init(id: Int64, ticketID: String, title: String?, createdAt: Date, counts: [String: Int], deliveries: [DeliveryStatusRecord]?) {
         self.id = id
         self.ticketID = ticketID
         self.title = title

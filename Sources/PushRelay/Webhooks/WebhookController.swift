@@ -50,7 +50,8 @@ struct WebhookController<Context: RequestContext>: Sendable {
         )
         let requestID = context.logger[metadataKey: "request.id"].map { "\($0)" }
         // An `IntakeError` becomes its answer in `APIError.from`, as on the event loop's path.
-        let receipt = try await writer.submit(IntakeItem(appID: app, notification: webhook, requestID: requestID))
+        let item = IntakeItem(appID: app, notification: webhook, requestID: requestID, content: configuration.push?.content ?? .full)
+        let receipt = try await writer.submit(item)
         return Self.accepted(receipt, app: app, metrics: metrics, logger: context.logger).response
     }
 }

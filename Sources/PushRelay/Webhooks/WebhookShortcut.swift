@@ -35,6 +35,8 @@ struct WebhookShortcut: Sendable {
     struct Taken {
         var app: String
         var signingSecrets: [String]
+        /// The app's content mode when the head came.
+        var content: PushSettings.Content
         var contentLength: Int
         var signature: String?
         var signatureTimestamp: String?
@@ -81,6 +83,7 @@ struct WebhookShortcut: Sendable {
         return Taken(
             app: app,
             signingSecrets: configuration.webhookSigningSecrets,
+            content: configuration.push?.content ?? .full,
             contentLength: contentLength,
             signature: signature,
             signatureTimestamp: timestamp,
@@ -112,7 +115,7 @@ struct WebhookShortcut: Sendable {
                 timestamp: taken.signatureTimestamp
             )
         else { return nil }
-        return IntakeItem(appID: taken.app, notification: webhook, requestID: taken.requestID)
+        return IntakeItem(appID: taken.app, notification: webhook, requestID: taken.requestID, content: taken.content)
     }
 
     /// The answer to a stored (or failed) webhook, counted and logged as the normal path does.

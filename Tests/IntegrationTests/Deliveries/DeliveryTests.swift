@@ -74,7 +74,7 @@ struct DeliveryTests {
                 message["data"] as? [String: String]
                     == [
                         "zendesk_sdk_request_id": "5", "title": "Agent replied", "body": "Agent replied something something", "unread_count": "1",
-                        "push_relay_notification_id": String(notificationID),
+                        "push_relay_notification_id": String(notificationID), "thread_id": "5",
                     ]
             )
             let android = try #require(message["android"] as? [String: Any])

@@ -19,6 +19,7 @@ struct FCMTests {
         #expect(
             data == [
                 "zendesk_sdk_request_id": "5", "title": "Agent replied", "body": "Hi ✓", "unread_count": "2", "push_relay_notification_id": "42",
+                "thread_id": "5",
             ]
         )
         let android = try #require(message["android"] as? [String: Any])

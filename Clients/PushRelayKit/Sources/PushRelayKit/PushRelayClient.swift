@@ -37,6 +37,12 @@ public actor PushRelayClient {
         /// Seconds without a byte on the live stream (the relay sends a heartbeat every 15 s by
         /// default) before it counts as broken and is opened again.
         public var streamIdleTimeout: TimeInterval
+        /// The device's keys for encrypted pushes. When set, registration sends the current key
+        /// (`push_key`, `push_key_id`), created and saved first when the store has none, and the
+        /// relay encrypts replies for this device if the app's `push.content` is `encrypted`. Use a
+        /// store the Notification Service Extension reads too (``KeychainPushKeyStore`` with a
+        /// shared access group). `nil`: no key is sent.
+        public var pushKeys: (any PushKeyStore)?
 
         public init(
             baseURL: URL,
@@ -45,7 +51,8 @@ public actor PushRelayClient {
             environment: APNsEnvironment? = nil,
             locale: String? = nil,
             requestTimeout: TimeInterval = 30,
-            streamIdleTimeout: TimeInterval = 45
+            streamIdleTimeout: TimeInterval = 45,
+            pushKeys: (any PushKeyStore)? = nil
         ) {
             self.baseURL = baseURL
             self.appID = appID
@@ -54,6 +61,7 @@ public actor PushRelayClient {
             self.locale = locale
             self.requestTimeout = requestTimeout
             self.streamIdleTimeout = streamIdleTimeout
+            self.pushKeys = pushKeys
         }
     }
 
@@ -74,8 +82,9 @@ public actor PushRelayClient {
     private let transport: Transport
     private var deviceToken: String?
     private var user: UserSession?
-    /// The token and user the relay has the device registered for, as far as this client knows.
-    private var registered: (token: String, userID: String)?
+    /// The token, user and push key id the relay has the device registered for, as far as this
+    /// client knows.
+    private var registered: (token: String, userID: String, keyID: String?)?
     /// A registration whose removal failed (offline at sign-out): removed before the next one.
     private var staleRegistration: (token: String, user: UserSession)?
 
@@ -173,32 +182,71 @@ public actor PushRelayClient {
         if let error = await endRegistration(of: previous) { throw error }
     }
 
-    /// Registers the device for the authorized user, unless that was done already. Nothing happens
-    /// without a token and a user.
+    /// Registers the device for the authorized user, with the current push key when
+    /// ``Configuration/pushKeys`` is set, unless that was done already. Nothing happens without a
+    /// token and a user.
+    ///
+    /// - Throws: ``PushRelayError/pushKeyStore(_:)`` when the key store fails; nothing is sent then.
     public func registerDevice() async throws(PushRelayError) {
         guard let token = deviceToken, let user else { return }
         if let stale = staleRegistration {
             try await delete(token: stale.token, as: stale.user)
             staleRegistration = nil
         }
-        if let registered, registered.token == token, registered.userID == user.userID { return }
+        let key = try currentPushKey()
+        if let registered, registered.token == token, registered.userID == user.userID, registered.keyID == key?.id { return }
         struct Body: Encodable {
             var platform: String
             var user_id: String
             var environment: String?
             var locale: String?
+            var push_key: String?
+            var push_key_id: String?
         }
         let body = try? JSONEncoder().encode(
             Body(
                 platform: configuration.platform.rawValue,
                 user_id: user.userID,
                 environment: configuration.environment?.rawValue,
-                locale: configuration.locale
+                locale: configuration.locale,
+                push_key: key?.base64,
+                push_key_id: key?.id
             )
         )
         _ = try await transport.sendExpectingSuccess(transport.request("PUT", ["devices", token], body: body), as: user)
         // Still the same user and token after the wait?
-        if self.user === user, deviceToken == token { registered = (token, user.userID) }
+        if self.user === user, deviceToken == token { registered = (token, user.userID, key?.id) }
+    }
+
+    /// Replaces the device's push key: saves a new one in ``Configuration/pushKeys`` (which keeps
+    /// the previous ones, so pushes already on their way still decrypt) and registers it when a
+    /// token and a user are known; otherwise the next registration sends it. Nothing happens
+    /// without a key store.
+    ///
+    /// - Throws: ``PushRelayError/pushKeyStore(_:)`` when the store fails, or the registration's
+    ///   error; the new key stays saved and the next registration sends it.
+    public func rotatePushKey() async throws(PushRelayError) {
+        guard let store = configuration.pushKeys else { return }
+        do {
+            try store.save(PushKey.generate())
+        } catch {
+            throw .pushKeyStore(String(describing: error))
+        }
+        try await registerDevice()
+    }
+
+    /// The key registration sends: the store's current one, or a new one saved first; `nil`
+    /// without a store.
+    private func currentPushKey() throws(PushRelayError) -> PushKey? {
+        guard let store = configuration.pushKeys else { return nil }
+        do {
+            if let key = try store.currentKey() { return key }
+            let key = PushKey.generate()
+            try store.save(key)
+            return key
+        } catch {
+            throw .pushKeyStore(String(describing: error))
+        }
     }
 
     /// Removes the registration `user` holds, or remembers it for later when that fails.

@@ -13,6 +13,9 @@ public enum PushRelayError: Error, Sendable, Hashable, CustomStringConvertible {
     case server(status: Int, code: String, message: String)
     /// The relay's answer was not what the API promises.
     case invalidResponse(String)
+    /// The push key store (``PushRelayClient/Configuration/pushKeys``) failed to read or save a
+    /// key; its error's description.
+    case pushKeyStore(String)
 
     public var description: String {
         switch self {
@@ -22,6 +25,7 @@ public enum PushRelayError: Error, Sendable, Hashable, CustomStringConvertible {
         case .network(let message): "network error: \(message)"
         case .server(let status, let code, let message): "the relay answered \(status) \(code): \(message)"
         case .invalidResponse(let message): "unexpected answer from the relay: \(message)"
+        case .pushKeyStore(let message): "the push key store failed: \(message)"
         }
     }
 
@@ -29,7 +33,9 @@ public enum PushRelayError: Error, Sendable, Hashable, CustomStringConvertible {
     public var message: String {
         switch self {
         case .notAuthorized: "no user is authorized"
-        case .unauthorized(let message), .tokenProvider(let message), .network(let message), .invalidResponse(let message): message
+        case .unauthorized(let message), .tokenProvider(let message), .network(let message), .invalidResponse(let message),
+            .pushKeyStore(let message):
+            message
         case .server(_, _, let message): message
         }
     }

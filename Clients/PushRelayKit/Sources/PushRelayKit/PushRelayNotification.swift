@@ -21,12 +21,42 @@ public struct PushRelayNotification: Sendable, Hashable {
     /// A silent badge update the relay sends after the user read on another device (APNs
     /// `content-available` without an alert, or FCM `zendesk_sdk_event` = `read_sync`).
     public var isBadgeSync: Bool
+    /// What the alert shows (`push_relay_content`).
+    public var content: Content
+    /// For an encrypted push: the id of the device's key it was encrypted with (`push_relay_key_id`).
+    public var keyID: String?
+    /// For an encrypted push: `push_relay_ciphertext` decoded from base64, the nonce (12 bytes),
+    /// ciphertext and tag (16 bytes). ``PushRelayNotificationDecryptor`` opens it.
+    public var ciphertext: Data?
 
-    public init(ticketID: String?, badge: Int?, notificationID: Int64?, isBadgeSync: Bool) {
+    /// What a push's alert shows, as the app's `push.content` setting on the relay chose.
+    public enum Content: String, Sendable {
+        /// The reply's title and body (no `push_relay_content` in the push).
+        case full
+        /// The app's fallback texts only (and their localization keys); also any value this
+        /// version does not know.
+        case generic
+        /// The fallback texts in the alert, the reply encrypted for the device in
+        /// ``PushRelayNotification/ciphertext``.
+        case encrypted
+    }
+
+    public init(
+        ticketID: String?,
+        badge: Int?,
+        notificationID: Int64?,
+        isBadgeSync: Bool,
+        content: Content = .full,
+        keyID: String? = nil,
+        ciphertext: Data? = nil
+    ) {
         self.ticketID = ticketID
         self.badge = badge
         self.notificationID = notificationID
         self.isBadgeSync = isBadgeSync
+        self.content = content
+        self.keyID = keyID
+        self.ciphertext = ciphertext
     }
 
     /// Reads a push; `nil` when it did not come from the relay (neither a reply nor a badge sync).
@@ -38,6 +68,9 @@ public struct PushRelayNotification: Sendable, Hashable {
         let silentAPNs = aps != nil && Self.integer(aps?["content-available"]) == 1 && aps?["alert"] == nil && ticketID == nil
         let syncFCM = Self.string(userInfo["zendesk_sdk_event"]) == "read_sync"
         isBadgeSync = silentAPNs || syncFCM
+        content = Self.string(userInfo["push_relay_content"]).map { Content(rawValue: $0) ?? .generic } ?? .full
+        keyID = Self.string(userInfo["push_relay_key_id"])
+        ciphertext = Self.string(userInfo["push_relay_ciphertext"]).flatMap { Data(base64Encoded: $0) }
         guard ticketID != nil || isBadgeSync else { return nil }
     }
 

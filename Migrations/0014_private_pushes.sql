@@ -1,0 +1,17 @@
+-- Private pushes: an app's content mode per notification, and devices' end-to-end keys.
+--
+-- A `generic` app's notifications are stored without their text (title and body NULL). An
+-- `encrypted` app's keep it until every delivery of the notification ended, then it is erased;
+-- `content` says which, so the status API and the console can say why a notification has no text.
+ALTER TABLE notifications
+    ALTER COLUMN title DROP NOT NULL,
+    ALTER COLUMN body DROP NOT NULL,
+    ADD COLUMN content text NOT NULL DEFAULT 'full' CHECK (content IN ('full', 'generic', 'encrypted'));
+
+-- A device's push key (32 bytes, AES-256), sealed with the apps-store key when one is configured
+-- (`push_key_sealed_by` names it), and the id the app gave it. Never returned by the API.
+ALTER TABLE devices
+    ADD COLUMN push_key_id text,
+    ADD COLUMN push_key bytea,
+    ADD COLUMN push_key_sealed_by text,
+    ADD CONSTRAINT devices_push_key_pair CHECK ((push_key IS NULL) = (push_key_id IS NULL));
