@@ -186,9 +186,10 @@ let package = Package(
             ]
         ),
 
-        // The client library for iOS (and macOS, Linux) apps: device registration and the unread
-        // counter. Apps add the package of its own in Clients/PushRelayKit, which has no
-        // dependency; these targets build the same sources for the project's tests.
+        // The client library for iOS (and macOS, Linux) apps: device registration, the unread
+        // counter and encrypted pushes. Apps add the package of its own in Clients/PushRelayKit,
+        // which builds nothing else on Apple platforms (CryptoKit) and swift-crypto on Linux;
+        // these targets build the same sources for the project's tests.
         .target(
             name: "PushRelayKit",
             dependencies: [.product(name: "Crypto", package: "swift-crypto", condition: .when(platforms: [.linux]))],
@@ -215,7 +216,11 @@ let package = Package(
         .testTarget(name: "StrictJSONTests", dependencies: ["StrictJSON", "TestSupport"]),
         // PushRelayKit without a relay (parsing, badges, the event-stream reader); the suites
         // against a running relay are in IntegrationTests/Client.
-        .testTarget(name: "PushRelayKitTests", dependencies: ["PushRelayKit"], path: "Clients/PushRelayKit/Tests/PushRelayKitTests"),
+        .testTarget(
+            name: "PushRelayKitTests",
+            dependencies: ["PushRelayKit", .product(name: "Crypto", package: "swift-crypto", condition: .when(platforms: [.linux]))],
+            path: "Clients/PushRelayKit/Tests/PushRelayKitTests"
+        ),
         .testTarget(
             name: "PostgresTests",
             dependencies: ["Postgres", "TestSupport"]

@@ -367,4 +367,59 @@ struct PrivatePushTests {
             }
         }
     }
+    @Test("a reload (SIGHUP) switches the content mode of a `serve` process, and the next push follows")
+    func reloadSwitch() async throws {
+        try await DeliveryHarness.with { harness in
+            let configFile = harness.directory + "/push-relay.yaml"
+            let apns = try #require(harness.test.apps[0].apns?.token)
+            func write(_ content: String) throws {
+                try """
+                database:
+                  url: "\(harness.test.conninfo)"
+                  max_connections: 4
+                tls:
+                  ca_file: \(harness.sandbox.certificates.caFile)
+                delivery:
+                  poll_interval_ms: 100
+                  retry_base_ms: 100
+                apps:
+                  - id: support
+                    webhook_secrets: ["\(TestApp.webhookSecret)"]
+                    push: { content: \(content) }
+                    apns:
+                      topic: com.example.support
+                      url: \(harness.gateway)
+                      token: { key_file: \(apns.keyFile ?? ""), key_id: \(apns.keyID), team_id: \(apns.teamID) }
+                """.write(toFile: configFile, atomically: true, encoding: .utf8)
+            }
+            try write("full")
+            let relay = try await RelayProcess.start(
+                configFile: configFile,
+                port: try EmbeddedPostgres.freePort(),
+                log: harness.directory + "/relay.log",
+                logLevel: "info"
+            )
+            defer { relay.stop() }
+            func log() -> String { (try? String(contentsOfFile: relay.log, encoding: .utf8)) ?? "" }
+            for (round, content) in ["full", "generic", "full"].enumerated() {
+                if round > 0 {
+                    try write(content)
+                    kill(relay.process.processIdentifier, SIGHUP)
+                    let reloaded = await eventually { log().components(separatedBy: "configuration reloaded").count - 1 >= round }
+                    #expect(reloaded, "reload \(round) did not happen:\n\(log())")
+                }
+                let token = apnsToken()
+                let answer = try await relay.request(
+                    "POST",
+                    DeliveryTests.url,
+                    body: webhook(devices: [(token, "ios")], title: Self.title, body: Self.body)
+                )
+                #expect(answer.status == 202)
+                #expect(try await eventually { try !Self.apns(harness, token).isEmpty }, "no push for round \(round)")
+                let alert = try #require((try Self.apns(harness, token).last?["aps"] as? [String: Any])?["alert"] as? [String: String])
+                #expect(alert["body"] == (content == "full" ? Self.body : PushSettings.defaultFallbackBody), "\(content): \(alert)")
+            }
+            #expect(!log().contains(Self.body))
+        }
+    }
 }
