@@ -1,15 +1,6 @@
 import Crypto
 import Foundation
 
-/// A device's `push_key` as the `devices` row keeps it: the 32 key bytes, sealed with the
-/// apps-store key when one is configured (``sealedBy`` names it), and the key's id.
-struct StoredPushKey: Sendable, Hashable {
-    var id: String
-    var bytes: Data
-    /// The ``ManagedAppKey/id`` the bytes are sealed with; `nil` when stored as given.
-    var sealedBy: String?
-}
-
 /// Seals device keys at rest with the apps-store key (`apps_store.key_file`), and opens them
 /// when a push is encrypted. Without an apps-store key the bytes are stored as given (the
 /// database's own protection is then all there is; docs/operations.md says so).
@@ -55,21 +46,4 @@ struct DevicePushKeys: Sendable {
     }
 
     private static func associatedData(app: String, token: String) -> Data { Data("push-relay device key \(app) \(token)".utf8) }
-}
-
-/// The end-to-end encryption of an `encrypted` app's pushes (docs/http-api.md, "Encrypted
-/// pushes"): AES-256-GCM with a random 96-bit nonce over `{"title":…,"body":…}`, the key id and
-/// the notification id bound as associated data, sent as base64 of nonce ‖ ciphertext ‖ tag.
-enum PushEncryption {
-    /// `push-relay:v1:<key id>:<notification id>`.
-    static func associatedData(keyID: String, notificationID: Int64) -> Data {
-        Data("push-relay:v1:\(keyID):\(notificationID)".utf8)
-    }
-
-    /// The `push_relay_ciphertext` value for `title` and `body`.
-    static func seal(title: String, body: String, key: SymmetricKey, keyID: String, notificationID: Int64) -> String? {
-        let plaintext = PayloadJSON.object(["title": .string(title), "body": .string(body)]).bytes
-        let sealed = try? AES.GCM.seal(plaintext, using: key, authenticating: associatedData(keyID: keyID, notificationID: notificationID))
-        return sealed?.combined?.base64EncodedString()
-    }
 }

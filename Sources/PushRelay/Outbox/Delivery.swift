@@ -156,3 +156,12 @@ struct DeliveryResult: Sendable, Equatable {
         DeliveryResult(delivery: delivery, status: .pending, outcome: outcome, nextAttemptAt: next, reason: reason, countsAttempt: false)
     }
 }
+
+/// A device's `push_key` as the `devices` row keeps it: the 32 key bytes, sealed with the
+/// apps-store key when one is configured (``sealedBy`` names it), and the key's id.
+struct StoredPushKey: Sendable, Hashable {
+    var id: String
+    var bytes: Data
+    /// The ``ManagedAppKey/id`` the bytes are sealed with; `nil` when stored as given.
+    var sealedBy: String?
+}

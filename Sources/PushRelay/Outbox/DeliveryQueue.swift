@@ -106,6 +106,10 @@ struct DeliveryQueue: Sendable {
         let receipts = items.indices.map { index in
             IntakeReceipt(notificationID: ids[index], deliveries: queued[index], skipped: items[index].notification.devices.count - queued[index])
         }
+        // An encrypted notification with no delivery (every device invalid) has nothing to wait
+        // for. Best effort: the webhook is committed, and retention erases what this misses.
+        let unsent = items.indices.filter { items[$0].content == .encrypted && queued[$0] == 0 }.map { ids[$0] }
+        if !unsent.isEmpty { try? await eraseText(of: unsent) }
         return (receipts, claimed)
     }
 

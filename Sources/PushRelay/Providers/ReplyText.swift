@@ -57,3 +57,20 @@ enum ReplyText: Sendable {
         }
     }
 }
+
+/// The end-to-end encryption of an `encrypted` app's pushes (docs/http-api.md, "Encrypted
+/// pushes"): AES-256-GCM with a random 96-bit nonce over `{"title":…,"body":…}`, the key id and
+/// the notification id bound as associated data, sent as base64 of nonce ‖ ciphertext ‖ tag.
+enum PushEncryption {
+    /// `push-relay:v1:<key id>:<notification id>`.
+    static func associatedData(keyID: String, notificationID: Int64) -> Data {
+        Data("push-relay:v1:\(keyID):\(notificationID)".utf8)
+    }
+
+    /// The `push_relay_ciphertext` value for `title` and `body`.
+    static func seal(title: String, body: String, key: SymmetricKey, keyID: String, notificationID: Int64) -> String? {
+        let plaintext = PayloadJSON.object(["title": .string(title), "body": .string(body)]).bytes
+        let sealed = try? AES.GCM.seal(plaintext, using: key, authenticating: associatedData(keyID: keyID, notificationID: notificationID))
+        return sealed?.combined?.base64EncodedString()
+    }
+}

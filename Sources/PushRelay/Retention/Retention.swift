@@ -54,6 +54,8 @@ struct RetentionReport: Sendable, Equatable {
     /// an instance that died while finishing one).
     var jobTokens = 0
     var zendeskForwarded = 0
+    /// Encrypted notifications whose text was erased here (their deliveries had all ended).
+    var erasedTexts = 0
     var seconds = 0.0
     /// False when another instance took the lease over before the run was through.
     var complete = false
@@ -204,6 +206,7 @@ final class RetentionService: Service, Sendable {
                                 "push.deliveries_pruned": "\(report.deliveries)", "push.notifications_pruned": "\(report.notifications)",
                                 "push.events_pruned": "\(report.events)", "push.jobs_pruned": "\(report.jobs)",
                                 "push.job_tokens_pruned": "\(report.jobTokens)", "push.zendesk_forwarded_pruned": "\(report.zendeskForwarded)",
+                                "push.texts_erased": "\(report.erasedTexts)",
                                 "push.seconds": "\(report.seconds)",
                             ]
                         )
@@ -286,7 +289,8 @@ final class RetentionService: Service, Sendable {
                 "zendesk_unregister_queue",
                 into: &report.zendeskForwarded,
                 { try await queue.pruneForwardedZendesk(limit: limit, days: settings.zendeskForwardedDays) }
-            )
+            ),
+            try await drain("notification_texts", into: &report.erasedTexts, { try await queue.eraseEndedText(limit: limit) })
         else { return stopped() }
         // Complete: the lease now marks when the cluster's next run is due.
         _ = try? await leases.acquire(Self.leaseName, for: settings.interval)

@@ -5,11 +5,12 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Postgres
-import PushRelay
 import PushRelayKit
 import PushSandbox
 import TestSupport
 import Testing
+
+@testable import PushRelay
 
 /// `apps[].push.content`: what reaches APNs and FCM in each mode, what the relay stores, and the
 /// end-to-end encryption PushRelayKit's decryptor reads.
@@ -183,8 +184,15 @@ struct PrivatePushTests {
             #expect(payload["push_relay_content"] as? String == "generic")
             #expect(payload["push_relay_notification_id"] is Int)
             let data = try #require(try Self.fcm(harness, "fcm-generic").last)
-            #expect(data["title"] == "New reply" && data["body"] == "Open the app to read it.")
-            #expect(data["push_relay_content"] == "generic" && data["zendesk_sdk_request_id"] == "77")
+            #expect(
+                data
+                    == [
+                        "zendesk_sdk_request_id": "77", "title": "New reply", "body": "Open the app to read it.", "unread_count": "1",
+                        "push_relay_notification_id": data["push_relay_notification_id"] ?? "-", "push_relay_content": "generic",
+                    ]
+            )
+            #expect(Set(payload.keys) == ["aps", "zendesk_sdk_request_id", "push_relay_notification_id", "push_relay_content"])
+            #expect(Set(aps.keys) == ["alert", "badge", "sound"])
             let sent = Self.everythingSent(harness)
             for secret in Self.secrets {
                 #expect(!sent.contains(secret), "'\(secret)' reached a provider")
@@ -227,8 +235,24 @@ struct PrivatePushTests {
                 #expect(PushRelayNotification(userInfo: userInfo)?.content == .encrypted)
                 let decryptor = PushRelayNotificationDecryptor(keys: keys)
                 #expect(decryptor.decrypt(userInfo: userInfo) == .init(title: Self.title, body: Self.body))
+                #expect(Set(aps.keys) == ["alert", "badge", "sound", "thread-id", "mutable-content"])
+                #expect(
+                    Set(userInfo.keys)
+                        == [
+                            "aps", "zendesk_sdk_request_id", "push_relay_notification_id", "push_relay_content", "push_relay_key_id",
+                            "push_relay_ciphertext",
+                        ]
+                )
                 let data = try #require(try Self.fcm(harness, "fcm-encrypted").last)
-                #expect(data["title"] == "New reply" && data["push_relay_key_id"] == "k1")
+                #expect(data["title"] == "New reply" && data["body"] == PushSettings.defaultFallbackBody && data["push_relay_key_id"] == "k1")
+                #expect(
+                    Set(data.keys)
+                        == [
+                            "zendesk_sdk_request_id", "title", "body", "unread_count", "push_relay_notification_id", "thread_id",
+                            "push_relay_content",
+                            "push_relay_key_id", "push_relay_ciphertext",
+                        ]
+                )
                 #expect(decryptor.decrypt(data: data) == .init(title: Self.title, body: Self.body))
                 // Another key under the same id, or one flipped byte: nothing, so the extension shows the fallback.
                 #expect(PushRelayNotificationDecryptor(keys: InMemoryPushKeyStore(keys: [PushKey.generate(id: "k1")])).decrypt(data: data) == nil)
@@ -421,5 +445,57 @@ struct PrivatePushTests {
             }
             #expect(!log().contains(Self.body))
         }
+    }
+    @Test(
+        "an encrypted notification's text is erased at intake when no device takes it, and by retention when the erase after the outcome was missed"
+    )
+    func erasureWithoutOutcome() async throws {
+        try await DeliveryHarness.with { base in
+            let harness = Self.with(base, push: PushSettings(content: .encrypted))
+            let sql = harness.test.client
+            let dead = apnsToken()
+            try await harness.application(extra: ["retention.enabled": .init(.bool(false), isSecret: false)]).test(.router) { client in
+                let key = try await harness.test.key(app: "support")
+                #expect(try await Self.register(client, key: key, token: dead, platform: "ios").status == .created)
+                _ = try await sql.query("UPDATE devices SET status = 'invalid' WHERE token = $1", [dead])
+                let response = try await client.execute(
+                    uri: DeliveryTests.url,
+                    method: .post,
+                    headers: DeliveryTests.json,
+                    body: jsonBody(webhook(devices: [(dead, "ios")], title: Self.title, body: Self.body))
+                )
+                #expect(response.json?["deliveries"] as? Int == 0)
+                let id = try #require(response.json?["notification_id"] as? Int)
+                #expect(try await harness.test.count("SELECT count(*)::int FROM notifications WHERE id = $1 AND title IS NULL", [Int64(id)]) == 1)
+            }
+            // Two encrypted notifications that kept their text: one whose delivery ended, one still pending.
+            let ended = try await Self.stored(sql, status: "delivered")
+            let pending = try await Self.stored(sql, status: "pending")
+            let settings = RetentionSettings(config: ConfigReader(provider: InMemoryProvider(values: [:])))
+            let report = try #require(
+                try await RetentionService(client: sql, settings: settings, metrics: RelayMetrics(), logger: DeliveryHarness.logger).runOnce()
+            )
+            #expect(report.erasedTexts == 1)
+            #expect(
+                try await harness.test.count("SELECT count(*)::int FROM notifications WHERE id = $1 AND title IS NULL AND body IS NULL", [ended]) == 1
+            )
+            #expect(try await harness.test.count("SELECT count(*)::int FROM notifications WHERE id = $1 AND title = $2", [pending, Self.title]) == 1)
+        }
+    }
+
+    /// An encrypted notification with its text and one delivery in `status`, as an erase that
+    /// never ran leaves it.
+    static func stored(_ sql: PostgresClient, status: String) async throws -> Int64 {
+        let id = try #require(
+            try await sql.query(
+                "INSERT INTO notifications (app_id, ticket_id, title, body, content) VALUES ('support', '9', $1, $2, 'encrypted') RETURNING id",
+                [title, body]
+            ).first?.decode(Int64.self, at: 0)
+        )
+        _ = try await sql.query(
+            "INSERT INTO deliveries (notification_id, app_id, device_token, platform, status, next_attempt_at) VALUES ($1, 'support', $2, 'ios', $3, now() + interval '1 day')",
+            [id, apnsToken(), status]
+        )
+        return id
     }
 }
