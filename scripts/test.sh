@@ -46,7 +46,7 @@ stage "swift test: main batch" swift test --skip "$cluster_suites|$client_suite"
 stage "swift test: scale-out, failover" swift test --filter "$cluster_suites"
 stage "swift test: PushRelayKit with relays" swift test --filter "$client_suite"
 stage "schemathesis" scripts/test/schemathesis.sh             # the served OpenAPI document vs the server
-stage "PushRelayKit package" scripts/test/client-package.sh   # PushRelayKit on its own, as an app adds it (no dependency)
+stage "PushRelayKit package" scripts/test/client-package.sh   # PushRelayKit on its own, as an app adds it (swift-crypto on Linux only)
 stage "console in Chromium" scripts/test/console-test.sh      # the operator console in headless Chromium (screenshots in .build/console-test)
 # The release artifacts (tarball, .deb, OCI image) built, then each run; the deployment examples.
 stage "release build" Deploy/release.sh --out .build-release/dist
