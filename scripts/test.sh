@@ -32,8 +32,12 @@ stage "bootstrap (system packages)" scripts/bootstrap.sh
 stage "debug build with tests" swift build --build-tests
 # Free space where the build and the test clusters live, for reading a failed run.
 df -h . /dev/shm 2>/dev/null | sed "s/^/$script_name: /" >&2 || true
+# Each batch runs under scripts/test/reap.py: a batch that hangs past its ceiling (a bound on a
+# hang, far above its usual minutes) is killed and fails, and one that leaves a process behind (a
+# relay, a PostgreSQL server of a crashed test process) fails, with the processes named.
+reap=(scripts/test/reap.py --timeout 1200 --)
 if [ "$#" -gt 0 ]; then
-    swift test "$@"
+    "${reap[@]}" swift test "$@"
     exit
 fi
 # The suites that run several relay processes on one database (scale-out, failover) keep both cores
@@ -42,9 +46,9 @@ fi
 # PushRelayKit's suite runs relay processes too, and the example binary: on its own, last.
 cluster_suites='ScaleOutTests|FailoverTests'
 client_suite='PushRelayKitRelayTests'
-stage "swift test: main batch" swift test --skip "$cluster_suites|$client_suite"
-stage "swift test: scale-out, failover" swift test --filter "$cluster_suites"
-stage "swift test: PushRelayKit with relays" swift test --filter "$client_suite"
+stage "swift test: main batch" "${reap[@]}" swift test --skip "$cluster_suites|$client_suite"
+stage "swift test: scale-out, failover" "${reap[@]}" swift test --filter "$cluster_suites"
+stage "swift test: PushRelayKit with relays" "${reap[@]}" swift test --filter "$client_suite"
 stage "schemathesis" scripts/test/schemathesis.sh             # the served OpenAPI document vs the server
 stage "PushRelayKit package" scripts/test/client-package.sh   # PushRelayKit on its own, as an app adds it (swift-crypto on Linux only)
 stage "console in Chromium" scripts/test/console-test.sh      # the operator console in headless Chromium (screenshots in .build/console-test)

@@ -76,6 +76,7 @@ public enum TestDatabase {
             return list.count == 1
         }
         if first {
+            removeAbandonedClusters()
             atexit {
                 let all = TestDatabase.clusters.withLock { $0 }
                 let servers = all.compactMap { $0.signalImmediateShutdown() }
@@ -84,6 +85,29 @@ public enum TestDatabase {
                 for _ in 0..<100 where servers.contains(where: { kill($0, 0) == 0 }) { usleep(50_000) }
                 for cluster in all { try? FileManager.default.removeItem(atPath: cluster.configuration.directory) }
             }
+        }
+    }
+}
+
+extension TestDatabase {
+    /// Removes the cluster directories of test processes that are gone without their exit
+    /// handler (killed, crashed): `push-relay-test-<pid>-…` whose pid no longer runs. Their servers
+    /// were stopped by whoever reaped the process (scripts/test/reap.py); in /dev/shm the files
+    /// would hold memory until reboot.
+    static func removeAbandonedClusters() {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: clusterRoot) else { return }
+        for name in names where name.hasPrefix("push-relay-test-") {
+            guard let pid = Int32(name.dropFirst("push-relay-test-".count).prefix { $0 != "-" }), pid != getpid() else { continue }
+            // ESRCH: no such process. A live process (or one of another user, EPERM) keeps its directory.
+            guard kill(pid, 0) != 0, errno == ESRCH else { continue }
+            let directory = (clusterRoot as NSString).appendingPathComponent(name)
+            // Only when no server runs on it any more: postmaster.pid gone, or naming a dead process.
+            if let text = try? String(contentsOfFile: directory + "/pgdata/postmaster.pid", encoding: .utf8),
+                let server = text.split(separator: "\n").first.flatMap({ Int32($0) }), kill(server, 0) == 0
+            {
+                continue
+            }
+            try? FileManager.default.removeItem(atPath: directory)
         }
     }
 }

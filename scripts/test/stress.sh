@@ -33,9 +33,10 @@ for ((run = 1; run <= runs; run++)); do
     status=0
     log="$work/run-$run.log"
     {
-        swift test --skip-build --skip "$cluster_suites|$client_suite" || status=1
-        swift test --skip-build --filter "$cluster_suites" || status=1
-        swift test --skip-build --filter "$client_suite" || status=1
+        reap=(scripts/test/reap.py --timeout 1800 --)  # fails a batch that hangs or leaves a process behind
+        "${reap[@]}" swift test --skip-build --skip "$cluster_suites|$client_suite" || status=1
+        "${reap[@]}" swift test --skip-build --filter "$cluster_suites" || status=1
+        "${reap[@]}" swift test --skip-build --filter "$client_suite" || status=1
     } >"$log" 2>&1
     failed=$(sed -n 's/^✘ Test "\(.*\)" failed.*/\1/p' "$log" | sort -u)
     line=$(printf 'run %d: %s in %d s' "$run" "$([ "$status" -eq 0 ] && echo passed || echo FAILED)" $((SECONDS - start)))
