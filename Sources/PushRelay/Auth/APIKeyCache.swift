@@ -57,6 +57,8 @@ final class APIKeyCache: Sendable {
     let missInterval: Duration
     /// Most keys held.
     let capacity: Int
+    /// Reads the time for freshness and paces the checks for unknown prefixes.
+    let clock: RelayClock
 
     private struct State {
         var snapshot: Snapshot?
@@ -70,10 +72,11 @@ final class APIKeyCache: Sendable {
 
     private let state = Mutex(State())
 
-    init(freshness: Duration = .seconds(1), missInterval: Duration = .milliseconds(100), capacity: Int = 10_000) {
+    init(freshness: Duration = .seconds(1), missInterval: Duration = .milliseconds(100), capacity: Int = 10_000, clock: RelayClock = .system) {
         self.freshness = freshness
         self.missInterval = missInterval
         self.capacity = max(1, capacity)
+        self.clock = clock
     }
 
     /// Keys held now (for tests and metrics).
@@ -96,7 +99,7 @@ final class APIKeyCache: Sendable {
             case refresh(Snapshot?)
         }
         while true {
-            let now = ContinuousClock.now
+            let now = clock.now()
             let step: Step = state.withLock { state in
                 if let snapshot = state.snapshot, let checked = state.checkedAt, checked >= notBefore { return .use(snapshot) }
                 if state.refreshing { return .wait }
@@ -118,7 +121,7 @@ final class APIKeyCache: Sendable {
                     if !waiting { continuation.resume() }
                 }
             case .sleep(let duration):
-                try await Task.sleep(for: duration)
+                try await clock.sleep(for: duration)
             case .refresh(let old):
                 let result: Result<Snapshot, any Error>
                 do {

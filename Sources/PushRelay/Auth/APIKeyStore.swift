@@ -69,7 +69,7 @@ public struct APIKeyStore: Sendable {
     /// when it reads the database); only with more live keys than the cache holds does a prefix
     /// outside it cost a query.
     public func verify(_ presented: APIKey) async throws -> APIKeyRecord? {
-        let arrival = ContinuousClock.now
+        let arrival = cache.clock.now()
         var snapshot = try await cache.snapshot(notBefore: arrival - cache.freshness, rateLimited: false, loader: loader)
         if snapshot.keys[presented.prefix] == nil && snapshot.complete {
             // Unknown here: make sure it was not created since the copy was checked.
@@ -157,7 +157,7 @@ public struct APIKeyStore: Sendable {
     /// made-up one costs no query of its own. `complete` is false when the copy does not hold
     /// every session (then the caller reads the table).
     func session(hash: Data) async throws -> (entry: APIKeyCache.SessionEntry?, generation: Int64, complete: Bool) {
-        let arrival = ContinuousClock.now
+        let arrival = cache.clock.now()
         var snapshot = try await cache.snapshot(notBefore: arrival - cache.freshness, rateLimited: false, loader: loader)
         if snapshot.sessions[hash] == nil && snapshot.sessionsComplete {
             snapshot = try await cache.snapshot(notBefore: arrival, rateLimited: true, loader: loader)

@@ -42,6 +42,8 @@ public struct RelayLogHandler: LogHandler {
     public var metadata: Logger.Metadata = [:]
     public var metadataProvider: Logger.MetadataProvider?
     public var logLevel: Logger.Level = .info
+    /// The wall-clock time of a line, in seconds since the epoch (tests give a fixed one).
+    var now: @Sendable () -> Double = { Date().timeIntervalSince1970 }
 
     /// Writes to standard error, one `write(2)` per line.
     public static func standardError(label: String, format: Format = .text) -> RelayLogHandler {
@@ -78,8 +80,8 @@ public struct RelayLogHandler: LogHandler {
         }
         let line: String
         switch format {
-        case .text: line = Self.textLine(time: Self.timestamp(), event: event, label: label, metadata: merged)
-        case .json: line = Self.jsonLine(time: Self.timestamp(), event: event, label: label, metadata: merged)
+        case .text: line = Self.textLine(time: Self.timestamp(now()), event: event, label: label, metadata: merged)
+        case .json: line = Self.jsonLine(time: Self.timestamp(now()), event: event, label: label, metadata: merged)
         }
         var stream = self.stream
         stream.write(line)
@@ -218,9 +220,8 @@ public struct RelayLogHandler: LogHandler {
         scalar.value < 0x20 || (scalar.value >= 0x7F && scalar.value <= 0x9F) || scalar.value == 0x2028 || scalar.value == 0x2029
     }
 
-    /// Now, as `2026-11-27T05:40:01.123Z`.
-    static func timestamp() -> String {
-        let now = Date().timeIntervalSince1970
+    /// `now` (seconds since the epoch), as `2026-11-27T05:40:01.123Z`: truncated to the millisecond.
+    static func timestamp(_ now: Double) -> String {
         let seconds = now.rounded(.down)
         return timestamp(seconds: Int(seconds), milliseconds: min(999, Int((now - seconds) * 1000)))
     }

@@ -77,7 +77,7 @@ struct APIKeyCacheTests {
         #expect(store.cache.count == 1)
     }
 
-    @Test("a key revoked through the CLI's path stops working on two other instances once their one-second copy is stale")
+    @Test("a key revoked through the CLI's path stops working on two other instances once their copy is stale (the second: APIKeyCacheClockTests)")
     func revocationAcrossInstances() async throws {
         let test = try await TestApp.make()
         try await test.application().test(.router) { first in
@@ -88,18 +88,10 @@ struct APIKeyCacheTests {
                 // Both instances now hold the key; `keys revoke` runs this on its own connection.
                 let prefix = try #require(APIKey(presented: key)).prefix
                 #expect(try await APIKeyStore(client: test.client).revoke(prefix))
-                let revoked = ContinuousClock.now
-                var stopped: [Duration] = []
-                for client in [first, second] as [any TestClientProtocol] {
-                    while try await Self.probe(client, key) != .unauthorized {
-                        try #require(ContinuousClock.now - revoked < .seconds(3), "the revoked key still works after 3 s")
-                        try await Task.sleep(for: .milliseconds(20))
-                    }
-                    stopped.append(ContinuousClock.now - revoked)
+                for (name, client) in [("first", first), ("second", second)] as [(String, any TestClientProtocol)] {
+                    let refused = try await eventually { try await Self.probe(client, key) == .unauthorized }
+                    #expect(refused, "the revoked key still works on the \(name) instance")
                 }
-                // A copy is fresh for 1 s; the rest is room for the probes on a loaded machine. A copy
-                // kept for 2 s or more fails here.
-                #expect(stopped.allSatisfy { $0 < .seconds(2) }, "revocation took \(stopped)")
                 // A key created meanwhile works at once: an unknown prefix makes the instance check again.
                 let fresh = try await test.key(app: "support", scopes: [.unreadRead])
                 #expect(try await Self.probe(first, fresh) == .forbidden)
