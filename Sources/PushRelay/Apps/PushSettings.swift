@@ -50,7 +50,7 @@ public struct PushSettings: Sendable, Codable, Hashable {
         self.sound = sound
     }
 
-    enum CodingKeys: String, CodingKey {
+    enum CodingKeys: String, CodingKey, CaseIterable {
         case content, category, sound
         case threadID = "thread_id"
         case titleLocKey = "title_loc_key"
@@ -60,7 +60,7 @@ public struct PushSettings: Sendable, Codable, Hashable {
     }
 
     /// The keys of the section, for the configuration file's key check.
-    static let knownKeys = CodingKeys.allNames.map { "push.\($0)" }
+    static let knownKeys = CodingKeys.allCases.map { "push.\($0.rawValue)" }
 
     /// Refuses values no device could show: texts longer than 256 bytes, control characters.
     func validate(app: String) throws {
@@ -75,8 +75,4 @@ public struct PushSettings: Sendable, Codable, Hashable {
             throw ConfigurationError("app '\(app)': push.\(key) must not be empty (it is what a device shows instead of the reply)")
         }
     }
-}
-
-extension PushSettings.CodingKeys {
-    static let allNames = ["content", "thread_id", "category", "sound", "title_loc_key", "loc_key", "fallback_title", "fallback_body"]
 }
