@@ -91,24 +91,15 @@ struct CrashRecoveryTests {
         let configFile = harness.directory + "/push-relay.yaml"
         let app = harness.test.apps[0]
         let apns = try #require(app.apns?.token)
-        try """
-        database:
-          url: "\(harness.test.conninfo)"
-          max_connections: 4
-        tls:
-          ca_file: \(harness.sandbox.certificates.caFile)
-        delivery:
-          poll_interval_ms: 100
-          lease_seconds: 2
-          retry_base_ms: 100
-        apps:
-          - id: support
-            webhook_secrets: ["\(TestApp.webhookSecret)"]
-            apns:
-              topic: com.example.support
-              url: \(harness.gateway)
-              token: { key_file: \(apns.keyFile ?? ""), key_id: \(apns.keyID), team_id: \(apns.teamID) }
-        """.write(toFile: configFile, atomically: true, encoding: .utf8)
+        let apps = """
+              - id: support
+                webhook_secrets: ["\(TestApp.webhookSecret)"]
+                apns:
+                  topic: com.example.support
+                  url: \(harness.gateway)
+                  token: { key_file: \(apns.keyFile ?? ""), key_id: \(apns.keyID), team_id: \(apns.teamID) }
+            """
+        try harness.serveYAML(apps: apps, delivery: ["lease_seconds: 2"]).write(toFile: configFile, atomically: true, encoding: .utf8)
 
         // Every token's first request is slow, so sends are in flight when the relay is killed. Slow
         // enough that a test task starved for a while on a busy machine still kills the relay before

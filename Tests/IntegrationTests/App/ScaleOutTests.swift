@@ -21,23 +21,14 @@ struct RelayCluster {
     static func start(_ count: Int, harness: DeliveryHarness, leaseSeconds: Int = 30) async throws -> RelayCluster {
         let configFile = harness.directory + "/cluster.yaml"
         let apps = try harness.test.apps.map { try harness.appYAML($0) }.joined()
-        try """
-        database:
-          url: "\(harness.test.conninfo)"
-          max_connections: 4
-        tls:
-          ca_file: \(harness.sandbox.certificates.caFile)
-        delivery:
-          poll_interval_ms: 100
-          lease_seconds: \(leaseSeconds)
-          retry_base_ms: 100
-        zendesk:
-          poll_interval_ms: 100
-        jobs:
-          poll_interval_ms: 100
-        apps:
-        \(apps)
-        """.write(toFile: configFile, atomically: true, encoding: .utf8)
+        let sections = """
+            zendesk:
+              poll_interval_ms: 100
+            jobs:
+              poll_interval_ms: 100
+            """
+        try harness.serveYAML(apps: apps, delivery: ["lease_seconds: \(leaseSeconds)"], sections: sections)
+            .write(toFile: configFile, atomically: true, encoding: .utf8)
         var relays: [RelayProcess] = []
         for index in 0..<count {
             relays.append(try await Self.launch(configFile: configFile, directory: harness.directory, index: index))

@@ -395,26 +395,9 @@ struct PrivatePushTests {
     func reloadSwitch() async throws {
         try await DeliveryHarness.with { harness in
             let configFile = harness.directory + "/push-relay.yaml"
-            let apns = try #require(harness.test.apps[0].apns?.token)
             func write(_ content: String) throws {
-                try """
-                database:
-                  url: "\(harness.test.conninfo)"
-                  max_connections: 4
-                tls:
-                  ca_file: \(harness.sandbox.certificates.caFile)
-                delivery:
-                  poll_interval_ms: 100
-                  retry_base_ms: 100
-                apps:
-                  - id: support
-                    webhook_secrets: ["\(TestApp.webhookSecret)"]
-                    push: { content: \(content) }
-                    apns:
-                      topic: com.example.support
-                      url: \(harness.gateway)
-                      token: { key_file: \(apns.keyFile ?? ""), key_id: \(apns.keyID), team_id: \(apns.teamID) }
-                """.write(toFile: configFile, atomically: true, encoding: .utf8)
+                let app = Self.with(harness, push: PushSettings(content: .init(rawValue: content))).test.apps[0]
+                try harness.serveYAML(apps: try harness.appYAML(app)).write(toFile: configFile, atomically: true, encoding: .utf8)
             }
             try write("full")
             let relay = try await RelayProcess.start(

@@ -149,6 +149,27 @@ struct DeliveryHarness: Sendable {
         }
     }
 
+    /// A `push-relay serve` configuration file's text for this harness: its database (4
+    /// connections) and the sandbox's CA, deliveries polled and retried every 100 ms, `delivery`
+    /// lines more (`lease_seconds: 2`), `sections` (whole top-level sections), and `apps` (entries
+    /// such as ``appYAML(_:secrets:)`` makes).
+    func serveYAML(apps: String, delivery: [String] = [], sections: String = "") -> String {
+        let more = delivery.map { "\n  \($0)" }.joined()
+        return """
+            database:
+              url: "\(test.conninfo)"
+              max_connections: 4
+            tls:
+              ca_file: \(sandbox.certificates.caFile)
+            delivery:
+              poll_interval_ms: 100
+              retry_base_ms: 100\(more)
+            \(sections)
+            apps:
+            \(apps)
+            """
+    }
+
     /// One entry of a configuration file's `apps:` list for `app`, delivering to the sandbox (APNs,
     /// FCM and Zendesk), with `secrets` as its webhook secrets (the app's own by default).
     func appYAML(_ app: AppConfiguration, secrets: [String]? = nil) throws -> String {
@@ -159,6 +180,7 @@ struct DeliveryHarness: Sendable {
               - id: \(app.id)
                 webhook_secrets: [\((secrets ?? app.webhookSecrets).map { "\"\($0)\"" }.joined(separator: ", "))]
             \(app.userTokens.map { "    user_tokens: { secret_file: \($0.secretFile ?? "") }\n" } ?? "")\
+            \(app.push?.content.map { "    push: { content: \($0.rawValue) }\n" } ?? "")\
                 apns:
                   topic: com.example.\(app.id)
                   url: \(gateway)
