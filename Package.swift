@@ -230,6 +230,7 @@ let package = Package(
             dependencies: [
                 "CurlHTTP2",
                 "PushSandbox",
+                "TestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -68,7 +68,7 @@ struct APNsEndpoint: Sendable {
         do {
             try await validate(token: token, request: request, environment: environment)
             if let behaviour = state.takeBehaviour(for: token) {
-                if let delay = behaviour.delayMilliseconds { try? await Task.sleep(for: .milliseconds(delay)) }
+                if let delay = behaviour.delayMilliseconds { await state.delay(milliseconds: delay) }
                 if behaviour.status < 0 {
                     drop = true
                 } else if behaviour.status != 0 && behaviour.status != 200 {

@@ -21,7 +21,7 @@ struct EventsEndpoint: Sendable {
             (status, reason) = problem
         } else if let failure = await
             (state.takeBehaviour(for: "events:" + (request.path.split(separator: "/").last.map(String.init) ?? ""))
-            ?? state.takeBehaviour(for: "events"))?.failure(defaultReason: "receiver failing")
+            ?? state.takeBehaviour(for: "events"))?.failure(defaultReason: "receiver failing", state: state)
         {
             (status, reason, headers) = (failure.status, failure.reason, failure.headers)
         }

@@ -99,7 +99,7 @@ final class FCMEndpoints: Sendable {
             if strings.reduce(0, { $0 + $1.key.utf8.count + $1.value.utf8.count }) > 4096 { (status, code) = (400, "INVALID_ARGUMENT") }
         }
         if status == 200, let behaviour = state.takeBehaviour(for: token) {
-            if let delay = behaviour.delayMilliseconds { try? await Task.sleep(for: .milliseconds(delay)) }
+            if let delay = behaviour.delayMilliseconds { await state.delay(milliseconds: delay) }
             if behaviour.status < 0 { return SandboxHTTPResponse(status: 0, dropConnection: true) }
             if behaviour.status != 0 && behaviour.status != 200 {
                 (status, code, retryAfter) = (behaviour.status, behaviour.reason, behaviour.retryAfterHeader)

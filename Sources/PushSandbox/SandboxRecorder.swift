@@ -66,8 +66,8 @@ public struct SandboxBehaviour: Sendable, Codable, Hashable {
     /// For the plain endpoints (Zendesk, events): waits `delay_ms`, then the error to answer with
     /// (`nil` when the behaviour keeps success), its reason (`defaultReason` when none was set) and
     /// a `Retry-After` header when one was set.
-    func failure(defaultReason: String) async -> (status: Int, reason: String, headers: [(String, String)])? {
-        if let delayMilliseconds { try? await Task.sleep(for: .milliseconds(delayMilliseconds)) }
+    func failure(defaultReason: String, state: SandboxState) async -> (status: Int, reason: String, headers: [(String, String)])? {
+        if let delayMilliseconds { await state.delay(milliseconds: delayMilliseconds) }
         guard status != 0 && status != 200 else { return nil }
         return (status, reason ?? defaultReason, retryAfterHeader.map { [("retry-after", $0)] } ?? [])
     }
@@ -126,6 +126,32 @@ public final class SandboxState: Sendable {
         observer?(request)
         if recording { received.withLock { $0.append(request) } }
     }
+
+    /// Requests held by a behaviour's `delay_ms` now, and the most held at once so far.
+    private let held = Mutex<(now: Int, peak: Int, released: Bool)>((0, 0, false))
+
+    /// Holds a request for `milliseconds`, or until ``releaseDelays()``.
+    func delay(milliseconds: Int) async {
+        held.withLock { held in
+            held.now += 1
+            held.peak = max(held.peak, held.now)
+        }
+        defer { held.withLock { $0.now -= 1 } }
+        let until = ContinuousClock.now + .milliseconds(milliseconds)
+        while ContinuousClock.now < until, !Task.isCancelled, !held.withLock({ $0.released }) {
+            try? await Task.sleep(for: min(.milliseconds(10), until - .now))
+        }
+    }
+
+    /// Ends every delay now, and each later one at once: a test that held requests (a long
+    /// `delay_ms`, so that what it checks cannot depend on the machine's speed) lets them go.
+    public func releaseDelays() { held.withLock { $0.released = true } }
+
+    /// How many requests a delay holds now.
+    public var heldNow: Int { held.withLock { $0.now } }
+
+    /// The most requests delays held at once.
+    public var heldPeak: Int { held.withLock { $0.peak } }
 
     /// Sets how the sandbox answers requests for `token`.
     public func setBehaviour(_ behaviour: SandboxBehaviour?, for token: String) {

@@ -18,7 +18,7 @@ struct ZendeskEndpoint: Sendable {
             (status, reason) = (401, "Couldn't authenticate you")
         } else if !(object?["push_notification_devices"] is [String]) {
             (status, reason) = (400, "push_notification_devices must be a list of identifiers")
-        } else if let failure = await state.takeBehaviour(for: "zendesk")?.failure(defaultReason: "error") {
+        } else if let failure = await state.takeBehaviour(for: "zendesk")?.failure(defaultReason: "error", state: state) {
             (status, reason, headers) = (failure.status, failure.reason, failure.headers)
         }
         state.record(

@@ -3,9 +3,13 @@ import Synchronization
 
 /// A clock a test moves by hand: `now` stands still until ``advance(by:)``, and a sleeper wakes
 /// when an advance reaches its deadline. Code under test takes it in place of the system's clock
-/// (the relay's `RelayClock(time)`), so a test of a timeout, a lease or a freshness window
+/// (the relay's `RelayClock(time)`; it is a `Clock`), so a test of a timeout, a lease or a freshness window
 /// advances time and asserts what happened, without waiting and whatever the machine's load.
-public final class ManualTime: Sendable {
+public final class ManualTime: Clock, Sendable {
+    public typealias Instant = ContinuousClock.Instant
+
+    public var minimumResolution: Duration { .nanoseconds(1) }
+
     private struct Sleeper {
         var id: UInt64
         var deadline: ContinuousClock.Instant
@@ -30,9 +34,13 @@ public final class ManualTime: Sendable {
     /// How many sleepers wait: a test advances once the code under test is asleep.
     public var sleepers: Int { state.withLock { $0.sleepers.count } }
 
+    /// The deadlines the sleepers wait for, soonest first: a test tells which part sleeps by its
+    /// deadline.
+    public var deadlines: [ContinuousClock.Instant] { state.withLock { $0.sleepers.map(\.deadline).sorted() } }
+
     /// Returns once the clock reached `deadline` (at once when it has); throws `CancellationError`
     /// when the task is cancelled first.
-    public func sleep(until deadline: ContinuousClock.Instant) async throws {
+    public func sleep(until deadline: ContinuousClock.Instant, tolerance: Duration? = nil) async throws {
         let id = state.withLock { state in
             state.nextID += 1
             return state.nextID

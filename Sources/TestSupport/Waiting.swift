@@ -1,6 +1,11 @@
-/// Waits until `condition` holds, checking every 20 ms; false after `timeout`.
-public func eventually(timeout: Duration = .seconds(20), _ condition: () async throws -> Bool) async rethrows -> Bool {
-    let deadline = ContinuousClock.now + timeout
+/// Waits until `condition` holds, checking every 20 ms; false once `ceiling` has passed.
+///
+/// The one way a test waits for something to happen. The ceiling only bounds a hang (a condition
+/// that never comes true): it is far above what any step takes on a loaded machine, so a slow run
+/// is never a failure; a test that needs to know *when* something happened checks the mechanism
+/// (the deadline a part computed, the clock it was given) instead of timing it here.
+public func eventually(ceiling: Duration = hangCeiling, _ condition: () async throws -> Bool) async rethrows -> Bool {
+    let deadline = ContinuousClock.now + max(ceiling, hangCeiling)
     while ContinuousClock.now < deadline {
         if try await condition() { return true }
         try? await Task.sleep(for: .milliseconds(20))
@@ -8,6 +13,8 @@ public func eventually(timeout: Duration = .seconds(20), _ condition: () async t
     return try await condition()
 }
 
+/// How long ``eventually(ceiling:_:)`` waits before it calls a condition hung.
+public let hangCeiling: Duration = .seconds(60)
 /// The value of the Prometheus sample named `name` whose labels include all of `labels`.
 public func metricValue(_ text: String, _ name: String, _ labels: [String: String]) -> Double? {
     for line in text.split(separator: "\n") where line.hasPrefix(name + "{") || line.hasPrefix(name + " ") {

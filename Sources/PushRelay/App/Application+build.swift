@@ -26,6 +26,18 @@ public func buildApplication(
     apps: [AppConfiguration]? = nil,
     reload: ConfigurationReloader.ReadConfiguration? = nil
 ) async throws -> some ApplicationProtocol {
+    try await buildApplication(reader: reader, logger: logger, apps: apps, reload: reload, clock: .system)
+}
+
+/// ``buildApplication(reader:logger:apps:reload:)`` with the clock its parts wait on (tests pass
+/// one they move).
+func buildApplication(
+    reader: ConfigReader,
+    logger: Logger,
+    apps: [AppConfiguration]?,
+    reload: ConfigurationReloader.ReadConfiguration?,
+    clock: RelayClock
+) async throws -> some ApplicationProtocol {
     let fileApps: [AppConfiguration]
     if let apps { fileApps = apps } else { fileApps = try await AppConfiguration.loadChecked(reader: reader) }
     let appsStore = try ManagedAppStoreSettings(config: reader.scoped(to: "apps_store"))
@@ -40,7 +52,7 @@ public func buildApplication(
             )
         }
         let startApps = try await StartApps.load(file: fileApps, store: appsStore, database: database, logger: logger)
-        let parts = try await RelayParts(reader: reader, logger: logger, database: database, apps: startApps, appsStore: appsStore)
+        let parts = try await RelayParts(reader: reader, logger: logger, database: database, apps: startApps, appsStore: appsStore, clock: clock)
         let reloader = try await parts.reloader(reload, apps: startApps, logger: logger)
         return try parts.application(reader: reader, reloader: reloader, reloadable: reload != nil, logger: logger)
     } catch {
@@ -97,9 +109,19 @@ struct RelayParts {
     let authenticator: Authenticator
     /// Seals devices' push keys at rest and opens them for encrypted pushes.
     let deviceKeys: DevicePushKeys
+    /// What the parts wait on and read the time from (``RelayClock/system`` but in tests).
+    let clock: RelayClock
 
-    init(reader: ConfigReader, logger: Logger, database: Database, apps: StartApps, appsStore: ManagedAppStoreSettings) async throws {
+    init(
+        reader: ConfigReader,
+        logger: Logger,
+        database: Database,
+        apps: StartApps,
+        appsStore: ManagedAppStoreSettings,
+        clock: RelayClock = .system
+    ) async throws {
         self.database = database
+        self.clock = clock
         deviceKeys = DevicePushKeys(settings: appsStore)
         self.apps = apps
         webhooks = WebhookSettings(config: reader.scoped(to: "webhooks"))
@@ -124,7 +146,8 @@ struct RelayParts {
             settings: ZendeskForwarderSettings(config: reader.scoped(to: "zendesk")),
             caFile: delivery.caFile,
             metrics: metrics,
-            logger: logger
+            logger: logger,
+            clock: clock
         )
         let eventTargets = apps.configured.compactMap { app in app.events.map { (id: app.id, events: $0) } }
         eventForwarder = try EventForwarder(
@@ -144,12 +167,13 @@ struct RelayParts {
             wakeUps: listener.events(on: [DeliveryQueue.channel]),
             events: EventForwarder.wanted(by: eventTargets),
             metrics: metrics,
-            logger: logger
+            logger: logger,
+            clock: clock
         )
-        writer = IntakeWriter(queue: outbox, logger: logger, settings: webhooks, dispatcher: delivery.enabled ? dispatcher : nil)
+        writer = IntakeWriter(queue: outbox, logger: logger, settings: webhooks, dispatcher: delivery.enabled ? dispatcher : nil, clock: clock)
         hub = UnreadHub(events: listener.events(on: [UnreadChannel.name]), settings: UnreadSettings(config: reader.scoped(to: "unread")))
         console = ConsoleSettings(config: reader.scoped(to: "console"))
-        keys = APIKeyStore(client: database.client)
+        keys = APIKeyStore(client: database.client, cache: APIKeyCache(clock: clock))
         sessions = ConsoleSessionStore(client: database.client, keys: keys, idleTimeout: console.idleTimeout, maxLifetime: console.sessionLifetime)
         authenticator = Authenticator(keys: keys, apps: apps.directory, sessions: console.enabled ? sessions : nil)
     }
@@ -273,7 +297,9 @@ struct RelayParts {
         app.addServices(writer)
         app.addServices(ReloadOnHangUp(reloader: reloader, logger: logger))
         if let managed = apps.managed {
-            app.addServices(ManagedAppWatcher(store: managed, reloader: reloader, changes: listener.events(on: [ManagedAppStore.channel])))
+            app.addServices(
+                ManagedAppWatcher(store: managed, reloader: reloader, changes: listener.events(on: [ManagedAppStore.channel]), clock: clock)
+            )
         }
         return app
     }

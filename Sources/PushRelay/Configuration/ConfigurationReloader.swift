@@ -299,6 +299,8 @@ struct ManagedAppWatcher: Service {
     let store: ManagedAppStore
     let reloader: ConfigurationReloader
     let changes: AsyncStream<PostgresListenerEvent>
+    /// Times the generation check.
+    var clock: RelayClock = .system
 
     func run() async throws {
         await cancelWhenGracefulShutdown {
@@ -309,7 +311,7 @@ struct ManagedAppWatcher: Service {
                 group.addTask {
                     var seen = try? await store.generation()
                     while !Task.isCancelled {
-                        try? await Task.sleep(for: .seconds(1))
+                        try? await clock.sleep(for: .seconds(1))
                         guard let generation = try? await store.generation(), generation != seen else { continue }
                         seen = generation
                         await reloader.reloadManaged()

@@ -37,6 +37,10 @@ final class Dispatcher: Service, Sendable {
     private let rules: OutcomeRules
     private let doorbell = Doorbell()
     private let writerBell = Doorbell()
+    /// Times the poll and the spacing of outcome writes.
+    private let clock: RelayClock
+    /// The outcome writer's wait between writes (``space(_:)``), and whether shutdown has begun.
+    private let spacing = Mutex<(pause: Task<Void, Never>?, closing: Bool)>((nil, false))
     /// The event types each app wants, written with the outcomes.
     private let events: Mutex<[String: Set<DeliveryEventType>]>
 
@@ -48,8 +52,10 @@ final class Dispatcher: Service, Sendable {
         wakeUps: AsyncStream<PostgresListenerEvent>?,
         events: [String: Set<DeliveryEventType>] = [:],
         metrics: RelayMetrics = RelayMetrics(),
-        logger: Logger
+        logger: Logger,
+        clock: RelayClock = .system
     ) {
+        self.clock = clock
         self.events = Mutex(events)
         self.metrics = metrics
         self.queue = queue
@@ -85,9 +91,9 @@ final class Dispatcher: Service, Sendable {
                 }
             }
             // ... and the poll, which is what brings retries back.
-            helpers.addTask { [settings] in
+            helpers.addTask { [settings, clock] in
                 while !Task.isCancelled {
-                    try? await Task.sleep(for: settings.pollInterval)
+                    try? await clock.sleep(for: settings.pollInterval)
                     self.wantClaim()
                 }
             }
@@ -109,8 +115,12 @@ final class Dispatcher: Service, Sendable {
                 startSenders(into: &sends)
                 // Leaving the group waits for the sends in flight.
             }
-            // The writer stores what is left, then the wake-up tasks are stopped.
+            // The writer stores what is left (without its spacing), then the wake-up tasks are stopped.
             writerBell.close()
+            spacing.withLock { spacing in
+                spacing.closing = true
+                spacing.pause?.cancel()
+            }
             await writer
             helpers.cancelAll()
         }
@@ -301,6 +311,17 @@ final class Dispatcher: Service, Sendable {
         await flush(spaced: false)
     }
 
+    /// Waits `interval` of the clock between writes; shutdown ends the wait.
+    private func space(_ interval: Duration) async {
+        let pause = Task { [clock] in _ = try? await clock.sleep(for: interval) }
+        let closing = spacing.withLock { spacing in
+            spacing.pause = pause
+            return spacing.closing
+        }
+        if closing { pause.cancel() }
+        await pause.value
+    }
+
     private func flush(spaced: Bool) async {
         var failures = 0
         while true {
@@ -318,10 +339,10 @@ final class Dispatcher: Service, Sendable {
                     metadata: ["error": "\(error)", "push.outcomes": "\(batch.count)"]
                 )
                 if failures >= 30 { return }
-                try? await Task.sleep(for: .seconds(1))
+                try? await clock.sleep(for: .seconds(1))
                 continue
             }
-            if spaced && settings.outcomeWriteInterval > .zero { try? await Task.sleep(for: settings.outcomeWriteInterval) }
+            if spaced && settings.outcomeWriteInterval > .zero { await space(settings.outcomeWriteInterval) }
         }
     }
 }

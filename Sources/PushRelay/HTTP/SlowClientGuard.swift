@@ -263,10 +263,12 @@ final class ConnectionDeadline: @unchecked Sendable {
 
     func enter(_ phase: Phase, context: ChannelHandlerContext) {
         self.phase = phase
+        // The loop's time: a test's embedded loop moves it by hand.
+        let now = context.eventLoop.now
         switch phase {
-        case .idle: deadline = .now() + limits.idleTimeout
-        case .head: deadline = .now() + limits.headerTimeout
-        case .body: deadline = .now() + limits.bodyTimeout
+        case .idle: deadline = now + limits.idleTimeout
+        case .head: deadline = now + limits.headerTimeout
+        case .body: deadline = now + limits.bodyTimeout
         case .answering: deadline = nil
         }
         if deadline != nil, timer == nil, !closed { arm(context.eventLoop, channel: context.channel) }
@@ -278,10 +280,10 @@ final class ConnectionDeadline: @unchecked Sendable {
     /// connection gets the header timeout, not what was left of the idle one).
     private func arm(_ loop: any EventLoop, channel: any Channel) {
         guard let deadline else { return }
-        timer = loop.scheduleTask(deadline: min(deadline, .now() + limits.shortestTimeout)) { [self] in
+        timer = loop.scheduleTask(deadline: min(deadline, loop.now + limits.shortestTimeout)) { [self] in
             timer = nil
             guard let current = self.deadline, !closed else { return }
-            if current > .now() {
+            if current > loop.now {
                 arm(loop, channel: channel)
                 return
             }

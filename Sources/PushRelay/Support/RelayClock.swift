@@ -14,6 +14,11 @@ struct RelayClock: Sendable {
         self.sleepUntil = sleepUntil
     }
 
+    /// Any clock on the monotonic clock's instants (a test's clock that it moves by hand).
+    init<Source: Clock & Sendable>(_ source: Source) where Source.Instant == ContinuousClock.Instant {
+        self.init(now: { source.now }, sleepUntil: { try await source.sleep(until: $0, tolerance: nil) })
+    }
+
     /// The system's monotonic clock.
     static let system = RelayClock(now: { ContinuousClock.now }, sleepUntil: { try await Task.sleep(until: $0, clock: .continuous) })
 

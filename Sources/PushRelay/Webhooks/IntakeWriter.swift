@@ -74,10 +74,21 @@ final class IntakeWriter: Service, Sendable {
     private let paceMaxWait: Duration
     /// How long the writes in flight must have taken before another starts beside them.
     private let overlapAfter: Duration
+    /// Times the writes for ``overlapAfter`` and the pacing's wait.
+    private let clock: RelayClock
+    /// The wait for ``overlapAfter`` in progress, ended at shutdown.
+    private let overlapTimer = Mutex<Task<Void, Never>?>(nil)
 
     /// `settings` gives the batch size, the group commits in flight and when another may start
     /// beside them, and the pacing (which needs `dispatcher`, whose waiting deliveries it counts).
-    init(queue: DeliveryQueue, logger: Logger, settings: WebhookSettings = WebhookSettings(), dispatcher: Dispatcher? = nil) {
+    init(
+        queue: DeliveryQueue,
+        logger: Logger,
+        settings: WebhookSettings = WebhookSettings(),
+        dispatcher: Dispatcher? = nil,
+        clock: RelayClock = .system
+    ) {
+        self.clock = clock
         self.overlapAfter = max(.zero, settings.concurrentWriteAfter)
         self.dispatcher = dispatcher
         self.paceWaiting = settings.paceWaitingDeliveries
@@ -150,11 +161,17 @@ final class IntakeWriter: Service, Sendable {
                         // slow one holds the next back for no longer than that.
                         while let newest = writing.max() {
                             let due = newest + overlapAfter
-                            if writing.count < maxConcurrentWrites, due <= .now { break }
+                            if writing.count < maxConcurrentWrites, due <= clock.now() { break }
                             if writing.count < maxConcurrentWrites, !timerPending {
                                 timerPending = true
+                                let timer = Task { [clock] in _ = try? await clock.sleepUntil(due) }
+                                overlapTimer.withLock { $0 = timer }
                                 group.addTask {
-                                    try? await Task.sleep(until: due)
+                                    await withTaskCancellationHandler {
+                                        await timer.value
+                                    } onCancel: {
+                                        timer.cancel()
+                                    }
                                     return .timer
                                 }
                             }
@@ -162,7 +179,7 @@ final class IntakeWriter: Service, Sendable {
                         }
                         await pace()
                         guard let batch = takeBatch() else { break }
-                        let started = ContinuousClock.now
+                        let started = clock.now()
                         writing.append(started)
                         group.addTask {
                             await self.write(batch)
@@ -173,11 +190,12 @@ final class IntakeWriter: Service, Sendable {
             } onGracefulShutdown: {
                 self.doorbell.close()
             }
+            overlapTimer.withLock { $0?.cancel() }
             state.withLock { $0.accepting = false }
             while let batch = takeBatch() {
                 group.addTask {
                     await self.write(batch)
-                    return .write(started: .now)
+                    return .write(started: self.clock.now())
                 }
             }
             await group.waitForAll()
@@ -192,9 +210,9 @@ final class IntakeWriter: Service, Sendable {
     /// to `paceMaxWait` (see the type's comment).
     private func pace() async {
         guard let dispatcher, paceWaiting > 0, paceMaxWait > .zero, dispatcher.waitingForSenders > paceWaiting else { return }
-        let deadline = ContinuousClock.now + paceMaxWait
-        while dispatcher.waitingForSenders > paceWaiting, ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(1))
+        let deadline = clock.now() + paceMaxWait
+        while dispatcher.waitingForSenders > paceWaiting, clock.now() < deadline {
+            try? await clock.sleep(for: .milliseconds(1))
         }
     }
 

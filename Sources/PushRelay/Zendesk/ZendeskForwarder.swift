@@ -31,6 +31,8 @@ final class ZendeskForwarder: Service, Sendable {
     private let logger: Logger
     private let metrics: RelayMetrics
     private let pausedUntil = Mutex<[String: ContinuousClock.Instant]>([:])
+    /// Times the poll and the pauses.
+    private let clock: RelayClock
 
     init(
         client: PostgresClient,
@@ -38,8 +40,10 @@ final class ZendeskForwarder: Service, Sendable {
         settings: ZendeskForwarderSettings,
         caFile: String?,
         metrics: RelayMetrics = RelayMetrics(),
-        logger: Logger
+        logger: Logger,
+        clock: RelayClock = .system
     ) throws {
+        self.clock = clock
         queue = DeliveryQueue(client: client)
         self.metrics = metrics
         targets = Mutex(try Self.targets(apps))
@@ -84,7 +88,7 @@ final class ZendeskForwarder: Service, Sendable {
                 for target in self.targets.withLock({ $0 }) {
                     busy = await self.forwardBatch(target, http: self.http) || busy
                 }
-                if !busy { try? await Task.sleep(for: self.pollInterval) }
+                if !busy { try? await self.clock.sleep(for: self.pollInterval) }
             }
         }
         await self.http.shutdown()
@@ -92,7 +96,7 @@ final class ZendeskForwarder: Service, Sendable {
 
     /// Sends one batch of the app's due tokens; true when there was one.
     private func forwardBatch(_ target: Target, http: HTTP2Client) async -> Bool {
-        if let until = pausedUntil.withLock({ $0[target.app] }), until > .now { return false }
+        if let until = pausedUntil.withLock({ $0[target.app] }), until > clock.now() { return false }
         let claimed: [(token: String, attempts: Int)]
         do {
             claimed = try await queue.takeZendeskBatch(app: target.app, limit: batchSize)
@@ -139,7 +143,7 @@ final class ZendeskForwarder: Service, Sendable {
                 )
                 let delay = backoff.timeInterval
                 try await queue.zendeskBatchFailed(app: target.app, tokens: batch, retryIn: delay, reason: problem)
-                pausedUntil.withLock { $0[target.app] = .now + backoff }
+                pausedUntil.withLock { $0[target.app] = clock.now() + backoff }
                 metrics.zendeskFailure(app: target.app, reason: problem.hasPrefix("transport") ? "transport" : problem)
                 logger.warning(
                     "Zendesk bulk unregister failed; will retry",

@@ -88,7 +88,7 @@ struct JobUploadTests {
             // Every line was stored: the job runner (running in this relay) finds each one, none of
             // them registered. It may finish before this looks, and drops the job's tokens then.
             #expect(
-                await eventually(timeout: .seconds(20)) {
+                await eventually {
                     (try? await test.count("SELECT count(*) FROM jobs WHERE status = 'succeeded' AND processed = 2000 AND not_found = 2000")) == 1
                 }
             )

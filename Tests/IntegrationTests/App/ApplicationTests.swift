@@ -72,7 +72,7 @@ struct ApplicationTests {
             // /ready answers from a check at most a second old: the outage shows within it.
             var response = try await client.execute(uri: "/ready", method: .get)
             #expect(
-                try await eventually(timeout: .seconds(10)) {
+                try await eventually {
                     response = try await client.execute(uri: "/ready", method: .get)
                     return response.status == .serviceUnavailable
                 }
@@ -84,7 +84,7 @@ struct ApplicationTests {
             // /health does not depend on the database.
             try await client.execute(uri: "/health", method: .get) { #expect($0.status == .ok) }
             _ = try await cluster.start()
-            #expect(try await eventually(timeout: .seconds(20)) { try await client.execute(uri: "/ready", method: .get).status == .ok })
+            #expect(try await eventually { try await client.execute(uri: "/ready", method: .get).status == .ok })
         }
         try await cluster.stop()
     }

@@ -45,7 +45,7 @@ struct RelayProcess {
         process.standardError = handle
         try process.run()
         let relay = RelayProcess(process: process, port: port, log: log)
-        let healthy = await eventually(timeout: .seconds(30)) {
+        let healthy = await eventually {
             guard process.isRunning else { return false }
             return (try? await relay.request("GET", "/health").status) == 200
         }
@@ -127,7 +127,7 @@ struct CrashRecoveryTests {
         #expect(sending > 0)
 
         let second = try await RelayProcess.start(configFile: configFile, port: try EmbeddedPostgres.freePort(), log: log)
-        let done = try await eventually(timeout: .seconds(30)) {
+        let done = try await eventually {
             try await harness.test.count("SELECT count(*) FROM deliveries WHERE status = 'delivered'") == tokens.count
         }
         second.stop()

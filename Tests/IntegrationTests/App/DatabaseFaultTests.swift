@@ -102,21 +102,21 @@ struct DatabaseFaultTests {
                     }
                 }
                 // Some webhooks stored before the freeze.
-                #expect(await eventually(timeout: .seconds(60)) { load.answers.withLock { $0.contains { $0.status == 202 } } })
+                #expect(await eventually { load.answers.withLock { $0.contains { $0.status == 202 } } })
                 proxy.freeze()
                 let frozeAt = clock.now
                 // Each step waits for what it names; the ceilings only bound a hang. How fast each
                 // comes is a benchmark's business, not this test's.
-                let refused = await eventually(timeout: .seconds(60)) {
+                let refused = await eventually {
                     load.answers.withLock { $0.contains { $0.status == 503 && $0.sent >= frozeAt } }
                 }
                 #expect(refused, "no 503 for a webhook sent during the freeze")
                 // The cache stops answering once the listener finds the server gone.
-                let distrusted = try await eventually(timeout: .seconds(60)) { try await poll(etag).status != 304 }
+                let distrusted = try await eventually { try await poll(etag).status != 304 }
                 #expect(distrusted, "unread polls were still answered 304 from the cache during the freeze")
                 proxy.thaw()
                 let thawedAt = clock.now
-                let acceptedAgain = await eventually(timeout: .seconds(60)) {
+                let acceptedAgain = await eventually {
                     load.answers.withLock { $0.contains { $0.status == 202 && $0.sent >= thawedAt } }
                 }
                 #expect(acceptedAgain, "no webhook sent after the thaw was accepted")
@@ -204,7 +204,7 @@ struct DatabaseFaultTests {
             // /ready answers from a check at most a second old: the read-only database shows within it.
             var ready = try await client.execute(uri: "/ready", method: .get)
             #expect(
-                try await eventually(timeout: .seconds(10)) {
+                try await eventually {
                     ready = try await client.execute(uri: "/ready", method: .get)
                     return ready.status == .serviceUnavailable
                 }

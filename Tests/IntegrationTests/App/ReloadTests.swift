@@ -96,7 +96,7 @@ struct ReloadTests {
                 current.generation += 1
                 return current.generation
             }
-            _ = await eventually(timeout: .seconds(60)) { self.completedGeneration.load(ordering: .acquiring) >= generation }
+            _ = await eventually { self.completedGeneration.load(ordering: .acquiring) >= generation }
         }
 
         /// Waits until `count` more webhooks were answered (and at least `minimum`), so every phase
@@ -104,7 +104,7 @@ struct ReloadTests {
         func flow(count: Int = 3, minimum: Duration = .milliseconds(300)) async throws {
             let target = results.count + count
             try await Task.sleep(for: minimum)
-            _ = await eventually(timeout: .seconds(60)) { self.results.count >= target }
+            _ = await eventually { self.results.count >= target }
         }
 
         /// The next webhook carries this token too (the sandbox answers it 410: a dead token).
@@ -206,7 +206,7 @@ struct ReloadTests {
                 reloads += 1
                 if reloads % 2 == 1 {
                     kill(relay.process.processIdentifier, SIGHUP)
-                    let done = await eventually(timeout: .seconds(20)) { count("configuration reloaded") >= reloads }
+                    let done = await eventually { count("configuration reloaded") >= reloads }
                     #expect(done, "reload \(reloads) by SIGHUP did not happen:\n\(log())")
                     // Every field on every line, empty when nothing was added or removed.
                     let line = log().split(separator: "\n").last { $0.contains("configuration reloaded") } ?? ""
@@ -313,7 +313,7 @@ struct ReloadTests {
             let refusedBefore = count("configuration reload refused")
             try (Self.yaml(setup, harness: harness) + "\nhttp:\n  prot: 9999\n").write(toFile: configFile, atomically: true, encoding: .utf8)
             kill(relay.process.processIdentifier, SIGHUP)
-            #expect(await eventually(timeout: .seconds(20)) { count("configuration reload refused") == refusedBefore + 1 })
+            #expect(await eventually { count("configuration reload refused") == refusedBefore + 1 })
             let refusedLines = log().split(separator: "\n").filter { $0.contains("configuration reload refused") }
             #expect(refusedLines.last?.contains("http.prot") == true && refusedLines.last?.contains("http.port") == true, "\(refusedLines)")
             let viaAPI = try await relay.request("POST", "/v1/admin/reload", bearer: admin)
@@ -351,7 +351,7 @@ struct ReloadTests {
             #expect(results.count >= 30)
             #expect(results.filter { $0.status != 202 }.map(\.status) == [], "refused webhooks")
             // Revoked keys are refused (the key cache checks for changes once a second).
-            let refused = try await eventually(timeout: .seconds(5)) {
+            let refused = try await eventually {
                 try await relay.request("GET", probe, bearer: oldKey).status == 401
             }
             #expect(refused, "the revoked key is still accepted")
@@ -359,7 +359,7 @@ struct ReloadTests {
 
             // Every push reached the sandbox exactly once, and nothing is left to send.
             let tokens = results.flatMap(\.tokens)
-            let settled = try await eventually(timeout: .seconds(60)) {
+            let settled = try await eventually {
                 try await harness.test.count("SELECT count(*) FROM deliveries WHERE app_id = 'support' AND status IN ('pending', 'sending')") == 0
             }
             #expect(settled)
@@ -383,7 +383,7 @@ struct ReloadTests {
                 }
             )
             let zendeskBasic = Data("admin@example.com/token:zendesk-token-new-0123456789".utf8).base64EncodedString()
-            let forwarded = await eventually(timeout: .seconds(20)) { harness.state.presentedCredentials().contains(zendeskBasic) }
+            let forwarded = await eventually { harness.state.presentedCredentials().contains(zendeskBasic) }
             #expect(forwarded, "the dead token was not forwarded with the new Zendesk token")
             // The sandbox's receiver keeps the first secret, so it answers the rotated signature 401 and
             // the relay tries again after a backoff (at most a second here): wait for a try that
@@ -391,7 +391,7 @@ struct ReloadTests {
             func signedAfter() -> [SandboxRequest] {
                 harness.state.requests(service: "events").filter { $0.receivedAt > eventsRotatedAt.addingTimeInterval(1) }
             }
-            let retried = await eventually(timeout: .seconds(20)) { !signedAfter().isEmpty }
+            let retried = await eventually { !signedAfter().isEmpty }
             #expect(retried, "no events request after the rotation: \(harness.state.requests(service: "events").suffix(3).map(\.receivedAt))")
             for request in signedAfter() {
                 let timestamp = request.headers["x-pushrelay-timestamp"] ?? ""

@@ -12,13 +12,6 @@ import Testing
 /// revocation made elsewhere takes effect.
 @Suite("API keys: in-memory verification, revocation across instances", .serialized)
 struct APIKeyCacheTests {
-    /// Transactions committed in the test's database so far. Each backend reports its counts
-    /// within a second of going idle, so the count is read after a pause.
-    static func transactions(_ test: TestApp) async throws -> Int {
-        try await Task.sleep(for: .milliseconds(2500))
-        return try await test.count("SELECT xact_commit::bigint FROM pg_stat_database WHERE datname = current_database()")
-    }
-
     /// A request authenticated by `key` that then needs nothing from the database: the key lacks
     /// `devices:read`, so the route answers 403 right after authentication.
     static func probe(_ client: some TestClientProtocol, _ key: String) async throws -> HTTPResponse.Status {
@@ -30,32 +23,36 @@ struct APIKeyCacheTests {
         return "prk_\(prefix)_\(UUID().uuidString)"
     }
 
-    @Test("600 requests with one app key cost a handful of transactions, not one each")
+    @Test("600 requests with one app key read nothing: a revocation the relay has not read shows only once its clock moves a second")
     func oneKeyManyRequests() async throws {
         let test = try await TestApp.make()
-        try await test.application().test(.router) { client in
+        // The relay's clock stands still unless the test moves it, so whether a request reads the
+        // database shows in its answer, whatever the machine's speed: the key is revoked in the
+        // database behind the relay's back, and a request that read the keys would be refused.
+        let time = ManualTime()
+        try await test.application(clock: RelayClock(time)).test(.router) { client in
             let key = try await test.key(app: "support", scopes: [.unreadRead])
             #expect(try await Self.probe(client, key) == .forbidden)
-            let before = try await Self.transactions(test)
+            let prefix = try #require(APIKey(presented: key)).prefix
+            #expect(try await APIKeyStore(client: test.client).revoke(prefix))
             for _ in 0..<600 {
-                #expect(try await Self.probe(client, key) == .forbidden)
+                #expect(try await Self.probe(client, key) == .forbidden, "a request read the revocation while the copy was fresh")
             }
-            let spent = try await Self.transactions(test) - before
-            // One generation read per second at most, the two reads of the count itself and the
-            // relay's background work (its services poll the database): on a run busy with other
-            // suites the 600 requests take half a minute, and those add up to about a hundred. A
-            // query per request is 600 or more.
-            #expect(spent < 300, "600 requests with one key committed \(spent) transactions")
+            // A second later the next request reads the generation, and the keys with it.
+            time.advance(by: .seconds(1) + .milliseconds(1))
+            #expect(try await Self.probe(client, key) == .unauthorized)
         }
     }
 
-    @Test("a flood of made-up keys: no query each, nothing remembered, refused with 401")
+    @Test("a flood of made-up keys reads nothing: one check per miss interval of the relay's clock; nothing remembered; refused with 401")
     func bogusFlood() async throws {
         let test = try await TestApp.make()
-        try await test.application().test(.router) { client in
+        let time = ManualTime()
+        try await test.application(clock: RelayClock(time)).test(.router) { client in
             let key = try await test.key(app: "support", scopes: [.unreadRead])
             #expect(try await Self.probe(client, key) == .forbidden)
-            let before = try await Self.transactions(test)
+            // Created behind the relay's back: the first request to read the keys makes it work.
+            let created = try await test.key(app: "support", scopes: [.unreadRead])
             let statuses = try await withThrowingTaskGroup(of: [HTTPResponse.Status].self) { group in
                 for _ in 0..<32 {
                     group.addTask {
@@ -68,13 +65,16 @@ struct APIKeyCacheTests {
             }
             #expect(statuses.count == 800)
             #expect(statuses.allSatisfy { $0 == .unauthorized })
-            let spent = try await Self.transactions(test) - before
-            #expect(spent < 150, "800 made-up keys committed \(spent) transactions")
+            // The copy was checked at this instant of the clock: no made-up key read the keys.
+            #expect(try await Self.probe(client, created) == .unauthorized, "a made-up key read the keys")
+            // After the miss interval (100 ms) an unknown prefix checks again.
+            time.advance(by: .milliseconds(100))
+            #expect(try await Self.probe(client, created) == .forbidden)
         }
-        // The store remembers live keys only, however many unknown ones it was shown.
+        // The store remembers live keys only (the two made here), however many unknown ones it was shown.
         let store = APIKeyStore(client: test.client)
         for _ in 0..<30 { #expect(try await store.verify(try #require(APIKey(presented: Self.bogusKey()))) == nil) }
-        #expect(store.cache.count == 1)
+        #expect(store.cache.count == 2)
     }
 
     @Test("a key revoked through the CLI's path stops working on two other instances once their copy is stale (the second: APIKeyCacheClockTests)")
@@ -123,7 +123,7 @@ struct APIKeyCacheTests {
         // the instance holds again, and the instance would keep both keys.
         #expect(try await admin.revoke(doomed.prefix))
         #expect(
-            try await eventually(timeout: .seconds(10)) { try await instance.verify(doomedKey) == nil },
+            try await eventually { try await instance.verify(doomedKey) == nil },
             "the revoked key is still accepted: the instance kept its copy"
         )
         #expect(try await instance.verify(lostKey) == nil)

@@ -301,7 +301,7 @@ struct ConsoleTests {
             // ends both of its sessions within the key cache's second, for pages and the API.
             #expect(try await store.revoke(record.prefix))
             #expect(
-                try await eventually(timeout: .seconds(10)) {
+                try await eventually {
                     try await client.execute(uri: "/v1/overview", method: .get, headers: first.headers).status == .unauthorized
                 }
             )
@@ -318,7 +318,7 @@ struct ConsoleTests {
             try await test.client.query("UPDATE console_sessions SET last_seen_at = now() - interval '31 minutes'")
             try await test.client.query("UPDATE api_key_generation SET generation = generation + 1")
             #expect(
-                try await eventually(timeout: .seconds(10)) {
+                try await eventually {
                     try await client.execute(uri: "/v1/overview", method: .get, headers: third.headers).status == .unauthorized
                 }
             )
@@ -374,7 +374,7 @@ struct ConsoleTests {
             }
             let whileLocked = try await test.client.withTransaction { session in
                 _ = try await session.query("LOCK TABLE console_sessions IN ACCESS EXCLUSIVE MODE")
-                _ = await eventually(timeout: .seconds(10)) { answers.withLock { $0 } != nil }
+                _ = await eventually { answers.withLock { $0 } != nil }
                 return answers.withLock { $0 }
             }
             _ = await requests.result
@@ -387,7 +387,7 @@ struct ConsoleTests {
             let hash = try #require(browser.cookie.split(separator: "=", maxSplits: 1).last.map(String.init))
             try await test.client.query("DELETE FROM console_sessions WHERE token_hash = $1", [ConsoleSessionStore.hash(hash)])
             #expect(
-                try await eventually(timeout: .seconds(10)) {
+                try await eventually {
                     try await client.execute(uri: "/v1/overview", method: .get, headers: browser.headers).status == .unauthorized
                 }
             )
@@ -454,7 +454,7 @@ struct ConsoleTests {
                 #expect(response.status == .accepted)
             }
             var support: [String: Any]?
-            let counted = try await eventually(timeout: .seconds(15)) {
+            let counted = try await eventually {
                 let overview = try await client.execute(uri: "/v1/overview", method: .get, headers: bearer(admin))
                 support = (overview.json?["apps"] as? [[String: Any]])?.first { $0["app"] as? String == "support" }
                 return (support?["last_hour"] as? [String: Any])?["webhooks"] as? Int == 3

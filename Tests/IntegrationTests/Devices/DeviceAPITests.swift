@@ -2,9 +2,10 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
-import PushRelay
 import TestSupport
 import Testing
+
+@testable import PushRelay
 
 @Suite("Device registry API")
 struct DeviceAPITests {

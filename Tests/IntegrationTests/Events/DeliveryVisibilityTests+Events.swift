@@ -76,10 +76,13 @@ extension DeliveryVisibilityTests {
     func failingReceiverIsolated() async throws {
         try await DeliveryHarness.with { base in
             let harness = try base.sendingEvents(app: "support").sendingEvents(app: "other")
-            // support's receiver answers 503 after a second, asking for 30 seconds' rest. The request
+            // support's receiver answers 503 after a second, asking for an hour's rest. The request
             // timeout (3 s) leaves two seconds for a loaded machine: an answer later than the timeout
             // is a transport error, which retries after the backoff instead of the Retry-After.
-            harness.state.setBehaviour(SandboxBehaviour(status: 503, reason: "down", retryAfter: 30, delayMilliseconds: 1000), for: "events:support")
+            harness.state.setBehaviour(
+                SandboxBehaviour(status: 503, reason: "down", retryAfter: 3600, delayMilliseconds: 1000),
+                for: "events:support"
+            )
             // A short lease (9 s: three request timeouts), so one not renewed while waiting would lapse within the test.
             let extra: [AbsoluteConfigKey: ConfigValue] = [
                 "events.poll_interval_ms": .init(.int(50), isSecret: false),
@@ -89,8 +92,8 @@ extension DeliveryVisibilityTests {
             try await harness.application(extra: extra).test(.router) { client in
                 _ = try await Self.accept(client, webhook(devices: [(apnsToken(), "ios")]))
                 #expect(await eventually { harness.state.requests(service: "events").contains { $0.path == "/events/support" } })
-                // While support's receiver hangs and then fails, other's events go through at once.
-                let started = ContinuousClock.now
+                // While support's receiver hangs and then fails, other's events go through: held
+                // behind support's hour of rest they would not arrive within the test.
                 let other = try await client.execute(
                     uri: "/v1/webhooks/zendesk/other/\(TestApp.otherSecret)",
                     method: .post,
@@ -99,13 +102,10 @@ extension DeliveryVisibilityTests {
                 )
                 #expect(other.status == .accepted)
                 #expect(
-                    await eventually(timeout: .seconds(10)) {
+                    await eventually {
                         harness.state.requests(service: "events").contains { $0.path == "/events/other" && $0.status == 200 }
                     }
                 )
-                // Held behind support's 30 s rest, other's event would miss the 10 s wait above; the
-                // bound leaves a loaded machine room.
-                #expect(ContinuousClock.now - started < .seconds(5))
                 // support waits out its Retry-After holding the lease (past its 9 s): one try so far, the event kept.
                 try await Task.sleep(for: .seconds(9))
                 #expect(harness.state.requests(service: "events").filter { $0.path == "/events/support" }.count == 1)

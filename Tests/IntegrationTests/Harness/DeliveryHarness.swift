@@ -4,10 +4,11 @@ import Hummingbird
 import HummingbirdTesting
 import Logging
 import Postgres
-import PushRelay
 import PushSandbox
 import TestSupport
 import Testing
+
+@testable import PushRelay
 
 /// A relay whose apps deliver to a sandbox running in the test process, over TLS and HTTP/2, with
 /// made-up APNs and FCM credentials that the sandbox checks.
@@ -118,11 +119,13 @@ struct DeliveryHarness: Sendable {
     }
 
     /// The relay with delivery on, trusting the sandbox's CA.
-    func application(extra: [AbsoluteConfigKey: ConfigValue] = [:]) async throws -> some ApplicationProtocol {
+    /// The relay on these apps and the sandbox; `clock` times what waits (tests pass a
+    /// `ManualTime` they move).
+    func application(extra: [AbsoluteConfigKey: ConfigValue] = [:], clock: RelayClock = .system) async throws -> some ApplicationProtocol {
         var values = Self.fastDelivery
         values["tls.ca_file"] = .init(.string(sandbox.certificates.caFile), isSecret: false)
         values.merge(extra) { $1 }
-        return try await test.application(extra: values)
+        return try await test.application(extra: values, clock: clock)
     }
 
     func shutdown() async { await sandbox.shutdown() }
@@ -199,6 +202,42 @@ struct DeliveryHarness: Sendable {
     /// The requests the sandbox received for one device token.
     func requests(token: String) -> [SandboxRequest] {
         state.requests().filter { $0.path.hasSuffix("/\(token)") || $0.body.contains("\"token\":\"\(token)\"") }
+    }
+
+    /// Waits until the first attempt of each of `tokens` was answered with a retry and its outcome
+    /// stored; returns, per token, when the retry is due, when the outcome was stored, and when the
+    /// sandbox received the request. A retry's due time is the mechanism tests check: the wait
+    /// itself is the clock's business, and ``makeDue(_:)`` stands in for it passing.
+    func scheduledRetries(_ tokens: [String]) async throws -> [(token: String, due: Date, stored: Date, asked: Date)] {
+        let answered = try await eventually {
+            try await test.count(
+                "SELECT count(*)::int FROM deliveries WHERE device_token = ANY($1) AND status = 'pending' AND attempts = 1 AND last_error IS NOT NULL",
+                [tokens]
+            ) == tokens.count
+        }
+        #expect(answered, "the first attempts of \(tokens) were not answered with a retry")
+        var retries: [(token: String, due: Date, stored: Date, asked: Date)] = []
+        for token in tokens {
+            guard
+                let row = try await test.client.query(
+                    "SELECT next_attempt_at, updated_at FROM deliveries WHERE device_token = $1",
+                    [token]
+                ).rows.first,
+                let asked = requests(token: token).first?.receivedAt
+            else { continue }
+            let (due, stored) = try row.decode((Date, Date).self)
+            retries.append((token, due, stored, asked))
+        }
+        return retries
+    }
+
+    /// Makes the pending deliveries of `tokens` due now, as if their wait had passed: the
+    /// dispatcher's poll claims them.
+    func makeDue(_ tokens: [String]) async throws {
+        _ = try await test.client.query(
+            "UPDATE deliveries SET next_attempt_at = now() WHERE device_token = ANY($1) AND status = 'pending'",
+            [tokens]
+        )
     }
 
     /// The delivery rows of a token: status, attempts.

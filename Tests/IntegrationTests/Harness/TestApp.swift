@@ -7,8 +7,9 @@ import JWTKit
 import Logging
 import NIOCore
 import Postgres
-import PushRelay
 import TestSupport
+
+@testable import PushRelay
 
 /// A relay on a database of its own with two apps, `support` (user tokens enabled) and `other`.
 struct TestApp {
@@ -44,7 +45,11 @@ struct TestApp {
         )
     }
 
-    func application(extra: [AbsoluteConfigKey: ConfigValue] = [:], logger: Logger = TestDatabase.logger) async throws -> some ApplicationProtocol {
+    func application(
+        extra: [AbsoluteConfigKey: ConfigValue] = [:],
+        logger: Logger = TestDatabase.logger,
+        clock: RelayClock = .system
+    ) async throws -> some ApplicationProtocol {
         var values: [AbsoluteConfigKey: ConfigValue] = [
             "database.url": .init(.string(conninfo), isSecret: true),
             "database.max_connections": .init(.int(6), isSecret: false),
@@ -55,7 +60,9 @@ struct TestApp {
         return try await buildApplication(
             reader: ConfigReader(provider: InMemoryProvider(values: values)),
             logger: logger,
-            apps: apps
+            apps: apps,
+            reload: nil,
+            clock: clock
         )
     }
 

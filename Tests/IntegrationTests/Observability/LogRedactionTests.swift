@@ -73,7 +73,7 @@ struct LogRedactionTests {
                 }
             }
             // The whole round: every accepted delivery ends, the dead token reaches Zendesk.
-            let done = try await eventually(timeout: .seconds(30)) {
+            let done = try await eventually {
                 try await relay.test.count("SELECT count(*) FROM deliveries WHERE status IN ('pending', 'sending')") == 0
                     && harness.state.requests(service: "zendesk").count >= 1
             }

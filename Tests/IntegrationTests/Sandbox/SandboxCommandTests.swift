@@ -32,7 +32,7 @@ struct SandboxProcess {
         try process.run()
         try handle.close()
         // The first start generates an RSA key, seconds in a debug build on a busy machine.
-        let ready = await eventually(timeout: .seconds(60)) {
+        let ready = await eventually {
             guard process.isRunning else { return false }
             let text = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
             return text.contains("service_account_file:") && text.hasSuffix("\n") && text.split(separator: "\n").last?.contains("url:") == true
@@ -269,7 +269,7 @@ struct SandboxCommandTests {
         #expect(accepted.status == 202)
 
         let client = try HTTP2Client(configuration: .init(caFile: printed.caFile))
-        let delivered = try await eventually(timeout: .seconds(30)) {
+        let delivered = try await eventually {
             let received = try await client.send(HTTP2Request(url: printed.apnsURL + "/sandbox/received", method: "GET"))
             let requests = (try? JSONSerialization.jsonObject(with: Data(received.body)) as? [String: Any])?["requests"] as? [[String: Any]] ?? []
             let ok = requests.filter { $0["status"] as? Int == 200 }

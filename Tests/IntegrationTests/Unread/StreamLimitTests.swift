@@ -19,19 +19,18 @@ struct StreamLimitTests {
 
     static func setting(_ value: Int) -> ConfigValue { .init(.int(value), isSecret: false) }
     /// How long a request waits for a pool connection in the per-user cap test.
-    static let acquireSeconds = 5
+    /// Long beside a free connection's acquisition on a loaded machine, short beside the test's limit.
+    static let acquireSeconds = 15
     static func streamPath(_ user: String) -> String { "/v1/apps/support/users/\(user)/unread/stream" }
 
-    /// Posts a webhook and returns its status and how long the answer took.
-    static func postWebhook(_ client: some TestClientProtocol) async throws -> (status: HTTPResponse.Status, took: Duration) {
-        let start = ContinuousClock.now
-        let response = try await client.execute(
+    /// Posts a webhook and returns its status.
+    static func postWebhook(_ client: some TestClientProtocol) async throws -> HTTPResponse.Status {
+        try await client.execute(
             uri: url,
             method: .post,
             headers: json,
             body: jsonBody(webhook(devices: [(apnsToken(), "ios")]))
-        )
-        return (response.status, ContinuousClock.now - start)
+        ).status
     }
 
     @Test(
@@ -68,21 +67,17 @@ struct StreamLimitTests {
             let bob = try SSEReader(port: port, path: Self.streamPath("bob"), bearer: try await TestApp.userToken("bob"))
             open.append(bob)
             #expect(try await bob.nextEvent() != nil)
-            // Webhooks are not held up: one waiting for a connection the streams kept would be 503
-            // after the acquire timeout. On a machine busy with other suites one answer may be slow,
-            // so the fastest of three is what is timed, against that timeout rather than a guess at
-            // the machine's speed.
-            var fastest = Duration.seconds(60)
+            // Webhooks are not held up: the streams hold no connection (they never release one they
+            // took while open), so a webhook that needed one of theirs would wait out the acquire
+            // timeout and be 503. The answer itself is the check, not how long it took.
             for _ in 0..<3 {
-                let webhook = try await Self.postWebhook(client)
-                #expect(webhook.status == .accepted, "a webhook beside four open streams was \(webhook.status) after \(webhook.took)")
-                fastest = min(fastest, webhook.took)
+                let status = try await Self.postWebhook(client)
+                #expect(status == .accepted, "a webhook beside four open streams was \(status)")
             }
-            #expect(fastest < .seconds(Self.acquireSeconds), "the fastest of three webhooks took \(fastest)")
             // A closed stream frees its place.
             open.removeFirst().hangUp()
             #expect(
-                await eventually(timeout: .seconds(5)) {
+                await eventually {
                     let again = try? SSEReader(port: port, path: Self.streamPath("alice"), bearer: token)
                     defer { again?.hangUp() }
                     return (try? await again?.nextEvent()) != nil
@@ -157,27 +152,22 @@ struct StreamLimitTests {
         }
         // Every connection has been answered: a stream, or a refusal that closed it (connections
         // past max_connections wait in the listen backlog until a refused one closes).
-        #expect(await eventually(timeout: .seconds(20)) { streams.allSatisfy { $0.status != nil } })
+        #expect(await eventually { streams.allSatisfy { $0.status != nil } })
         let served = streams.filter { $0.status == 200 && !$0.ended }.count
         let refused = streams.filter { $0.status == 503 }.count
         #expect(served <= 32, "\(served) streams were served past the general share")
         #expect(served + refused == 80)
         // Each webhook comes on a connection of its own, which must be accepted while the streams
-        // hold theirs: a starved one would wait in the backlog for a stream to close (none does)
-        // until this client gives up. On a machine busy with other suites one answer may be slow,
-        // so the fastest of five is what is timed, against half of that wait.
-        let patience = Duration.seconds(10)
-        var fastest = Duration.seconds(60)
-        for _ in 0..<5 {
-            let start = ContinuousClock.now
+        // hold theirs: a starved one would wait in the backlog for a stream to close (none does),
+        // so it would never be answered. The client waits for it up to the hang ceiling.
+        for _ in 0..<3 {
             let answer = try await relay.send(
                 Fuzz.post(Self.url, Array(Fuzz.webhook(devices: [(apnsToken(), "ios")]).utf8)),
-                timeout: patience
+                timeout: hangCeiling
             )
-            #expect(answer?.status == 202, "\(answer.map { "\($0.status) \($0.text)" } ?? "no answer within \(patience)")")
-            fastest = min(fastest, ContinuousClock.now - start)
+            #expect(answer?.status == 202, "\(answer.map { "\($0.status) \($0.text)" } ?? "no answer within \(hangCeiling)")")
+            if answer == nil { break }
         }
-        #expect(fastest < patience / 2, "the fastest of five webhooks took \(fastest)")
     }
 
     @Test("a stream ends when its user token expires", .timeLimit(.minutes(1)))
@@ -189,7 +179,7 @@ struct StreamLimitTests {
             let stream = try SSEReader(port: try #require(client.port), path: Self.streamPath("carol"), bearer: token)
             defer { stream.hangUp() }
             #expect(try await stream.nextEvent() != nil)
-            #expect(await eventually(timeout: .seconds(8)) { stream.ended })
+            #expect(await eventually { stream.ended })
         }
     }
 
@@ -203,7 +193,7 @@ struct StreamLimitTests {
             defer { stream.hangUp() }
             #expect(try await stream.nextEvent() != nil)
             try await test.client.query("UPDATE api_keys SET revoked_at = now() WHERE revoked_at IS NULL")
-            #expect(await eventually(timeout: .seconds(8)) { stream.ended })
+            #expect(await eventually { stream.ended })
         }
     }
 

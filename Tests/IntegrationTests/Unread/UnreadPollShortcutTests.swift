@@ -40,7 +40,7 @@ struct UnreadPollShortcutTests {
             // The webhook's announcement may still be on its way: poll until a poll is a 304.
             var etag = ""
             #expect(
-                try await eventually(timeout: .seconds(10)) {
+                try await eventually {
                     var headers = bearer(user)
                     if !etag.isEmpty { headers[.ifNoneMatch] = etag }
                     let poll = try await client.execute(uri: pollPath, method: .get, headers: headers)

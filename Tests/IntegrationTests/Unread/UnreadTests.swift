@@ -4,11 +4,12 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Postgres
-import PushRelay
 import PushSandbox
 import Synchronization
 import TestSupport
 import Testing
+
+@testable import PushRelay
 
 @Suite("Unread counts, badges, read sync and the live stream", .serialized)
 struct UnreadTests {
@@ -373,7 +374,7 @@ struct UnreadTests {
             // The webhook's change is announced (NOTIFY at commit) and reaches the poll within moments.
             var changed = try await client.execute(uri: "/v1/apps/support/users/bob/unread", method: .get, headers: conditional)
             #expect(
-                try await eventually(timeout: .seconds(10)) {
+                try await eventually {
                     changed = try await client.execute(uri: "/v1/apps/support/users/bob/unread", method: .get, headers: conditional)
                     return changed.status == .ok
                 }
@@ -430,7 +431,7 @@ struct UnreadTests {
             // The list did not fit one NOTIFY, so it came in several: the poll sees the reply.
             var changed = try await client.execute(uri: path, method: .get, headers: conditional)
             #expect(
-                try await eventually(timeout: .seconds(10)) {
+                try await eventually {
                     changed = try await client.execute(uri: path, method: .get, headers: conditional)
                     return changed.status == .ok
                 }
@@ -455,7 +456,7 @@ struct UnreadTests {
             func cachedETag(_ path: String, key: String) async throws -> String {
                 var etag = ""
                 #expect(
-                    try await eventually(timeout: .seconds(10)) {
+                    try await eventually {
                         var headers = bearer(key)
                         if !etag.isEmpty { headers[.ifNoneMatch] = etag }
                         let poll = try await client.execute(uri: path, method: .get, headers: headers)
@@ -485,7 +486,7 @@ struct UnreadTests {
             var zzHeaders = bearer(supportKey)
             zzHeaders[.ifNoneMatch] = zzETag
             #expect(
-                try await eventually(timeout: .seconds(10)) { try await client.execute(uri: zzPath, method: .get, headers: zzHeaders).status == .ok }
+                try await eventually { try await client.execute(uri: zzPath, method: .get, headers: zzHeaders).status == .ok }
             )
 
             // Another app's unchanged poll is still answered from the kept ETag, without a read.
@@ -515,7 +516,7 @@ struct UnreadTests {
             var conditional = bearer(user)
             var cacheControl: String?
             #expect(
-                try await eventually(timeout: .seconds(10)) {
+                try await eventually {
                     let first = try await client.execute(uri: "/v1/apps/support/users/fay/unread", method: .get, headers: conditional)
                     cacheControl = first.headers[.cacheControl]
                     if first.status == .notModified { return true }
@@ -541,7 +542,7 @@ struct UnreadTests {
             let whileLocked = try await test.client.withTransaction { session in
                 _ = try await session.query("LOCK TABLE unread_counters IN ACCESS EXCLUSIVE MODE")
                 // Waits at most 10 s; a poll that queried would wait for this transaction to end.
-                _ = await eventually(timeout: .seconds(10)) { answered.withLock { $0 } != nil }
+                _ = await eventually { answered.withLock { $0 } != nil }
                 return answered.withLock { $0 }
             }
             _ = await polls.result
@@ -656,11 +657,11 @@ struct UnreadTests {
                 )
                 #expect(try await stream.nextEvent()?["total"] as? Int == 1)
                 // Heartbeats keep an idle stream alive (every second here).
-                #expect(await eventually(timeout: .seconds(5)) { stream.heartbeats > 0 })
+                #expect(await eventually { stream.heartbeats > 0 })
             }
         // The relay has shut down: the stream ended instead of holding shutdown up.
         let stream = try #require(reader.withLock { $0 })
-        #expect(await eventually(timeout: .seconds(5)) { stream.ended })
+        #expect(await eventually { stream.ended })
     }
 }
 
@@ -742,16 +743,13 @@ final class SSEReader: Sendable {
         }
     }
 
-    /// The next `unread` event's data, waiting up to 10 s.
+    /// The next `unread` event's data; `nil` when none comes before the hang ceiling.
     func nextEvent() async throws -> [String: Any]? {
-        let deadline = ContinuousClock.now + .seconds(10)
-        while ContinuousClock.now < deadline {
-            let event: [String: Any]?? = state.withLock { state in
-                state.events.isEmpty ? nil : .some(state.events.removeFirst())
-            }
-            if let event { return event }
-            try await Task.sleep(for: .milliseconds(20))
+        var next: [String: Any]?
+        _ = await eventually {
+            next = state.withLock { state in state.events.isEmpty ? nil : state.events.removeFirst() }
+            return next != nil
         }
-        return nil
+        return next
     }
 }

@@ -42,30 +42,30 @@ struct IntakeWriterTests {
         #expect(try await test.count("SELECT count(DISTINCT xmin::text) FROM notifications WHERE ticket_id <> 'w0'") == 1)
     }
 
-    @Test("a second group commit starts beside one in flight only once that one has taken overlapAfter")
+    @Test("a second group commit starts beside one in flight only once that one has taken overlapAfter on the writer's clock")
     func overlapOnlyAfterTheDelay() async throws {
         let test = try await TestApp.make()
         _ = try await test.application()  // applies the migrations
         let overlapAfter = Duration.seconds(4)
-        let writer = Self.writer(test, maxConcurrentWrites: 2, overlapAfter: overlapAfter)
+        // The writer times its writes on this clock; the test moves it.
+        let time = ManualTime()
+        let writer = Self.writer(test, maxConcurrentWrites: 2, overlapAfter: overlapAfter, clock: RelayClock(time))
         let results = Results()
         try await withThrowingTaskGroup(of: Void.self) { service in
             service.addTask { try await writer.run() }
             try await test.client.withTransaction { session in
                 _ = try await session.query("LOCK TABLE notifications IN SHARE ROW EXCLUSIVE MODE")
-                // The first write cannot start before this instant, so the second cannot start
-                // before it plus overlapAfter.
-                let submitted = ContinuousClock.now
+                let started = time.now
                 results.submit(0, to: writer)
                 #expect(try await eventually { try await test.count(Self.waiting) == 1 }, "the first batch's statement waits for the lock")
                 for n in 1...5 { results.submit(n, to: writer) }
-                try await Task.sleep(for: .milliseconds(300))
-                let waitingSoon = try await test.count(Self.waiting)
-                if ContinuousClock.now - submitted < overlapAfter {
-                    #expect(waitingSoon == 1, "the second batch waits while the first has taken less than overlapAfter")
-                }
+                // The second batch waits on the clock for the first write to have taken overlapAfter.
+                #expect(await eventually { time.deadlines == [started + overlapAfter] }, "\(time.deadlines)")
+                time.advance(by: overlapAfter - .milliseconds(1))
+                #expect(time.deadlines == [started + overlapAfter], "still waiting a millisecond before")
+                #expect(try await test.count(Self.waiting) == 1, "the second batch has not started")
+                time.advance(by: .milliseconds(1))
                 #expect(try await eventually { try await test.count(Self.waiting) == 2 }, "then it starts beside the first")
-                #expect(ContinuousClock.now - submitted >= overlapAfter)
                 // Both slots busy: these form a third batch.
                 for n in 6...10 { results.submit(n, to: writer) }
             }
@@ -94,12 +94,13 @@ struct IntakeWriterTests {
     }
 
     /// A writer on connections of its own: the test's two hold the lock and look at `pg_locks`.
-    static func writer(_ test: TestApp, maxConcurrentWrites: Int, overlapAfter: Duration) -> IntakeWriter {
+    static func writer(_ test: TestApp, maxConcurrentWrites: Int, overlapAfter: Duration, clock: RelayClock = .system) -> IntakeWriter {
         let client = PostgresClient(configuration: .init(conninfo: test.conninfo, maxConnections: 2), logger: TestDatabase.logger)
         return IntakeWriter(
             queue: DeliveryQueue(client: client),
             logger: TestDatabase.logger,
-            settings: WebhookSettings(batchSize: 500, concurrentWrites: maxConcurrentWrites, concurrentWriteAfter: overlapAfter)
+            settings: WebhookSettings(batchSize: 500, concurrentWrites: maxConcurrentWrites, concurrentWriteAfter: overlapAfter),
+            clock: clock
         )
     }
 

@@ -5,10 +5,11 @@ import Hummingbird
 import HummingbirdTesting
 import NIOCore
 import Postgres
-import PushRelay
 import StrictJSON
 import TestSupport
 import Testing
+
+@testable import PushRelay
 
 /// The two ways a webhook can take through a relay: the router alone (`app.test(.router)`), and a
 /// live server, where a well-formed webhook is taken on the connection's event loop

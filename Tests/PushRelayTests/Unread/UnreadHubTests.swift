@@ -20,7 +20,7 @@ struct UnreadHubTests {
         defer { running.cancel() }
         feed.yield(.listening)
         #expect(
-            await eventually(timeout: .seconds(20)) {
+            await eventually {
                 let generation = hub.beginRead()
                 hub.abandonRead(since: generation)
                 return generation != nil
@@ -78,7 +78,7 @@ struct UnreadHubTests {
             let failed = hub.beginRead()
             hub.abandonRead(since: failed)
             feed.yield(.notification(PostgresNotification(channel: UnreadChannel.name, payload: "a u\nb w", processID: 1)))
-            #expect(await eventually(timeout: .seconds(20)) { hub.cachedETag(app: "a", owner: "u") == nil })
+            #expect(await eventually { hub.cachedETag(app: "a", owner: "u") == nil })
             #expect(hub.cachedETag(app: "a", owner: "v") == "\"v\"")
             hub.remember(app: "b", owner: "w", etag: "\"w\"", since: inFlight)
             #expect(hub.cachedETag(app: "b", owner: "w") == nil, "b w was announced while this read was in flight")
