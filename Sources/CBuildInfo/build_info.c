@@ -1,8 +1,9 @@
 #include "build_info.h"
 
-// Deploy/release.sh writes push_relay_commit.h (ignored by git) for the length of a release build:
-// `#define PUSH_RELAY_COMMIT "45e1e92a1b2c"`. A header rather than a -D flag: a flag changes every
-// compiler command line, and the whole package would rebuild for each commit.
+// Deploy/release.sh writes push_relay_commit.h in .build-release/commit and puts that folder on
+// CPATH for the release build: `#define PUSH_RELAY_COMMIT "45e1e92a1b2c"`. A header rather than a
+// -D flag: a flag changes every compiler command line, and the whole package would rebuild for
+// each commit.
 #if __has_include("push_relay_commit.h")
 #include "push_relay_commit.h"
 #endif

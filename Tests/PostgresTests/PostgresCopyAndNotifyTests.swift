@@ -82,7 +82,7 @@ struct PostgresCopyAndNotifyTests {
                 return notifications
             }
             group.addTask {
-                try await Task.sleep(for: .seconds(15))
+                try await Task.sleep(for: hangCeiling)  // only a hang ends here
                 return []
             }
             let first = try await group.next()!

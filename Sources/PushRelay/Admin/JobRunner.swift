@@ -18,6 +18,8 @@ final class JobRunner: Service, Sendable {
     private let lease: Double
     private let logger: Logger
     private let metrics: RelayMetrics
+    /// Times the poll and the wait before a failed batch is tried again.
+    private let clock: RelayClock
     let owner: String
 
     init(
@@ -25,8 +27,10 @@ final class JobRunner: Service, Sendable {
         wakeUps: AsyncStream<PostgresListenerEvent>?,
         settings: JobSettings,
         metrics: RelayMetrics = RelayMetrics(),
-        logger: Logger
+        logger: Logger,
+        clock: RelayClock = .system
     ) {
+        self.clock = clock
         self.metrics = metrics
         self.store = store
         self.wakeUps = wakeUps
@@ -46,9 +50,9 @@ final class JobRunner: Service, Sendable {
                     for await _ in wakeUps { doorbell.ring() }
                 }
             }
-            group.addTask { [pollInterval] in
+            group.addTask { [pollInterval, clock] in
                 while !Task.isCancelled {
-                    try? await Task.sleep(for: pollInterval)
+                    try? await clock.sleep(for: pollInterval)
                     doorbell.ring()
                 }
             }
@@ -116,7 +120,7 @@ final class JobRunner: Service, Sendable {
                                     "a bulk-unregister batch failed; retrying",
                                     metadata: ["push.job": "\(job.id)", "error": "\(error)"]
                                 )
-                                try? await Task.sleep(for: .seconds(1))
+                                try? await self.clock.sleep(for: .seconds(1))
                             }
                         }
                     }

@@ -129,7 +129,7 @@ struct RelayParts {
         providers = try await ProviderSet(
             apps: apps.configured,
             settings: delivery,
-            tokens: ProviderTokenStore(client: database.client, sealer: appsStore.providerTokenSealer),
+            tokens: ProviderTokenStore(client: database.client, sealer: appsStore.providerTokenSealer, clock: clock),
             deviceKeys: deviceKeys
         )
         listener = try PostgresListener(
@@ -156,7 +156,8 @@ struct RelayParts {
             settings: EventForwarderSettings(config: reader.scoped(to: "events")),
             caFile: delivery.caFile,
             metrics: metrics,
-            logger: logger
+            logger: logger,
+            clock: clock
         )
         let outbox = DeliveryQueue(client: database.client)
         dispatcher = Dispatcher(
@@ -171,11 +172,15 @@ struct RelayParts {
             clock: clock
         )
         writer = IntakeWriter(queue: outbox, logger: logger, settings: webhooks, dispatcher: delivery.enabled ? dispatcher : nil, clock: clock)
-        hub = UnreadHub(events: listener.events(on: [UnreadChannel.name]), settings: UnreadSettings(config: reader.scoped(to: "unread")))
+        hub = UnreadHub(
+            events: listener.events(on: [UnreadChannel.name]),
+            settings: UnreadSettings(config: reader.scoped(to: "unread")),
+            clock: clock
+        )
         console = ConsoleSettings(config: reader.scoped(to: "console"))
         keys = APIKeyStore(client: database.client, cache: APIKeyCache(clock: clock))
         sessions = ConsoleSessionStore(client: database.client, keys: keys, idleTimeout: console.idleTimeout, maxLifetime: console.sessionLifetime)
-        authenticator = Authenticator(keys: keys, apps: apps.directory, sessions: console.enabled ? sessions : nil)
+        authenticator = Authenticator(keys: keys, apps: apps.directory, sessions: console.enabled ? sessions : nil, clock: clock)
     }
 
     /// The reloader of these parts; `read` (`nil`: reloads are refused) is read once now, for the
@@ -281,7 +286,8 @@ struct RelayParts {
                 wakeUps: listener.events(on: [JobStore.channel]),
                 settings: jobSettings,
                 metrics: metrics,
-                logger: logger
+                logger: logger,
+                clock: clock
             )
         )
         app.addServices(forwarder)
@@ -291,7 +297,8 @@ struct RelayParts {
                 client: database.client,
                 settings: RetentionSettings(config: reader.scoped(to: "retention")),
                 metrics: metrics,
-                logger: logger
+                logger: logger,
+                clock: clock
             )
         )
         app.addServices(writer)

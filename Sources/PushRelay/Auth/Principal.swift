@@ -14,14 +14,13 @@ public enum Principal: Sendable, Hashable {
     case user(app: String, userID: String)
 }
 
-/// Claims PushRelay reads from a user JWT (HS256, signed by the app's backend).
+/// Claims PushRelay reads from a user JWT (HS256, signed by the app's backend). The expiry is
+/// checked against the authenticator's clock after the signature (``Authenticator``).
 struct UserTokenClaims: JWTPayload {
     var sub: SubjectClaim
     var exp: ExpirationClaim
 
-    func verify(using algorithm: some JWTAlgorithm) async throws {
-        try exp.verifyNotExpired()
-    }
+    func verify(using algorithm: some JWTAlgorithm) async throws {}
 }
 
 /// Turns the bearer credential into a ``Principal``: API keys from the database, user JWTs with
@@ -33,11 +32,18 @@ public struct Authenticator: Sendable {
     /// session cookie acts as the key the session was opened with.
     let sessions: ConsoleSessionStore?
     let verifiedUserTokens = VerifiedUserTokens()
+    /// The date user tokens' expiry is checked against.
+    let clock: RelayClock
 
     public init(keys: APIKeyStore, apps: AppDirectory, sessions: ConsoleSessionStore? = nil) {
+        self.init(keys: keys, apps: apps, sessions: sessions, clock: .system)
+    }
+
+    init(keys: APIKeyStore, apps: AppDirectory, sessions: ConsoleSessionStore?, clock: RelayClock) {
         self.keys = keys
         self.apps = apps
         self.sessions = sessions
+        self.clock = clock
     }
 
     /// The header a console session's unsafe requests (anything but GET and HEAD) carry its CSRF
@@ -122,9 +128,11 @@ public struct Authenticator: Sendable {
         guard let collection = apps.entry(app)?.userTokenKeys else {
             throw Self.unauthorized("user tokens are not enabled for this app")
         }
-        if let principal = rememberedUser(credential, app: app, now: Date()) { return principal }
+        let now = clock.date()
+        if let principal = rememberedUser(credential, app: app, now: now) { return principal }
         do {
             let claims = try await collection.verify(credential, as: UserTokenClaims.self)
+            try claims.exp.verifyNotExpired(currentDate: now)
             // The subject becomes a stored user id: it follows the same rule as `user_id`.
             guard (try? InputRules.identifier(claims.sub.value, field: "sub", maxBytes: InputRules.maxUserBytes)) != nil else {
                 throw Self.unauthorized("the user token's sub must be a user id of 1-\(InputRules.maxUserBytes) bytes without control characters")

@@ -76,8 +76,8 @@ public struct DeliverySettings: Sendable {
     var sendWindow: Duration { max(lease - requestTimeout - lease / 10, lease / 2) }
 
     /// When a send of a delivery claimed at `claimedAt` must be over (its lease less a tenth).
-    func sendDeadline(claimedAt: ContinuousClock.Instant) -> SendDeadline {
-        SendDeadline(claimedAt: claimedAt, lease: lease, requestTimeout: requestTimeout)
+    func sendDeadline(claimedAt: ContinuousClock.Instant, clock: RelayClock = .system) -> SendDeadline {
+        SendDeadline(claimedAt: claimedAt, lease: lease, requestTimeout: requestTimeout, clock: clock)
     }
 
     /// The delay before retry number `attempt` (1-based): exponential with "equal jitter" (half

@@ -201,7 +201,7 @@ final class Dispatcher: Service, Sendable {
         var lapsed = 0
         var handedBack = 0
         while true {
-            switch machine.withLock({ $0.nextSend(on: line, now: .now, date: Date()) }) {
+            switch machine.withLock({ $0.nextSend(on: line, now: .now, date: clock.date()) }) {
             case .stop:
                 if lapsed > 0 {
                     logger.warning(
@@ -231,15 +231,15 @@ final class Dispatcher: Service, Sendable {
             // The app was removed by a reload after this was claimed: keep it, as a credential
             // problem is kept (no attempt counted), in case the app comes back.
             let outcome = PushOutcome.credential(reason: "the app is not configured (removed by a reload)", refreshToken: false)
-            finish(rules.decide(delivery, outcome, now: Date(), jitter: .random(in: 0...1)))
+            finish(rules.decide(delivery, outcome, now: clock.date(), jitter: .random(in: 0...1)))
             return
         }
-        if let result = rules.preflight(delivery, now: Date(), hasProvider: provider != nil) {
+        if let result = rules.preflight(delivery, now: clock.date(), hasProvider: provider != nil) {
             finish(result)
             return
         }
         let answer = await provider!.send(delivery, deadline: settings.sendDeadline(claimedAt: delivery.claimedAt))
-        let result = rules.decide(delivery, answer, now: Date(), jitter: .random(in: 0...1))
+        let result = rules.decide(delivery, answer, now: clock.date(), jitter: .random(in: 0...1))
         log(result)
         finish(result)
     }
@@ -291,7 +291,7 @@ final class Dispatcher: Service, Sendable {
             metrics.activity.credentialRejected(app: result.delivery.appID, platform: result.delivery.platform.rawValue, reason: result.reason ?? "")
         }
         if result.outcome == .delivered {
-            metrics.deliveredAfter(app: result.delivery.appID, .seconds(max(0, Date().timeIntervalSince(result.delivery.createdAt))))
+            metrics.deliveredAfter(app: result.delivery.appID, .seconds(max(0, clock.date().timeIntervalSince(result.delivery.createdAt))))
         }
         let claim = machine.withLock { $0.finished(result) }
         writerBell.ring()

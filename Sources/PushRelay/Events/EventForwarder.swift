@@ -151,6 +151,8 @@ final class EventForwarder: Service, Sendable {
     private let loops = Mutex<Set<String>>([])
     /// Leases this instance may hold, given back at shutdown.
     private let held = Mutex<Set<String>>([])
+    /// Times the polls, the waits after a failure and the renewal of the leases.
+    private let clock: RelayClock
 
     init(
         client: PostgresClient,
@@ -158,8 +160,10 @@ final class EventForwarder: Service, Sendable {
         settings: EventForwarderSettings,
         caFile: String?,
         metrics: RelayMetrics,
-        logger: Logger
+        logger: Logger,
+        clock: RelayClock = .system
     ) throws {
+        self.clock = clock
         queue = EventQueue(client: client)
         leases = Leases(client: client, owner: leaseOwnerName(role: "events"))
         targets = Mutex(try Self.targets(apps))
@@ -201,7 +205,7 @@ final class EventForwarder: Service, Sendable {
                             self.loops.withLock { _ = $0.remove(app) }
                         }
                     }
-                    try? await Task.sleep(for: self.settings.pollInterval)
+                    try? await self.clock.sleep(for: self.settings.pollInterval)
                 }
             }
         }
@@ -214,10 +218,11 @@ final class EventForwarder: Service, Sendable {
     /// One app's loop, until the service is cancelled or a reload removes the app.
     private func serve(_ app: String) async {
         // The lease outlives a request several times over, so it cannot lapse during one.
-        var lease = HeldLease(name: "events:\(app)", duration: max(settings.lease, settings.requestTimeout * 3))
+        var lease = HeldLease(name: "events:\(app)", duration: max(settings.lease, settings.requestTimeout * 3), clock: clock)
         held.withLock { _ = $0.insert(lease.name) }
         var failures = 0
         var countedAt: ContinuousClock.Instant?
+        let clock = self.clock
         while !Task.isCancelled {
             guard let target = target(app) else {
                 // Removed by a reload: let another instance (or this one, if it comes back) take over.
@@ -228,12 +233,12 @@ final class EventForwarder: Service, Sendable {
             let round: Round
             do {
                 guard try await lease.hold(with: leases) else {
-                    try? await Task.sleep(for: settings.pollInterval)
+                    try? await clock.sleep(for: settings.pollInterval)
                     continue
                 }
-                if countedAt.map({ $0 + .seconds(5) < .now }) ?? true {
+                if countedAt.map({ $0 + .seconds(5) < clock.now() }) ?? true {
                     metrics.eventsQueued(app: target.app, count: try await queue.queued(app: target.app, cap: 100_000))
-                    countedAt = .now
+                    countedAt = clock.now()
                 }
                 round = try await sendBatch(target, http: self.http, failures: failures)
             } catch {
@@ -247,13 +252,13 @@ final class EventForwarder: Service, Sendable {
             }
             switch round {
             case .idle:
-                try? await Task.sleep(for: settings.pollInterval)
+                try? await clock.sleep(for: settings.pollInterval)
             case .sent(let full):
                 if failures > 0 {
                     logger.notice("feedback events are accepted again", metadata: ["push.app": "\(target.app)", "push.failures": "\(failures)"])
                 }
                 failures = 0
-                if !full { try? await Task.sleep(for: settings.pollInterval) }
+                if !full { try? await clock.sleep(for: settings.pollInterval) }
             case .failed(let retryAfter):
                 failures += 1
                 let delay = backoffDelay(
@@ -264,9 +269,9 @@ final class EventForwarder: Service, Sendable {
                     maxRetryAfter: settings.maxRetryAfter
                 )
                 // Wait, renewing the lease (and the queue gauge) meanwhile.
-                let until = ContinuousClock.now + delay
-                while !Task.isCancelled, ContinuousClock.now < until {
-                    try? await Task.sleep(for: min(until - .now, lease.duration / 4))
+                let until = clock.now() + delay
+                while !Task.isCancelled, clock.now() < until {
+                    try? await clock.sleep(for: min(until - clock.now(), lease.duration / 4))
                     if (try? await lease.hold(with: leases)) != true { lease.forget() }
                     if let count = try? await queue.queued(app: target.app, cap: 100_000) { metrics.eventsQueued(app: target.app, count: count) }
                 }

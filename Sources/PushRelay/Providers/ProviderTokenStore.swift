@@ -58,8 +58,17 @@ struct ProviderTokenStore: Sendable {
     let waitLimit: Duration
     /// How often a waiting caller looks for the stored token.
     let waitInterval: Duration
+    /// Times the wait for another instance's refresh.
+    let clock: RelayClock
 
-    init(client: PostgresClient, sealer: Sealer? = nil, waitLimit: Duration = .seconds(30), waitInterval: Duration = .milliseconds(250)) {
+    init(
+        client: PostgresClient,
+        sealer: Sealer? = nil,
+        waitLimit: Duration = .seconds(30),
+        waitInterval: Duration = .milliseconds(250),
+        clock: RelayClock = .system
+    ) {
+        self.clock = clock
         self.client = client
         self.sealer = sealer
         self.leases = Leases(client: client, owner: leaseOwnerName(role: "tokens"))
@@ -100,7 +109,7 @@ struct ProviderTokenStore: Sendable {
             return entry
         }
         let lease = "provider_token " + credential
-        let giveUp = ContinuousClock.now + waitLimit
+        let giveUp = clock.now() + waitLimit
         while true {
             if let stored = usable(try await read(credential)) { return stored }
             if try await leases.acquire(lease, for: waitLimit + .seconds(30)) {
@@ -126,8 +135,8 @@ struct ProviderTokenStore: Sendable {
                     throw error
                 }
             }
-            guard ContinuousClock.now < giveUp else { throw Unavailable(credential: credential) }
-            try await Task.sleep(for: waitInterval)
+            guard clock.now() < giveUp else { throw Unavailable(credential: credential) }
+            try await clock.sleep(for: waitInterval)
         }
     }
 

@@ -18,10 +18,13 @@ struct SendDeadline: Sendable {
     var requestTimeout: Duration
     /// The least time left for a retry inside the send to start.
     var retryBudget: Duration
+    /// The time the deadline is measured against.
+    var clock: RelayClock
 
     /// The deadline of a send of a delivery claimed at `claimedAt` (the monotonic time taken just
     /// before the claiming statement, so no later than PostgreSQL's own start of the lease).
-    init(claimedAt: ContinuousClock.Instant, lease: Duration, requestTimeout: Duration) {
+    init(claimedAt: ContinuousClock.Instant, lease: Duration, requestTimeout: Duration, clock: RelayClock = .system) {
+        self.clock = clock
         instant = claimedAt + lease - lease / 10
         self.requestTimeout = requestTimeout
         // A send starts at most `DeliverySettings.sendWindow` after its claim, which leaves it
@@ -30,7 +33,7 @@ struct SendDeadline: Sendable {
     }
 
     /// The time left, zero or negative once the deadline has passed.
-    var remaining: Duration { instant - .now }
+    var remaining: Duration { instant - clock.now() }
 
     /// The timeout for a request started now: `timeout` (the request timeout unless given), or the
     /// time left when that is shorter.

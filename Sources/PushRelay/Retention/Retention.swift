@@ -180,8 +180,11 @@ final class RetentionService: Service, Sendable {
     private let settings: RetentionSettings
     private let metrics: RelayMetrics
     private let logger: Logger
+    /// Times the interval between runs, the pauses between batches and the lease's renewal.
+    private let clock: RelayClock
 
-    init(client: PostgresClient, settings: RetentionSettings, metrics: RelayMetrics, logger: Logger) {
+    init(client: PostgresClient, settings: RetentionSettings, metrics: RelayMetrics, logger: Logger, clock: RelayClock = .system) {
+        self.clock = clock
         queue = DeliveryQueue(client: client)
         store = RetentionStore(client: client)
         leases = Leases(client: client, owner: leaseOwnerName(role: "retention"))
@@ -221,7 +224,7 @@ final class RetentionService: Service, Sendable {
                         metadata: ["error": "\(error)"]
                     )
                 }
-                try? await Task.sleep(for: self.settings.interval)
+                try? await self.clock.sleep(for: self.settings.interval)
             }
         }
         // Stopped in the middle of a run: give the lease back (outside the cancelled task, so
@@ -232,12 +235,12 @@ final class RetentionService: Service, Sendable {
     /// One run, if this instance gets the lease (`nil` when another instance holds it).
     func runOnce() async throws -> RetentionReport? {
         // Long enough for a batch at any size; renewed between batches.
-        var lease = HeldLease(name: Self.leaseName, duration: .seconds(120))
+        var lease = HeldLease(name: Self.leaseName, duration: .seconds(120), clock: clock)
         guard try await lease.hold(with: leases) else { return nil }
-        let started = ContinuousClock.now
+        let started = clock.now()
         var report = RetentionReport()
         func stopped() -> RetentionReport {
-            report.seconds = (ContinuousClock.now - started).timeInterval
+            report.seconds = (clock.now() - started).timeInterval
             return report
         }
         var cursor: Int64 = 0
@@ -299,6 +302,6 @@ final class RetentionService: Service, Sendable {
     }
 
     private func pause() async throws {
-        if settings.batchPause > .zero { try await Task.sleep(for: settings.batchPause) }
+        if settings.batchPause > .zero { try await clock.sleep(for: settings.batchPause) }
     }
 }

@@ -32,18 +32,21 @@ struct Leases: Sendable {
 struct HeldLease: Sendable {
     let name: String
     let duration: Duration
+    /// When half of it has passed, on this clock.
+    let clock: RelayClock
     private var renewAfter: ContinuousClock.Instant?
 
-    init(name: String, duration: Duration) {
+    init(name: String, duration: Duration, clock: RelayClock = .system) {
         self.name = name
         self.duration = duration
+        self.clock = clock
     }
 
     /// Whether this instance holds the lease now, asking the database only when it does not know
     /// (not held, or half of it passed).
     mutating func hold(with leases: Leases) async throws -> Bool {
-        if let renewAfter, renewAfter > .now { return true }
-        let start = ContinuousClock.now
+        if let renewAfter, renewAfter > clock.now() { return true }
+        let start = clock.now()
         if try await leases.acquire(name, for: duration) {
             renewAfter = start + duration / 2
             return true
@@ -53,7 +56,7 @@ struct HeldLease: Sendable {
     }
 
     /// Whether the last ``hold(with:)`` found it held and half of it has not passed.
-    var isHeld: Bool { renewAfter.map { $0 > .now } ?? false }
+    var isHeld: Bool { renewAfter.map { $0 > clock.now() } ?? false }
 
     mutating func forget() { renewAfter = nil }
 }

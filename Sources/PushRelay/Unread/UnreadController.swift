@@ -119,7 +119,7 @@ struct UnreadController<Context: RequestContext>: Sendable {
         let hub = self.hub
         let authenticator = self.authenticator
         let logger = context.logger
-        let endAt = ContinuousClock.now + hub.streamLifetime
+        let endAt = hub.clock.now() + hub.streamLifetime
         let headers: HTTPFields = [.contentType: "text/event-stream", .cacheControl: "no-cache", HTTPField.Name("X-Accel-Buffering")!: "no"]
         return Response(
             status: .ok,
@@ -132,7 +132,7 @@ struct UnreadController<Context: RequestContext>: Sendable {
                     for await signal in subscription.signals {
                         switch signal {
                         case .heartbeat:
-                            guard ContinuousClock.now < endAt else { return }
+                            guard hub.clock.now() < endAt else { return }
                             // Expired or revoked since the stream began: end it. The checks are the
                             // request's own (cached, so a heartbeat costs no query).
                             let principal = try? await authenticator.authenticate(request, app: app)

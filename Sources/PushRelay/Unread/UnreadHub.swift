@@ -45,6 +45,8 @@ final class UnreadHub: Service, Sendable {
     let maxStreamsPerCredential: Int
     /// How long a live stream lasts at most (``UnreadSettings/streamLifetime``).
     let streamLifetime: Duration
+    /// Times the heartbeats and the streams' lifetimes.
+    let clock: RelayClock
 
     /// The ETag last served per owner, kept while no change of that owner was announced since it
     /// was read, so an unchanged poll is answered without a query. Announcements come from every
@@ -131,7 +133,8 @@ final class UnreadHub: Service, Sendable {
     let cacheControl: String
 
     /// - Parameter events: the listener's events on ``UnreadChannel`` (``PostgresListener/events(on:)``).
-    init(events: AsyncStream<PostgresListenerEvent>, settings: UnreadSettings = UnreadSettings()) {
+    init(events: AsyncStream<PostgresListenerEvent>, settings: UnreadSettings = UnreadSettings(), clock: RelayClock = .system) {
+        self.clock = clock
         self.streamLifetime = settings.streamLifetime
         self.events = events
         self.heartbeat = settings.heartbeat
@@ -283,7 +286,7 @@ final class UnreadHub: Service, Sendable {
             }
             group.addTask {
                 while !Task.isCancelled {
-                    try? await Task.sleep(for: self.heartbeat)
+                    try? await self.clock.sleep(for: self.heartbeat)
                     self.signalAll(.heartbeat)
                 }
             }

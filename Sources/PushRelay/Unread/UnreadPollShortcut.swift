@@ -151,7 +151,7 @@ final class UnreadPollShortcutHandler: ChannelDuplexHandler, RemovableChannelHan
             return
         }
         if case .head(let head) = part {
-            if passedOn == 0, let answer = shortcut.unchanged(head, now: Date()) {
+            if passedOn == 0, let answer = shortcut.unchanged(head, now: shortcut.authenticator.clock.date()) {
                 answering = (head, answer, ContinuousClock.now)
                 return
             }

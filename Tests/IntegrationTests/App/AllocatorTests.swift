@@ -1,21 +1,18 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// `push-relay` is linked with jemalloc so that jemalloc serves its allocations (Allocator.swift).
 @Suite struct AllocatorTests {
     /// `push-relay version`'s allocator line, run with `environment` added to this process's.
     private func allocatorLine(environment: [String: String] = [:]) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try RelayProcess.executable)
-        process.arguments = ["version"]
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
-        let lines = String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
+        let run = try ChildProcess.run(
+            try RelayProcess.executable,
+            ["version"],
+            environment: ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        )
+        #expect(run.status == 0)
+        let lines = run.output.split(separator: "\n").map(String.init)
         return try #require(lines.first { $0.hasPrefix("allocator: ") })
     }
 

@@ -17,20 +17,13 @@ struct CommandLineTests {
     /// Runs `push-relay` (or `executable`) with `arguments` in `directory`, with only `environment`
     /// (and PATH) set.
     static func run(_ arguments: [String], in directory: String, environment: [String: String] = [:], executable: String? = nil) throws -> Run {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try executable ?? RelayProcess.executable)
-        process.arguments = arguments
-        process.currentDirectoryURL = URL(fileURLWithPath: directory)
-        process.environment = environment.merging(["PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"]) { $1 }
-        let output = Pipe()
-        let error = Pipe()
-        process.standardOutput = output
-        process.standardError = error
-        try process.run()
-        let out = output.fileHandleForReading.readDataToEndOfFile()
-        let err = error.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Run(status: process.terminationStatus, output: String(decoding: out, as: UTF8.self), error: String(decoding: err, as: UTF8.self))
+        let run = try ChildProcess.run(
+            try executable ?? RelayProcess.executable,
+            arguments,
+            environment: environment.merging(["PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"]) { $1 },
+            directory: directory
+        )
+        return Run(status: run.status, output: run.output, error: run.error)
     }
 
     static func directory() throws -> String {

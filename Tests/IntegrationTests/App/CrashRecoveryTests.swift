@@ -23,7 +23,7 @@ func builtExecutable(_ name: String) throws -> String {
 
 /// The `push-relay` executable, run as a separate process so it can be killed with SIGKILL.
 struct RelayProcess {
-    let process: Process
+    let process: ChildProcess
     let port: Int
     let log: String
 
@@ -35,15 +35,11 @@ struct RelayProcess {
     /// Starts `push-relay serve` with `configFile`, logging at `logLevel` to `log`, and waits until
     /// `/health` answers.
     static func start(configFile: String, port: Int, log: String, logLevel: String = "warning") async throws -> RelayProcess {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try executable)
-        process.arguments = ["serve", "--config", configFile, "--port", String(port), "--log-level", logLevel]
-        _ = FileManager.default.createFile(atPath: log, contents: nil)
-        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
-        try handle.seekToEnd()
-        process.standardOutput = handle
-        process.standardError = handle
-        try process.run()
+        let process = try ChildProcess(
+            try executable,
+            ["serve", "--config", configFile, "--port", String(port), "--log-level", logLevel],
+            output: log
+        )
         let relay = RelayProcess(process: process, port: port, log: log)
         let healthy = await eventually {
             guard process.isRunning else { return false }
@@ -51,7 +47,8 @@ struct RelayProcess {
         }
         guard healthy else {
             let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
-            process.terminate()
+            process.kill()
+            process.waitUntilExit()
             throw ConfigurationError("push-relay did not become healthy; its output:\n\(output)")
         }
         return relay
@@ -71,7 +68,7 @@ struct RelayProcess {
     }
 
     func kill() {
-        Foundation.kill(process.processIdentifier, SIGKILL)
+        process.kill()
         process.waitUntilExit()
     }
 

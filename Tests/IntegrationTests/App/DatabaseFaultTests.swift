@@ -277,20 +277,11 @@ struct DatabaseFaultTests {
         try await cluster.stop(immediate: true)
     }
 
-    /// Runs `executable` and waits for it with posix_spawn and waitpid: Foundation's
-    /// `Process.waitUntilExit` was seen spinning forever on a `mount` that had exited (left a
-    /// zombie) while other tests started processes.
+    /// Runs `executable` to its end (ChildProcess: posix_spawn and waitpid); throws unless it exits 0.
     static func run(_ executable: String, _ arguments: [String]) throws {
-        var pid: pid_t = 0
-        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-        defer { for pointer in argv { free(pointer) } }
-        let spawned = posix_spawn(&pid, executable, nil, nil, argv, environ)
-        guard spawned == 0 else { throw PostgresError(code: .server, message: "cannot start \(executable): \(spawned)") }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-        let exitStatus = (status >> 8) & 0xff
-        guard status & 0x7f == 0 && exitStatus == 0 else {
-            throw PostgresError(code: .server, message: "\(executable) \(arguments.joined(separator: " ")) exited \(exitStatus)")
+        let run = try ChildProcess.run(executable, arguments)
+        guard run.status == 0 else {
+            throw PostgresError(code: .server, message: "\(executable) \(arguments.joined(separator: " ")) exited \(run.status): \(run.error)")
         }
     }
 }

@@ -85,22 +85,12 @@ struct ReplicatedPostgres {
 
     /// Runs a PostgreSQL tool as the server's user (`postgres` when the tests run as root).
     static func run(_ executable: String, _ arguments: [String]) throws {
-        let process = Process()
-        if geteuid() == 0 {
-            process.executableURL = URL(fileURLWithPath: "/usr/sbin/runuser")
-            process.arguments = ["-u", "postgres", "--", executable] + arguments
-        } else {
-            process.executableURL = URL(fileURLWithPath: executable)
-            process.arguments = arguments
-        }
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw PostgresError(code: .embeddedServer, message: "\(executable) failed (\(process.terminationStatus)): \(text)")
+        let run =
+            geteuid() == 0
+            ? try ChildProcess.run("/usr/sbin/runuser", ["-u", "postgres", "--", executable] + arguments)
+            : try ChildProcess.run(executable, arguments)
+        guard run.status == 0 else {
+            throw PostgresError(code: .embeddedServer, message: "\(executable) failed (\(run.status)): \(run.output)\(run.error)")
         }
     }
 }

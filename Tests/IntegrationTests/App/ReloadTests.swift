@@ -205,7 +205,7 @@ struct ReloadTests {
                 try Self.yaml(setup, harness: harness).write(toFile: configFile, atomically: true, encoding: .utf8)
                 reloads += 1
                 if reloads % 2 == 1 {
-                    kill(relay.process.processIdentifier, SIGHUP)
+                    relay.process.signal(SIGHUP)
                     let done = await eventually { count("configuration reloaded") >= reloads }
                     #expect(done, "reload \(reloads) by SIGHUP did not happen:\n\(log())")
                     // Every field on every line, empty when nothing was added or removed.
@@ -312,7 +312,7 @@ struct ReloadTests {
             // A bad file is refused whole, with one error line, and the configuration in use serves on.
             let refusedBefore = count("configuration reload refused")
             try (Self.yaml(setup, harness: harness) + "\nhttp:\n  prot: 9999\n").write(toFile: configFile, atomically: true, encoding: .utf8)
-            kill(relay.process.processIdentifier, SIGHUP)
+            relay.process.signal(SIGHUP)
             #expect(await eventually { count("configuration reload refused") == refusedBefore + 1 })
             let refusedLines = log().split(separator: "\n").filter { $0.contains("configuration reload refused") }
             #expect(refusedLines.last?.contains("http.prot") == true && refusedLines.last?.contains("http.port") == true, "\(refusedLines)")

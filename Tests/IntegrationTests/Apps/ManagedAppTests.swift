@@ -228,7 +228,7 @@ struct ManagedAppTests {
                 return nil
             }
             group.addTask {
-                try await Task.sleep(for: .seconds(15))
+                try await Task.sleep(for: hangCeiling)  // only a hang ends here
                 return nil
             }
             let first = try await group.next() ?? nil

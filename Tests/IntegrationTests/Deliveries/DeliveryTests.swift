@@ -847,15 +847,14 @@ struct DeliveryTests {
             let passwordFile = harness.directory + "/other.p12.password"
             try "p12-password-42\n".write(toFile: passwordFile, atomically: true, encoding: .utf8)
             let other = try certificates.issueAPNsClientCertificate(topic: "com.example.other", directory: harness.directory, name: "other")
-            let openssl = Process()
-            openssl.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            openssl.arguments = [
-                "openssl", "pkcs12", "-export", "-in", other.certificateFile, "-inkey", other.keyFile, "-out", p12, "-passout",
-                "pass:p12-password-42",
-            ]
-            try openssl.run()
-            openssl.waitUntilExit()
-            try #require(openssl.terminationStatus == 0)
+            let openssl = try ChildProcess.run(
+                "/usr/bin/env",
+                [
+                    "openssl", "pkcs12", "-export", "-in", other.certificateFile, "-inkey", other.keyFile, "-out", p12, "-passout",
+                    "pass:p12-password-42",
+                ]
+            )
+            try #require(openssl.status == 0, "\(openssl.error)")
 
             let gateway = harness.gateway
             for index in harness.test.apps.indices {

@@ -411,7 +411,7 @@ struct PrivatePushTests {
             for (round, content) in ["full", "generic", "full"].enumerated() {
                 if round > 0 {
                     try write(content)
-                    kill(relay.process.processIdentifier, SIGHUP)
+                    relay.process.signal(SIGHUP)
                     let reloaded = await eventually { log().components(separatedBy: "configuration reloaded").count - 1 >= round }
                     #expect(reloaded, "reload \(round) did not happen:\n\(log())")
                 }

@@ -76,24 +76,31 @@ extension DeliveryVisibilityTests {
     func failingReceiverIsolated() async throws {
         try await DeliveryHarness.with { base in
             let harness = try base.sendingEvents(app: "support").sendingEvents(app: "other")
-            // support's receiver answers 503 after a second, asking for an hour's rest. The request
-            // timeout (3 s) leaves two seconds for a loaded machine: an answer later than the timeout
-            // is a transport error, which retries after the backoff instead of the Retry-After.
+            // support's receiver holds its answer until the test releases it, then answers 503
+            // asking for an hour's rest. The request timeout (10 min) is far beyond the test.
             harness.state.setBehaviour(
-                SandboxBehaviour(status: 503, reason: "down", retryAfter: 3600, delayMilliseconds: 1000),
+                SandboxBehaviour(status: 503, reason: "down", retryAfter: 3600, delayMilliseconds: 600_000),
                 for: "events:support"
             )
-            // A short lease (9 s: three request timeouts), so one not renewed while waiting would lapse within the test.
             let extra: [AbsoluteConfigKey: ConfigValue] = [
                 "events.poll_interval_ms": .init(.int(50), isSecret: false),
-                "events.request_timeout_seconds": .init(.int(3), isSecret: false),
-                "events.lease_seconds": .init(.int(5), isSecret: false),
+                "events.request_timeout_seconds": .init(.int(600), isSecret: false),
             ]
-            try await harness.application(extra: extra).test(.router) { client in
+            // The forwarder polls, waits and renews its leases on this clock; the test moves it.
+            let time = ManualTime()
+            let start = time.now
+            let lease = Duration.seconds(1800)  // three request timeouts
+            try await harness.application(extra: extra, clock: RelayClock(time)).test(.router) { client in
+                func polled(_ condition: @escaping () -> Bool) async -> Bool {
+                    await eventually {
+                        time.advance(by: .milliseconds(50))
+                        return condition()
+                    }
+                }
+                let events = { harness.state.requests(service: "events") }
                 _ = try await Self.accept(client, webhook(devices: [(apnsToken(), "ios")]))
-                #expect(await eventually { harness.state.requests(service: "events").contains { $0.path == "/events/support" } })
-                // While support's receiver hangs and then fails, other's events go through: held
-                // behind support's hour of rest they would not arrive within the test.
+                #expect(await polled { harness.state.heldNow == 1 }, "support's receiver holds the first batch")
+                // While support's receiver hangs, other's events go through.
                 let other = try await client.execute(
                     uri: "/v1/webhooks/zendesk/other/\(TestApp.otherSecret)",
                     method: .post,
@@ -101,18 +108,33 @@ extension DeliveryVisibilityTests {
                     body: jsonBody(webhook(devices: [(apnsToken(), "ios")]))
                 )
                 #expect(other.status == .accepted)
+                #expect(await polled { events().contains { $0.path == "/events/other" && $0.status == 200 } })
+                #expect(harness.state.heldNow == 1, "support's batch is still held")
+                // The 503 with Retry-After: 3600. The relay read it (a timeout would show as
+                // "transport" and retry after the backoff).
+                harness.state.releaseDelays()
+                var metrics = ""
                 #expect(
-                    await eventually {
-                        harness.state.requests(service: "events").contains { $0.path == "/events/other" && $0.status == 200 }
+                    try await eventually {
+                        metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+                        return metricValue(metrics, "push_relay_event_send_failures_total", ["app": "support", "reason": "HTTP 503"]) == 1
                     }
                 )
-                // support waits out its Retry-After holding the lease (past its 9 s): one try so far, the event kept.
-                try await Task.sleep(for: .seconds(9))
-                #expect(harness.state.requests(service: "events").filter { $0.path == "/events/support" }.count == 1)
-                // The relay read the 503 (a timeout would show as "transport" and retry early).
-                let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
-                #expect(metricValue(metrics, "push_relay_event_send_failures_total", ["app": "support", "reason": "HTTP 503"]) == 1)
                 #expect(metricValue(metrics, "push_relay_event_send_failures_total", ["app": "support", "reason": "transport"]) == nil)
+                // support waits out its hour holding the lease: it renews it once half has passed.
+                let expiry = "SELECT extract(epoch FROM expires_at)::float8 FROM leases WHERE name = 'events:support'"
+                let before = try #require(try await harness.test.client.query(expiry).rows.first?.decode(Double.self, at: 0))
+                #expect(
+                    try await eventually {
+                        // Its wait wakes every quarter of the lease to renew it.
+                        if time.deadlines.contains(time.now + lease / 4) { time.advance(by: lease / 4) }
+                        return try await harness.test.client.query(expiry).rows.first?.decode(Double.self, at: 0) ?? 0 > before
+                    },
+                    "the lease was not renewed while support waited"
+                )
+                #expect(time.now - start < .seconds(3600), "the test's clock reached the end of the rest")
+                // One try so far, the event kept.
+                #expect(events().filter { $0.path == "/events/support" }.count == 1)
                 #expect(try await harness.test.count("SELECT count(*) FROM delivery_events WHERE app_id = 'support'") == 1)
                 #expect(try await harness.test.count("SELECT count(*) FROM leases WHERE name = 'events:support' AND expires_at > now()") == 1)
             }

@@ -14,7 +14,7 @@ import _CryptoExtras
 /// `push-relay sandbox`, run as an operator runs it: a process of its own whose printed
 /// configuration, and the files it names, are all a relay gets.
 struct SandboxProcess {
-    let process: Process
+    let process: ChildProcess
     let output: String
     /// What it printed up to the configuration's last line.
     let printed: String
@@ -22,15 +22,12 @@ struct SandboxProcess {
     /// Starts `push-relay sandbox --port 0 --directory directory` and waits for its configuration.
     static func start(directory: String) async throws -> SandboxProcess {
         let output = directory + "-sandbox-\(UUID().uuidString.prefix(8)).out"
-        _ = FileManager.default.createFile(atPath: output, contents: nil)
-        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try RelayProcess.executable)
-        process.arguments = ["sandbox", "--port", "0", "--directory", directory]
-        process.standardOutput = handle
-        process.standardError = FileHandle.standardError
-        try process.run()
-        try handle.close()
+        let process = try ChildProcess(
+            try RelayProcess.executable,
+            ["sandbox", "--port", "0", "--directory", directory],
+            output: output,
+            inheritsError: true
+        )
         // The first start generates an RSA key, seconds in a debug build on a busy machine.
         let ready = await eventually {
             guard process.isRunning else { return false }

@@ -173,13 +173,50 @@ struct StreamLimitTests {
     @Test("a stream ends when its user token expires", .timeLimit(.minutes(1)))
     func streamEndsWithCredential() async throws {
         let test = try await TestApp.make()
-        let app = try await test.application(extra: ["unread.heartbeat_seconds": Self.setting(1)])
-        let token = try await TestApp.userToken("carol", expiresIn: 3)
+        // Heartbeats and the dates tokens expire at follow the relay's clock, which the test moves.
+        let time = ManualTime()
+        let app = try await test.application(
+            extra: ["unread.heartbeat_seconds": Self.setting(1), "unread.stream_max_seconds": Self.setting(86_400)],
+            clock: RelayClock(time)
+        )
+        let token = try await TestApp.userToken("carol", expiresIn: 600)
         try await app.test(.live) { client in
             let stream = try SSEReader(port: try #require(client.port), path: Self.streamPath("carol"), bearer: token)
             defer { stream.hangUp() }
             #expect(try await stream.nextEvent() != nil)
+            #expect(await eventually { time.deadlines.contains(time.now + .seconds(1)) }, "the hub waits for the next heartbeat")
+            time.advance(by: .seconds(1))
+            #expect(await eventually { stream.heartbeats > 0 }, "a heartbeat while the token is valid")
+            #expect(!stream.ended)
+            // The next heartbeat comes after the token's expiry (not the stream's day): it ends the stream.
+            #expect(await eventually { time.deadlines.contains(time.now + .seconds(1)) })
+            time.advance(by: .seconds(1200))
             #expect(await eventually { stream.ended })
+        }
+    }
+
+    @Test("a stream ends at unread.stream_max_seconds of the relay's clock, not before", .timeLimit(.minutes(1)))
+    func streamEndsAtItsLifetime() async throws {
+        let test = try await TestApp.make()
+        let time = ManualTime()
+        let app = try await test.application(
+            extra: ["unread.heartbeat_seconds": Self.setting(1), "unread.stream_max_seconds": Self.setting(10)],
+            clock: RelayClock(time)
+        )
+        try await app.test(.live) { client in
+            let stream = try SSEReader(port: try #require(client.port), path: Self.streamPath("gil"), bearer: try await TestApp.userToken("gil"))
+            defer { stream.hangUp() }
+            #expect(try await stream.nextEvent() != nil)
+            // A heartbeat a second for nine seconds: each one sent, the stream open.
+            for second in 1...9 {
+                #expect(await eventually { time.deadlines.contains(time.now + .seconds(1)) })
+                time.advance(by: .seconds(1))
+                #expect(await eventually { stream.heartbeats >= second }, "heartbeat \(second)")
+            }
+            #expect(!stream.ended)
+            #expect(await eventually { time.deadlines.contains(time.now + .seconds(1)) })
+            time.advance(by: .seconds(1))
+            #expect(await eventually { stream.ended }, "the stream outlived its ten seconds")
         }
     }
 
@@ -200,18 +237,22 @@ struct StreamLimitTests {
     @Test("heartbeats read nothing from PostgreSQL: they go on while the counts cannot be read", .timeLimit(.minutes(1)))
     func heartbeatsWithoutQueries() async throws {
         let test = try await TestApp.make()
-        let app = try await test.application(extra: ["unread.heartbeat_seconds": Self.setting(1)])
+        // Heartbeats follow the relay's clock, which the test moves a heartbeat at a time.
+        let time = ManualTime()
+        let app = try await test.application(extra: ["unread.heartbeat_seconds": Self.setting(1)], clock: RelayClock(time))
         try await app.test(.live) { client in
             let stream = try SSEReader(port: try #require(client.port), path: Self.streamPath("erin"), bearer: try await TestApp.userToken("erin"))
             defer { stream.hangUp() }
             #expect(try await stream.nextEvent() != nil)
             // A heartbeat that read the counts would fail now, and send nothing.
             try await test.client.query("ALTER TABLE unread_counters RENAME TO unread_counters_away")
-            let before = stream.heartbeats
-            try await Task.sleep(for: .seconds(3))
-            let after = stream.heartbeats
+            for beat in 1...2 {
+                let before = stream.heartbeats
+                #expect(await eventually { time.deadlines.contains(time.now + .seconds(1)) }, "the hub waits for the next heartbeat")
+                time.advance(by: .seconds(1))
+                #expect(await eventually { stream.heartbeats > before }, "heartbeat \(beat) did not arrive")
+            }
             try await test.client.query("ALTER TABLE unread_counters_away RENAME TO unread_counters")
-            #expect(after - before >= 2, "\(after - before) heartbeats in 3 s")
         }
     }
 }

@@ -90,7 +90,7 @@ struct WebhookTests {
                     return false
                 }
                 group.addTask {
-                    try await Task.sleep(for: .seconds(15))
+                    try await Task.sleep(for: hangCeiling)  // only a hang ends here
                     return false
                 }
                 let first = try await group.next() ?? false

@@ -89,16 +89,8 @@ struct DeployConfigTests {
     func haproxyCheck() throws {
         guard FileManager.default.isExecutableFile(atPath: "/usr/sbin/haproxy") else { return }
         // The shipped file chroots and names a stats socket of the Debian package; checked as is.
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/sbin/haproxy")
-        process.arguments = ["-c", "-f", Self.root.appendingPathComponent("Deploy/haproxy.cfg").path]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        process.waitUntilExit()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        #expect(process.terminationStatus == 0, "haproxy -c: \(text)")
+        let run = try ChildProcess.run("/usr/sbin/haproxy", ["-c", "-f", Self.root.appendingPathComponent("Deploy/haproxy.cfg").path])
+        #expect(run.status == 0, "haproxy -c: \(run.output)\(run.error)")
     }
 
     @Test("no shipped configuration or document turns on HAProxy's or nginx's logging of full URLs")

@@ -1,5 +1,6 @@
 import Configuration
 import Foundation
+import TestSupport
 import Testing
 
 @testable import PushRelay
@@ -257,22 +258,25 @@ struct DispatcherStateMachineTests {
     @Test("a send's deadline is its lease less a tenth; a retry inside the send needs what a late first request gets, a request gets the time left")
     func sendDeadline() {
         let settings = Self.settings(["lease_seconds": 60, "request_timeout_seconds": 30])
-        let now = ContinuousClock.now
-        let fresh = settings.sendDeadline(claimedAt: now)
+        // The time left is read from this clock, which stands still.
+        let time = ManualTime()
+        let clock = RelayClock(time)
+        let now = time.now
+        let fresh = settings.sendDeadline(claimedAt: now, clock: clock)
         #expect(fresh.instant == now + .seconds(54))
         #expect(fresh.allowsRequest && fresh.allowsAnotherRequest)
         #expect(fresh.timeout() == .seconds(30))
         #expect(fresh.retryBudget == .seconds(24), "a send started at the end of its 30 s window has 24 s")
-        let late = settings.sendDeadline(claimedAt: now - .seconds(35))
+        let late = settings.sendDeadline(claimedAt: now - .seconds(35), clock: clock)
         #expect(late.allowsRequest)
         #expect(!late.allowsAnotherRequest, "19 s left, under the 24 s a late first request gets")
-        #expect(late.timeout() <= .seconds(19) && late.timeout() > .seconds(18))
+        #expect(late.timeout() == .seconds(19))
         #expect(late.timeout(.seconds(5)) == .seconds(5))
-        let over = settings.sendDeadline(claimedAt: now - .seconds(60))
+        let over = settings.sendDeadline(claimedAt: now - .seconds(60), clock: clock)
         #expect(!over.allowsRequest && !over.allowsAnotherRequest)
-        #expect(over.timeout() < .zero, "the client turns a timeout under 1 ms into 1 ms, never into curl's 0 (no timeout)")
+        #expect(over.timeout() == .seconds(-6), "the client turns a timeout under 1 ms into 1 ms, never into curl's 0 (no timeout)")
         // A lease shorter than two request timeouts (the delivery tests' 5 s and 10 s): retries need 2 s, not 10.
-        let short = Self.settings(["lease_seconds": 5, "request_timeout_seconds": 10]).sendDeadline(claimedAt: now)
+        let short = Self.settings(["lease_seconds": 5, "request_timeout_seconds": 10]).sendDeadline(claimedAt: now, clock: clock)
         #expect(short.retryBudget == .seconds(2))
         #expect(short.allowsAnotherRequest)
     }
