@@ -42,15 +42,16 @@ trap 'rm -rf "$work"' EXIT
 # 1. The binary: the Swift standard library and Foundation linked in, the commit compiled in.
 started=$SECONDS
 log "building push-relay $version ($commit), release, static Swift runtime"
-# The commit goes in through a header that exists only for this build (build_info.c is touched so
-# that the compiler sees it come and go).
-commit_header=Sources/CBuildInfo/push_relay_commit.h
-forget_commit() { rm -f "$commit_header"; touch Sources/CBuildInfo/build_info.c; }
-trap 'forget_commit; rm -rf "$work"' EXIT
-echo "#define PUSH_RELAY_COMMIT \"$commit\"" >"$commit_header"
-touch Sources/CBuildInfo/build_info.c
-swift build -c release --product push-relay --static-swift-stdlib --scratch-path .build-release >&2
-forget_commit
+# The commit goes in through a header in the release build's own folder, found through CPATH:
+# nothing in the source tree changes (a debug build may run meanwhile), and no compiler command
+# line does (the compiler's dependency file has the header, so a new commit recompiles
+# build_info.c alone).
+mkdir -p .build-release/commit
+echo "#define PUSH_RELAY_COMMIT \"$commit\"" >.build-release/commit/push_relay_commit.h.new
+cmp -s .build-release/commit/push_relay_commit.h.new .build-release/commit/push_relay_commit.h ||
+    mv .build-release/commit/push_relay_commit.h.new .build-release/commit/push_relay_commit.h
+CPATH="$PWD/.build-release/commit${CPATH:+:$CPATH}" \
+    swift build -c release --product push-relay --static-swift-stdlib --scratch-path .build-release >&2
 log "built in $((SECONDS - started)) s"
 binary="$work/push-relay"
 cp .build-release/release/push-relay "$binary"

@@ -30,9 +30,33 @@ swift format lint --strict --recursive --parallel Sources Tests Plugins Package.
 scripts/line-length.py  # the same 150 columns for the string literals and comments swift-format leaves alone
 stage "bootstrap (system packages)" scripts/bootstrap.sh
 # What the later stages install for themselves when run alone (the console test's Chromium, the
-# release and artifact tools), in one apt transaction now: the release build runs beside the tests
-# below, and two apt-gets at once would fail on apt's lock.
+# release and artifact tools), in one apt transaction now: the release build runs beside the other
+# stages, and two apt-gets at once would fail on apt's lock.
 stage "system packages of the later stages" apt_install_missing chromium chromium-driver dpkg-dev binutils mmdebstrap podman runc uidmap
+if [ "$#" -eq 0 ]; then
+    # The release build needs none of the tests' results: it runs beside the debug build and the tests
+    # (its output in its log) and the artifact tests wait for it. Two builds at once keep both cores
+    # busy through each one's serial stretches (the last modules, the link); the suites are checked to
+    # pass with both cores busy (scripts/test/stress.sh). It writes nothing in the source tree.
+    mkdir -p .build-release
+    release_log=.build-release/release-build.log
+    release_started=$SECONDS
+    setsid Deploy/release.sh --out .build-release/dist >"$release_log" 2>&1 &
+    release_pid=$!  # its own process group (setsid), so a failed run stops the whole build
+    stop_release() { kill -- "-$release_pid" 2>/dev/null || true; }
+    trap 'stop_release; print_stages' EXIT
+    log "release build started (pid $release_pid, log $release_log)"
+    wait_release() {
+        local status=0
+        wait "$release_pid" || status=$?
+        stages+=("$(printf '%-38s %5d s' "release build (beside the others)" $((SECONDS - release_started)))")
+        if ((status != 0)); then
+            log "the release build failed (exit status $status); the end of $release_log:"
+            tail -n 40 "$release_log" >&2
+        fi
+        return "$status"
+    }
+fi
 stage "debug build with tests" swift build --build-tests
 # Free space where the build and the test clusters live, for reading a failed run.
 df -h . /dev/shm 2>/dev/null | sed "s/^/$script_name: /" >&2 || true
@@ -44,33 +68,10 @@ if [ "$#" -gt 0 ]; then
     "${reap[@]}" swift test "$@"
     exit
 fi
-# The release build needs none of the tests' results, and they leave the cores idle a good part of
-# their time (waiting on PostgreSQL, the sandbox, relay processes): it runs beside them, its output
-# in its log, and the artifact tests wait for it. The suites are checked to pass with both cores
-# busy (scripts/test/stress.sh); this is the same load.
-mkdir -p .build-release
-release_log=.build-release/release-build.log
-release_started=$SECONDS
-setsid Deploy/release.sh --out .build-release/dist >"$release_log" 2>&1 &
-release_pid=$!  # its own process group (setsid), so a failed run stops the whole build
-stop_release() { kill -- "-$release_pid" 2>/dev/null || true; }
-trap 'stop_release; print_stages' EXIT
-log "release build started beside the tests (pid $release_pid, log $release_log)"
-wait_release() {
-    local status=0
-    wait "$release_pid" || status=$?
-    stages+=("$(printf '%-38s %5d s' "release build (beside the tests)" $((SECONDS - release_started)))")
-    if ((status != 0)); then
-        log "the release build failed (exit status $status); the end of $release_log:"
-        tail -n 40 "$release_log" >&2
-    fi
-    return "$status"
-}
 # The suites that run several relay processes on one database (scale-out, failover) keep both cores
 # busy for a minute or more, and PushRelayKit's suite runs relay processes and the example binary:
 # each batch on its own, so the three do not add up to more processes than the machine holds.
-# --skip-build: built above; the release build touches the build-information source meanwhile, and
-# a debug relink between batches would only cost time.
+# --skip-build: built just above.
 cluster_suites='ScaleOutTests|FailoverTests'
 client_suite='PushRelayKitRelayTests'
 stage "swift test: main batch" "${reap[@]}" swift test --skip-build --skip "$cluster_suites|$client_suite"
