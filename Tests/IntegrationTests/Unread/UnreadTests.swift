@@ -745,12 +745,16 @@ final class SSEReader: Sendable {
         }
     }
 
-    /// The next `unread` event's data; `nil` when none comes before the hang ceiling.
+    /// The next `unread` event's data; `nil` once the stream has ended without one (a refusal, a
+    /// closed connection) or none came before the hang ceiling.
     func nextEvent() async throws -> [String: Any]? {
         var next: [String: Any]?
         _ = await eventually {
-            next = state.withLock { state in state.events.isEmpty ? nil : state.events.removeFirst() }
-            return next != nil
+            let (event, ended) = state.withLock { state in
+                (state.events.isEmpty ? nil : state.events.removeFirst(), state.ended || state.closed)
+            }
+            next = event
+            return event != nil || ended
         }
         return next
     }
