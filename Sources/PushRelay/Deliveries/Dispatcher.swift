@@ -39,8 +39,8 @@ final class Dispatcher: Service, Sendable {
     private let writerBell = Doorbell()
     /// Times the poll and the spacing of outcome writes.
     private let clock: RelayClock
-    /// The outcome writer's wait between writes (``space(_:)``), and whether shutdown has begun.
-    private let spacing = Mutex<(pause: Task<Void, Never>?, closing: Bool)>((nil, false))
+    /// The outcome writer's wait between writes, ended at shutdown.
+    private let spacing: Pauses
     /// The event types each app wants, written with the outcomes.
     private let events: Mutex<[String: Set<DeliveryEventType>]>
 
@@ -56,6 +56,7 @@ final class Dispatcher: Service, Sendable {
         clock: RelayClock = .system
     ) {
         self.clock = clock
+        spacing = Pauses(clock: clock)
         self.events = Mutex(events)
         self.metrics = metrics
         self.queue = queue
@@ -117,10 +118,7 @@ final class Dispatcher: Service, Sendable {
             }
             // The writer stores what is left (without its spacing), then the wake-up tasks are stopped.
             writerBell.close()
-            spacing.withLock { spacing in
-                spacing.closing = true
-                spacing.pause?.cancel()
-            }
+            spacing.end()
             await writer
             helpers.cancelAll()
         }
@@ -311,17 +309,6 @@ final class Dispatcher: Service, Sendable {
         await flush(spaced: false)
     }
 
-    /// Waits `interval` of the clock between writes; shutdown ends the wait.
-    private func space(_ interval: Duration) async {
-        let pause = Task { [clock] in _ = try? await clock.sleep(for: interval) }
-        let closing = spacing.withLock { spacing in
-            spacing.pause = pause
-            return spacing.closing
-        }
-        if closing { pause.cancel() }
-        await pause.value
-    }
-
     private func flush(spaced: Bool) async {
         var failures = 0
         while true {
@@ -342,7 +329,7 @@ final class Dispatcher: Service, Sendable {
                 try? await clock.sleep(for: .seconds(1))
                 continue
             }
-            if spaced && settings.outcomeWriteInterval > .zero { await space(settings.outcomeWriteInterval) }
+            if spaced && settings.outcomeWriteInterval > .zero { await spacing.sleep(for: settings.outcomeWriteInterval) }
         }
     }
 }

@@ -222,7 +222,6 @@ final class EventForwarder: Service, Sendable {
         held.withLock { _ = $0.insert(lease.name) }
         var failures = 0
         var countedAt: ContinuousClock.Instant?
-        let clock = self.clock
         while !Task.isCancelled {
             guard let target = target(app) else {
                 // Removed by a reload: let another instance (or this one, if it comes back) take over.

@@ -76,8 +76,8 @@ final class IntakeWriter: Service, Sendable {
     private let overlapAfter: Duration
     /// Times the writes for ``overlapAfter`` and the pacing's wait.
     private let clock: RelayClock
-    /// The wait for ``overlapAfter`` in progress, ended at shutdown.
-    private let overlapTimer = Mutex<Task<Void, Never>?>(nil)
+    /// The wait for ``overlapAfter``, ended at shutdown.
+    private let overlapTimer: Pauses
 
     /// `settings` gives the batch size, the group commits in flight and when another may start
     /// beside them, and the pacing (which needs `dispatcher`, whose waiting deliveries it counts).
@@ -89,6 +89,7 @@ final class IntakeWriter: Service, Sendable {
         clock: RelayClock = .system
     ) {
         self.clock = clock
+        overlapTimer = Pauses(clock: clock)
         self.overlapAfter = max(.zero, settings.concurrentWriteAfter)
         self.dispatcher = dispatcher
         self.paceWaiting = settings.paceWaitingDeliveries
@@ -164,14 +165,8 @@ final class IntakeWriter: Service, Sendable {
                             if writing.count < maxConcurrentWrites, due <= clock.now() { break }
                             if writing.count < maxConcurrentWrites, !timerPending {
                                 timerPending = true
-                                let timer = Task { [clock] in _ = try? await clock.sleepUntil(due) }
-                                overlapTimer.withLock { $0 = timer }
                                 group.addTask {
-                                    await withTaskCancellationHandler {
-                                        await timer.value
-                                    } onCancel: {
-                                        timer.cancel()
-                                    }
+                                    await self.overlapTimer.sleep(until: due)
                                     return .timer
                                 }
                             }
@@ -190,7 +185,7 @@ final class IntakeWriter: Service, Sendable {
             } onGracefulShutdown: {
                 self.doorbell.close()
             }
-            overlapTimer.withLock { $0?.cancel() }
+            overlapTimer.end()
             state.withLock { $0.accepting = false }
             while let batch = takeBatch() {
                 group.addTask {
