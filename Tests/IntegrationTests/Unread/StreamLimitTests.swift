@@ -23,6 +23,14 @@ struct StreamLimitTests {
     static let acquireSeconds = 15
     static func streamPath(_ user: String) -> String { "/v1/apps/support/users/\(user)/unread/stream" }
 
+    /// Once the hub waits for its next heartbeat (a second, `unread.heartbeat_seconds: 1`), moves
+    /// the relay's clock on by `step`; false when the hub never waited.
+    static func beat(_ time: ManualTime, by step: Duration = .seconds(1)) async -> Bool {
+        let waiting = await eventually { time.deadlines.contains(time.now + .seconds(1)) }
+        time.advance(by: step)
+        return waiting
+    }
+
     /// Posts a webhook and returns its status.
     static func postWebhook(_ client: some TestClientProtocol) async throws -> HTTPResponse.Status {
         try await client.execute(
@@ -184,13 +192,11 @@ struct StreamLimitTests {
             let stream = try SSEReader(port: try #require(client.port), path: Self.streamPath("carol"), bearer: token)
             defer { stream.hangUp() }
             #expect(try await stream.nextEvent() != nil)
-            #expect(await eventually { time.deadlines.contains(time.now + .seconds(1)) }, "the hub waits for the next heartbeat")
-            time.advance(by: .seconds(1))
+            #expect(await Self.beat(time), "the hub waits for the next heartbeat")
             #expect(await eventually { stream.heartbeats > 0 }, "a heartbeat while the token is valid")
             #expect(!stream.ended)
             // The next heartbeat comes after the token's expiry (not the stream's day): it ends the stream.
-            #expect(await eventually { time.deadlines.contains(time.now + .seconds(1)) })
-            time.advance(by: .seconds(1200))
+            #expect(await Self.beat(time, by: .seconds(1200)))
             #expect(await eventually { stream.ended })
         }
     }
@@ -209,13 +215,11 @@ struct StreamLimitTests {
             #expect(try await stream.nextEvent() != nil)
             // A heartbeat a second for nine seconds: each one sent, the stream open.
             for second in 1...9 {
-                #expect(await eventually { time.deadlines.contains(time.now + .seconds(1)) })
-                time.advance(by: .seconds(1))
+                #expect(await Self.beat(time))
                 #expect(await eventually { stream.heartbeats >= second }, "heartbeat \(second)")
             }
             #expect(!stream.ended)
-            #expect(await eventually { time.deadlines.contains(time.now + .seconds(1)) })
-            time.advance(by: .seconds(1))
+            #expect(await Self.beat(time))
             #expect(await eventually { stream.ended }, "the stream outlived its ten seconds")
         }
     }
@@ -248,8 +252,7 @@ struct StreamLimitTests {
             try await test.client.query("ALTER TABLE unread_counters RENAME TO unread_counters_away")
             for beat in 1...2 {
                 let before = stream.heartbeats
-                #expect(await eventually { time.deadlines.contains(time.now + .seconds(1)) }, "the hub waits for the next heartbeat")
-                time.advance(by: .seconds(1))
+                #expect(await Self.beat(time), "the hub waits for the next heartbeat")
                 #expect(await eventually { stream.heartbeats > before }, "heartbeat \(beat) did not arrive")
             }
             try await test.client.query("ALTER TABLE unread_counters_away RENAME TO unread_counters")

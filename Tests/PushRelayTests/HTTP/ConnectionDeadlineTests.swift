@@ -49,6 +49,18 @@ struct ConnectionDeadlineTests {
         return channel.isActive
     }
 
+    /// Sends `piece` every 100 ms of the loop's clock until `timeout` has passed since the first
+    /// bytes: the connection stays open to the last millisecond and is closed at it.
+    static func expectCutAfterTrickle(_ channel: EmbeddedChannel, _ piece: String, timeout: TimeAmount) throws {
+        let step = TimeAmount.milliseconds(100)
+        for _ in 1..<(timeout.nanoseconds / step.nanoseconds) {
+            #expect(open(after: step, channel))
+            try send(channel, piece)
+        }
+        #expect(open(after: step - .milliseconds(1), channel))
+        #expect(!open(after: .milliseconds(1), channel))
+    }
+
     @Test("an idle connection is closed at the idle timeout, not before")
     func idle() throws {
         let channel = try Self.connection()
@@ -69,24 +81,14 @@ struct ConnectionDeadlineTests {
     func trickledHead() throws {
         let channel = try Self.connection()
         try Self.send(channel, "GET /health HTTP/1.1\r\n")
-        for _ in 0..<19 {
-            #expect(Self.open(after: .milliseconds(100), channel))
-            try Self.send(channel, "X-Pad: 1\r\n")
-        }
-        #expect(Self.open(after: .milliseconds(99), channel))
-        #expect(!Self.open(after: .milliseconds(1), channel))
+        try Self.expectCutAfterTrickle(channel, "X-Pad: 1\r\n", timeout: .seconds(2))
     }
 
     @Test("a trickled body is closed at the body timeout from the end of the head")
     func trickledBody() throws {
         let channel = try Self.connection()
         try Self.send(channel, "POST /v1/webhooks/zendesk/support/x HTTP/1.1\r\nHost: x\r\nContent-Length: 500\r\n\r\n")
-        for _ in 0..<29 {
-            #expect(Self.open(after: .milliseconds(100), channel))
-            try Self.send(channel, " ")
-        }
-        #expect(Self.open(after: .milliseconds(99), channel))
-        #expect(!Self.open(after: .milliseconds(1), channel))
+        try Self.expectCutAfterTrickle(channel, " ", timeout: .seconds(3))
     }
 
     @Test("a request being answered is never cut, however long; the idle timeout starts again with its response's end")
