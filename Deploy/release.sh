@@ -47,9 +47,10 @@ log "building push-relay $version ($commit), release, static Swift runtime"
 # line does (the compiler's dependency file has the header, so a new commit recompiles
 # build_info.c alone).
 mkdir -p .build-release/commit
-echo "#define PUSH_RELAY_COMMIT \"$commit\"" >.build-release/commit/push_relay_commit.h.new
-cmp -s .build-release/commit/push_relay_commit.h.new .build-release/commit/push_relay_commit.h ||
-    mv .build-release/commit/push_relay_commit.h.new .build-release/commit/push_relay_commit.h
+commit_define="#define PUSH_RELAY_COMMIT \"$commit\""
+commit_header=.build-release/commit/push_relay_commit.h
+# Rewritten only when the commit changed, so an unchanged one recompiles nothing.
+[ "$(cat "$commit_header" 2>/dev/null)" = "$commit_define" ] || echo "$commit_define" >"$commit_header"
 CPATH="$PWD/.build-release/commit${CPATH:+:$CPATH}" \
     swift build -c release --product push-relay --static-swift-stdlib --scratch-path .build-release >&2
 log "built in $((SECONDS - started)) s"
