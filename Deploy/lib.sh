@@ -49,14 +49,15 @@ image_rootfs() { debian_rootfs essential "$2" "$1"; }
 # podman as it works on these machines: runc (crun fails: "cgroups in hybrid mode not supported"),
 # explicit ulimits (the defaults fail: "setrlimit RLIMIT_NOFILE: Operation not permitted"; so do
 # open files above this shell's hard limit, and here processes above about 4096), and
-# its storage under .build-release/containers, so nothing under /etc or /var/lib changes.
+# its storage under .build-release/containers, so nothing under /etc or /var/lib changes. The files
+# are replaced whole (written aside, then renamed): artifact tests run side by side read them.
 podman_env() {
     local root files
     root="$(pwd)/.build-release/containers"
     files=$(ulimit -Hn)
     [ "$files" = unlimited ] && files=65536
     mkdir -p "$root"
-    cat >"$root/containers.conf" <<EOF
+    cat >"$root/containers.conf.$$" <<EOF
 [containers]
 default_ulimits = ["nofile=$files:$files", "nproc=4096:4096"]
 [engine]
@@ -64,11 +65,13 @@ runtime = "runc"
 cgroup_manager = "cgroupfs"
 events_logger = "file"
 EOF
-    cat >"$root/storage.conf" <<EOF
+    cat >"$root/storage.conf.$$" <<EOF
 [storage]
 driver = "vfs"
 graphroot = "$root/storage"
 runroot = "$root/run"
 EOF
+    mv -f "$root/containers.conf.$$" "$root/containers.conf"
+    mv -f "$root/storage.conf.$$" "$root/storage.conf"
     export CONTAINERS_CONF="$root/containers.conf" CONTAINERS_STORAGE_CONF="$root/storage.conf"
 }

@@ -58,21 +58,23 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/push-relay-artifacts.XXXXXX")
 chmod 0755 "$work"
 mounts=()
 pids=()
+containers=()  # the ones this run started: the parts run side by side (scripts/test.sh)
 cleanup() {
     local status=$?
     if ((status != 0)) && [ -d "$work" ]; then
         # What the relays and sandboxes printed, for reading a failed run.
-        rm -rf .build-release/artifact-test-logs && mkdir -p .build-release/artifact-test-logs
-        find "$work" -maxdepth 1 -type f \( -name '*.log' -o -name '*.out' -o -name '*.err' \) -exec cp {} .build-release/artifact-test-logs/ \;
+        local logs=.build-release/artifact-test-logs/${only:-all}
+        rm -rf "$logs" && mkdir -p "$logs"
+        find "$work" -maxdepth 1 -type f \( -name '*.log' -o -name '*.out' -o -name '*.err' \) -exec cp {} "$logs/" \;
         podman_env
-        podman logs pr-test-relay >.build-release/artifact-test-logs/image-relay.log 2>&1 || true
-        podman exec pr-test-systemd journalctl --no-pager >.build-release/artifact-test-logs/systemd-journal.log 2>&1 || true
-        log "logs in .build-release/artifact-test-logs/"
+        [[ " ${containers[*]} " == *" pr-test-relay "* ]] && { podman logs pr-test-relay >"$logs/image-relay.log" 2>&1 || true; }
+        [[ " ${containers[*]} " == *" pr-test-systemd "* ]] && { podman exec pr-test-systemd journalctl --no-pager >"$logs/systemd-journal.log" 2>&1 || true; }
+        log "logs in $logs/"
     fi
     podman_env
     # One by one: podman 4.3's `rm -f A B C` stops at the first that does not exist.
     local container
-    for container in pr-test-relay pr-test-sandbox pr-test-systemd; do podman rm -f -t 0 "$container" >/dev/null 2>&1 || true; done
+    for container in "${containers[@]}"; do podman rm -f -t 0 "$container" >/dev/null 2>&1 || true; done
     local index
     for ((index = ${#mounts[@]} - 1; index >= 0; index--)); do umount -l "${mounts[index]}" 2>/dev/null || true; done
     ((${#pids[@]})) && kill -9 "${pids[@]}" 2>/dev/null || true
@@ -367,6 +369,7 @@ test_systemd() {
     debian_rootfs minbase "systemd systemd-sysv dbus curl $packages" "$root"
     cp "$deb" "$root/root/"
     podman_env
+    containers+=("$container")
     podman rm -f -t 0 "$container" >/dev/null 2>&1 || true
     podman run -d --name "$container" --systemd=always --cap-add all --network host --rootfs "$root" /sbin/init >/dev/null
     wait_for "podman exec $container systemctl is-system-running --wait" 60 ||
@@ -481,6 +484,7 @@ test_systemd() {
 test_image() {
     podman_env
     log "image: $(basename "$archive") with podman (runc)"
+    containers+=(pr-test-relay pr-test-sandbox)
     podman rm -f -t 0 pr-test-relay pr-test-sandbox >/dev/null 2>&1 || true
     podman rmi -f "localhost/push-relay:$version" >/dev/null 2>&1 || true
     podman load -q -i "$archive" >/dev/null

@@ -82,6 +82,31 @@ stage "PushRelayKit package" scripts/test/client-package.sh   # PushRelayKit on 
 stage "console in Chromium" scripts/test/console-test.sh      # the operator console in headless Chromium (screenshots in .build/console-test)
 # The release artifacts (tarball, .deb, OCI image) built, then each run; the deployment examples.
 stage "waiting for the release build" wait_release
-for part in tarball deb systemd image examples; do
-    stage "artifacts: $part" Deploy/test.sh --dist .build-release/dist --only "$part"
-done
+# In two lanes side by side: each part keeps about one core busy (mmdebstrap and dpkg making its
+# Debian root filesystem, a booting systemd, the relay). Deploy/test.sh runs of different parts
+# share no container, port, directory or log. Each part's output is printed when its lane is done.
+artifact_lane() {
+    local part start status failed=0
+    for part in "$@"; do
+        start=$SECONDS status=0
+        Deploy/test.sh --dist .build-release/dist --only "$part" >".build-release/artifacts-$part.log" 2>&1 || status=$?
+        echo "$part $((SECONDS - start)) $status" >>.build-release/artifact-stages
+        ((status == 0)) || failed=1
+    done
+    return "$failed"
+}
+artifact_tests() {
+    local lanes=() lane status=0 part seconds code
+    rm -f .build-release/artifact-stages
+    artifact_lane tarball image examples &
+    lanes+=($!)
+    artifact_lane deb systemd &
+    lanes+=($!)
+    for lane in "${lanes[@]}"; do wait "$lane" || status=1; done
+    while read -r part seconds code; do
+        sed "s/^/[$part] /" ".build-release/artifacts-$part.log" >&2
+        stages+=("$(printf '%-38s %5d s' "artifacts: $part" "$seconds")$( ((code == 0)) || echo "  FAILED (exit status $code)")")
+    done <.build-release/artifact-stages
+    return "$status"
+}
+stage "artifacts (two lanes)" artifact_tests
