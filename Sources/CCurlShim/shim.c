@@ -1,3 +1,4 @@
+#define _GNU_SOURCE  /* pthread_setname_np */
 #include "CCurlShim.h"
 
 #include <stdlib.h>
@@ -213,4 +214,8 @@ CURLcode pushrelay_curl_easy_setopt_read_ahead(CURL *handle, struct pushrelay_tl
         curl_easy_setopt(handle, CURLOPT_SSL_CTX_FUNCTION, pushrelay_ssl_ctx_read_ahead);
     if (code == CURLE_OK) code = curl_easy_setopt(handle, CURLOPT_SSL_CTX_DATA, set);
     return code;
+}
+
+void pushrelay_name_this_thread(const char *name) {
+    pthread_setname_np(pthread_self(), name);
 }

@@ -259,9 +259,7 @@ public final class HTTP2Client: Sendable {
             pushrelay_curl_multi_setopt_long(multi, CURLMOPT_MAX_CONCURRENT_STREAMS, configuration.maxConcurrentStreams)
             let shared = Shared(multi: multi)
             let loop = EventLoop(shared: shared, configuration: configuration)
-            let thread = Thread { loop.run() }
-            thread.name = "push-relay-curl"
-            thread.start()
+            Thread { loop.run() }.start()
             lanes.append(shared)
         }
         self.lanes = lanes
@@ -545,6 +543,8 @@ final class EasyHandle {
 
 /// The event thread's state: only that thread touches it.
 private final class EventLoop: @unchecked Sendable {
+    /// The event threads' name (the kernel keeps 15 bytes).
+    static let threadName = "push-relay-curl"
     let shared: HTTP2Client.Shared
     var multi: UnsafeMutableRawPointer { shared.multi }
     let configuration: HTTP2ClientConfiguration
@@ -575,6 +575,9 @@ private final class EventLoop: @unchecked Sendable {
     }
 
     func run() {
+        // Named from the thread itself (Foundation's `Thread.name` does not reach the kernel on
+        // Linux), so profiles and `top -H` show libcurl's work apart from the Swift pool's.
+        pushrelay_name_this_thread(Self.threadName)
         while true {
             let (pending, cancelled, stopping) = take()
             backlog.append(contentsOf: pending)

@@ -145,6 +145,8 @@ struct EndToEnd: AsyncParsableCommand {
         tracker.reset()
         let relayBefore = relayPIDs.compactMap(Poll.cpuSeconds).reduce(0, +)
         let postgresBefore = postmasterFile.map { Self.postgresCPUSeconds(postmasterFile: $0) } ?? 0
+        let relaySwitchesBefore = relayPIDs.map(Self.contextSwitches).reduce(0, +)
+        let postgresSwitchesBefore = postmasterFile.map { Self.postgresPIDs(postmasterFile: $0).map(Self.contextSwitches).reduce(0, +) } ?? 0
         let bucketsBefore = await Self.latencyBuckets(ports: ports)
         let start = ContinuousClock.now
         // The backlog once a second: deliveries the relays committed and have not finished, from
@@ -166,6 +168,9 @@ struct EndToEnd: AsyncParsableCommand {
         let elapsed = (tracker.lastArrival ?? ContinuousClock.now) - start
         let relayCPU = relayPIDs.compactMap(Poll.cpuSeconds).reduce(0, +) - relayBefore
         let postgresCPU = (postmasterFile.map { Self.postgresCPUSeconds(postmasterFile: $0) } ?? 0) - postgresBefore
+        let relaySwitches = relayPIDs.map(Self.contextSwitches).reduce(0, +) - relaySwitchesBefore
+        let postgresSwitches =
+            (postmasterFile.map { Self.postgresPIDs(postmasterFile: $0).map(Self.contextSwitches).reduce(0, +) } ?? 0) - postgresSwitchesBefore
         if let instances {
             print(
                 "end-to-end: \(instances) relay process\(instances == 1 ? "" : "es") (\(relayPath)) on one PostgreSQL server started by the "
@@ -198,6 +203,7 @@ struct EndToEnd: AsyncParsableCommand {
             ("notifications_per_s", Double(tracker.count) / elapsed.seconds), ("relay_cpu_us", relayCPU / notifications * 1e6),
             ("postgres_cpu_us", postgresCPU / notifications * 1e6), ("throughput_push_p99_ms", tracker.milliseconds(at: 99)),
             ("peak_backlog", backlog.max() ?? 0), ("commit_to_outcome_p99_ms_at_most", commitP99 * 1000),
+            ("relay_switches", relaySwitches / notifications), ("postgres_switches", postgresSwitches / notifications),
         ]
         print(
             String(
@@ -205,6 +211,13 @@ struct EndToEnd: AsyncParsableCommand {
                 relayCPU / notifications * 1e6,
                 postgresCPU / notifications * 1e6,
                 postmasterFile == nil ? " (PostgreSQL's processes not found)" : ""
+            )
+        )
+        print(
+            String(
+                format: "  context switches per notification  relay %.2f (its threads now), PostgreSQL %.2f (its processes now)",
+                relaySwitches / notifications,
+                postgresSwitches / notifications
             )
         )
         if ports.count > 1 {
@@ -248,17 +261,36 @@ struct EndToEnd: AsyncParsableCommand {
     /// User + system CPU seconds of a PostgreSQL server: its postmaster (from `postmaster.pid`)
     /// and every process whose parent it is (backends, WAL writer, checkpointer, ...).
     static func postgresCPUSeconds(postmasterFile: String) -> Double {
+        postgresPIDs(postmasterFile: postmasterFile).compactMap(Poll.cpuSeconds).reduce(0, +)
+    }
+
+    /// A PostgreSQL server's postmaster (from `postmaster.pid`) and its children.
+    static func postgresPIDs(postmasterFile: String) -> [Int] {
         guard let text = try? String(contentsOfFile: postmasterFile, encoding: .utf8), let first = text.split(separator: "\n").first,
             let postmaster = Int(first)
-        else { return 0 }
-        var total = Poll.cpuSeconds(pid: postmaster) ?? 0
+        else { return [] }
+        var pids = [postmaster]
         for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
             guard let pid = Int(entry), let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
                 let close = stat.lastIndex(of: ")")
             else { continue }
             // After the command: state, then the parent's pid.
             let fields = stat[stat.index(after: close)...].split(separator: " ")
-            if fields.count > 1, Int(fields[1]) == postmaster { total += Poll.cpuSeconds(pid: pid) ?? 0 }
+            if fields.count > 1, Int(fields[1]) == postmaster { pids.append(pid) }
+        }
+        return pids
+    }
+
+    /// Context switches (voluntary and involuntary) of the threads process `pid` has now, from
+    /// /proc: a thread that has ended is no longer counted.
+    static func contextSwitches(pid: Int) -> Double {
+        var total = 0.0
+        for task in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? [] {
+            guard let status = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/status", encoding: .utf8) else { continue }
+            for line in status.split(separator: "\n")
+            where line.hasPrefix("voluntary_ctxt_switches:") || line.hasPrefix("nonvoluntary_ctxt_switches:") {
+                total += line.split(separator: "\t").last.flatMap { Double($0.trimmingCharacters(in: .whitespaces)) } ?? 0
+            }
         }
         return total
     }

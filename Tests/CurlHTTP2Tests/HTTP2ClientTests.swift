@@ -36,6 +36,23 @@ struct HTTP2ClientTests {
         }
     }
 
+    @Test("each event thread is named push-relay-curl in the kernel, so profiles and top -H tell libcurl's work apart")
+    func eventThreadsAreNamed() async throws {
+        let client = try HTTP2Client(configuration: .init(eventThreads: 2))
+        // The threads name themselves as they start.
+        let named = await eventually { Self.threadNames().filter { $0 == "push-relay-curl" }.count >= 2 }
+        #expect(named, "thread names: \(Self.threadNames().sorted())")
+        await client.shutdown()
+    }
+
+    /// The kernel's names of this process's threads.
+    static func threadNames() -> [String] {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        return tasks.compactMap { task in
+            (try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+    }
+
     @Test("without the sandbox CA the certificate is refused")
     func untrustedCertificate() async throws {
         try await SandboxHarness.with { sandbox in
