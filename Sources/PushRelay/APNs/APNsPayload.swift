@@ -25,8 +25,8 @@ enum APNsPayload {
         presentation: PushPresentation = PushPresentation()
     ) -> [UInt8] {
         func encode(_ body: String) -> [UInt8] {
-            var aps: [String: PayloadJSON] = [:]
-            var object: [String: PayloadJSON] = ["zendesk_sdk_request_id": .string(ticketID)]
+            var aps: PayloadMembers<PayloadJSON> = [:]
+            var object: PayloadMembers<PayloadJSON> = ["zendesk_sdk_request_id": .string(ticketID)]
             switch text {
             case .full(let title, _):
                 aps["alert"] = .object(["title": .string(title), "body": .string(body)])
@@ -54,7 +54,7 @@ enum APNsPayload {
     /// The alert of a push without the reply's text: the app's localisation keys (iOS shows the
     /// app's own string for them) and the fallback text.
     private static func genericAlert(_ presentation: PushPresentation) -> PayloadJSON {
-        var alert: [String: PayloadJSON] = ["title": .string(presentation.fallbackTitle), "body": .string(presentation.fallbackBody)]
+        var alert: PayloadMembers<PayloadJSON> = ["title": .string(presentation.fallbackTitle), "body": .string(presentation.fallbackBody)]
         if let key = presentation.titleLocKey { alert["title-loc-key"] = .string(key) }
         if let key = presentation.locKey { alert["loc-key"] = .string(key) }
         return .object(alert)

@@ -43,8 +43,8 @@ enum FCMMessage {
         ttl: Duration = .seconds(86400),
         presentation: PushPresentation = PushPresentation()
     ) -> [UInt8] {
-        func data(_ body: String) -> [String: String] {
-            var data = ["zendesk_sdk_request_id": ticketID]
+        func data(_ body: String) -> PayloadMembers<String> {
+            var data: PayloadMembers<String> = ["zendesk_sdk_request_id": ticketID]
             switch text {
             case .full(let title, _):
                 data["title"] = title
@@ -90,7 +90,7 @@ enum FCMMessage {
     }
 
     /// FCM counts keys and values of the data map.
-    private static func size(_ data: [String: String]) -> Int {
-        data.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count }
+    private static func size(_ data: PayloadMembers<String>) -> Int {
+        data.pairs.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count }
     }
 }

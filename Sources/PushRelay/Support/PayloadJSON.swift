@@ -3,10 +3,10 @@
 ///
 /// `JSONSerialization` took about a fifth of the relay's CPU in the end-to-end benchmark, most of it
 /// bridging the dictionaries; these documents need none of its generality.
-indirect enum PayloadJSON: Sendable, Hashable {
+indirect enum PayloadJSON: Sendable {
     case string(String)
     case int(Int)
-    case object([String: PayloadJSON])
+    case object(PayloadMembers<PayloadJSON>)
 
     /// The document as UTF-8 JSON. Strings are escaped as JSON requires (`"`, `\` and control
     /// characters); everything else, `/` and non-ASCII text included, is written as it is.
@@ -25,11 +25,11 @@ indirect enum PayloadJSON: Sendable, Hashable {
             output.append(contentsOf: String(value).utf8)
         case .object(let members):
             output.append(UInt8(ascii: "{"))
-            for (index, key) in members.keys.sorted().enumerated() {
+            for (index, member) in members.sortedByKey.enumerated() {
                 if index > 0 { output.append(UInt8(ascii: ",")) }
-                Self.write(key, into: &output)
+                Self.write(member.key, into: &output)
                 output.append(UInt8(ascii: ":"))
-                members[key]!.write(into: &output)
+                member.value.write(into: &output)
             }
             output.append(UInt8(ascii: "}"))
         }
@@ -67,3 +67,39 @@ indirect enum PayloadJSON: Sendable, Hashable {
 
     private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
 }
+
+/// The members of a payload's object: a handful, so kept in an array in the order set (a key set
+/// again replaces its value) and sorted by key when written. A dictionary cost a hash of every key
+/// for each member set and read, on every push.
+struct PayloadMembers<Value>: ExpressibleByDictionaryLiteral {
+    private(set) var pairs: [(key: String, value: Value)] = []
+
+    init() {}
+
+    init(dictionaryLiteral elements: (String, Value)...) {
+        pairs.reserveCapacity(elements.count)
+        for (key, value) in elements { self[key] = value }
+    }
+
+    subscript(key: String) -> Value? {
+        get { pairs.first { $0.key == key }?.value }
+        set {
+            if let index = pairs.firstIndex(where: { $0.key == key }) {
+                if let newValue { pairs[index].value = newValue } else { pairs.remove(at: index) }
+            } else if let newValue {
+                pairs.append((key, newValue))
+            }
+        }
+    }
+
+    func mapValues<T>(_ transform: (Value) throws -> T) rethrows -> PayloadMembers<T> {
+        var mapped = PayloadMembers<T>()
+        mapped.pairs = try pairs.map { ($0.key, try transform($0.value)) }
+        return mapped
+    }
+
+    /// The members in the order they are written.
+    var sortedByKey: [(key: String, value: Value)] { pairs.sorted { $0.key < $1.key } }
+}
+
+extension PayloadMembers: Sendable where Value: Sendable {}

@@ -74,10 +74,10 @@ final class UnreadHub: Service, Sendable {
 
         init(maxBytes: Int) { self.maxBytes = maxBytes }
 
-        mutating func announce(_ keys: some Sequence<Substring>) {
+        mutating func announce(_ keys: () -> [Substring]) {
             generation += 1
             guard readsInFlight > 0 || !etags.isEmpty else { return }
-            for key in keys {
+            for key in keys() {
                 let key = String(key)
                 if readsInFlight > 0, changedAt.updateValue(generation, forKey: key) == nil { changedBytes += UnreadHub.entryBytes(key, 8) }
                 if let old = etags.removeValue(forKey: key) { etagBytes -= UnreadHub.entryBytes(key, old.utf8.count) }
@@ -259,7 +259,7 @@ final class UnreadHub: Service, Sendable {
     /// This instance changed the owner's counts itself: forget its ETag at once, before the
     /// announcement comes back.
     func changed(app: String, owner: String) {
-        versions.withLock { $0.announce(CollectionOfOne(Substring(Self.key(app: app, owner: owner)))) }
+        versions.withLock { $0.announce { [Substring(Self.key(app: app, owner: owner))] } }
     }
 
     func run() async throws {
@@ -306,13 +306,38 @@ final class UnreadHub: Service, Sendable {
             signalAll(.changed)
             return
         }
-        let keys = payload.split(separator: "\n")
-        versions.withLock { $0.announce(keys) }
+        // Every webhook's commit sends one of these: its lines are read only when some poll or
+        // stream here can use them.
+        var keys: [Substring]?
+        func lines() -> [Substring] {
+            if let keys { return keys }
+            let split = Self.lines(of: payload)
+            keys = split
+            return split
+        }
+        versions.withLock { $0.announce(lines) }
         streams.withLock { streams in
             guard !streams.subscribers.isEmpty else { return }
-            let changed = Set(keys)
+            let changed = Set(lines())
             for subscriber in streams.subscribers.values where changed.contains(Substring(subscriber.key)) { subscriber.continuation.yield(.changed) }
         }
+    }
+
+    /// The non-empty lines of a NOTIFY payload, split at each newline byte.
+    static func lines(of payload: String) -> [Substring] {
+        var lines: [Substring] = []
+        let utf8 = payload.utf8
+        var start = utf8.startIndex
+        var index = start
+        while index != utf8.endIndex {
+            if utf8[index] == UInt8(ascii: "\n") {
+                if start != index { lines.append(payload[start..<index]) }
+                start = utf8.index(after: index)
+            }
+            index = utf8.index(after: index)
+        }
+        if start != utf8.endIndex { lines.append(payload[start...]) }
+        return lines
     }
 
     private func signalAll(_ signal: Signal) {

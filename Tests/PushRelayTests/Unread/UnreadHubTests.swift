@@ -29,6 +29,15 @@ struct UnreadHubTests {
         try await body(hub, feed)
     }
 
+    @Test("an announcement's lines: split at each newline byte, empty lines dropped, a carriage return kept in its line")
+    func announcementLines() {
+        #expect(UnreadHub.lines(of: "support alice\nsupport bob") == ["support alice", "support bob"])
+        #expect(UnreadHub.lines(of: "\n\nsupport alice\n\n") == ["support alice"])
+        #expect(UnreadHub.lines(of: "") == [])
+        // A Character split would see "\r\n" as one character and not split there.
+        #expect(UnreadHub.lines(of: "support a\r\nsupport é🎉") == ["support a\r", "support é🎉"])
+    }
+
     @Test("the ETag cache is bounded in bytes: 1 KiB owner ids fill it sooner than short ones, and it never exceeds its bound")
     func cacheBoundedInBytes() async throws {
         try await Self.withHub(maxCacheBytes: 256 << 10) { hub, _ in
