@@ -143,10 +143,10 @@ struct EndToEnd: AsyncParsableCommand {
 
         // 1. Throughput.
         tracker.reset()
-        let relayBefore = relayPIDs.compactMap(Poll.cpuSeconds).reduce(0, +)
-        let postgresBefore = postmasterFile.map { Self.postgresCPUSeconds(postmasterFile: $0) } ?? 0
-        let relaySwitchesBefore = relayPIDs.map(Self.contextSwitches).reduce(0, +)
-        let postgresSwitchesBefore = postmasterFile.map { Self.postgresPIDs(postmasterFile: $0).map(Self.contextSwitches).reduce(0, +) } ?? 0
+        // PostgreSQL's processes as they are at each reading (a backend may start meanwhile).
+        func postgresProcesses() -> [Int] { postmasterFile.map { Self.postgresPIDs(postmasterFile: $0) } ?? [] }
+        let relayBefore = Self.usage(of: relayPIDs)
+        let postgresBefore = Self.usage(of: postgresProcesses())
         let bucketsBefore = await Self.latencyBuckets(ports: ports)
         let start = ContinuousClock.now
         // The backlog once a second: deliveries the relays committed and have not finished, from
@@ -166,11 +166,11 @@ struct EndToEnd: AsyncParsableCommand {
         sampler.cancel()
         let backlog = await sampler.value
         let elapsed = (tracker.lastArrival ?? ContinuousClock.now) - start
-        let relayCPU = relayPIDs.compactMap(Poll.cpuSeconds).reduce(0, +) - relayBefore
-        let postgresCPU = (postmasterFile.map { Self.postgresCPUSeconds(postmasterFile: $0) } ?? 0) - postgresBefore
-        let relaySwitches = relayPIDs.map(Self.contextSwitches).reduce(0, +) - relaySwitchesBefore
-        let postgresSwitches =
-            (postmasterFile.map { Self.postgresPIDs(postmasterFile: $0).map(Self.contextSwitches).reduce(0, +) } ?? 0) - postgresSwitchesBefore
+        let (relayAfter, postgresAfter) = (Self.usage(of: relayPIDs), Self.usage(of: postgresProcesses()))
+        let relayCPU = relayAfter.cpu - relayBefore.cpu
+        let postgresCPU = postgresAfter.cpu - postgresBefore.cpu
+        let relaySwitches = relayAfter.switches - relayBefore.switches
+        let postgresSwitches = postgresAfter.switches - postgresBefore.switches
         if let instances {
             print(
                 "end-to-end: \(instances) relay process\(instances == 1 ? "" : "es") (\(relayPath)) on one PostgreSQL server started by the "
@@ -258,13 +258,13 @@ struct EndToEnd: AsyncParsableCommand {
         return nil
     }
 
-    /// User + system CPU seconds of a PostgreSQL server: its postmaster (from `postmaster.pid`)
-    /// and every process whose parent it is (backends, WAL writer, checkpointer, ...).
-    static func postgresCPUSeconds(postmasterFile: String) -> Double {
-        postgresPIDs(postmasterFile: postmasterFile).compactMap(Poll.cpuSeconds).reduce(0, +)
+    /// User + system CPU seconds and context switches, summed over processes `pids`.
+    static func usage(of pids: [Int]) -> (cpu: Double, switches: Double) {
+        (pids.compactMap(Poll.cpuSeconds).reduce(0, +), pids.map(contextSwitches).reduce(0, +))
     }
 
-    /// A PostgreSQL server's postmaster (from `postmaster.pid`) and its children.
+    /// A PostgreSQL server's postmaster (from `postmaster.pid`) and every process whose parent it
+    /// is (backends, WAL writer, checkpointer, ...).
     static func postgresPIDs(postmasterFile: String) -> [Int] {
         guard let text = try? String(contentsOfFile: postmasterFile, encoding: .utf8), let first = text.split(separator: "\n").first,
             let postmaster = Int(first)

@@ -325,19 +325,7 @@ final class UnreadHub: Service, Sendable {
 
     /// The non-empty lines of a NOTIFY payload, split at each newline byte.
     static func lines(of payload: String) -> [Substring] {
-        var lines: [Substring] = []
-        let utf8 = payload.utf8
-        var start = utf8.startIndex
-        var index = start
-        while index != utf8.endIndex {
-            if utf8[index] == UInt8(ascii: "\n") {
-                if start != index { lines.append(payload[start..<index]) }
-                start = utf8.index(after: index)
-            }
-            index = utf8.index(after: index)
-        }
-        if start != utf8.endIndex { lines.append(payload[start...]) }
-        return lines
+        payload.utf8.split(separator: UInt8(ascii: "\n")).map { Substring($0) }
     }
 
     private func signalAll(_ signal: Signal) {
