@@ -53,7 +53,7 @@ commit_header=.build-release/commit/push_relay_commit.h
 # Rewritten only when the commit changed, so an unchanged one recompiles nothing.
 [ "$(cat "$commit_header" 2>/dev/null)" = "$commit_define" ] || echo "$commit_define" >"$commit_header"
 CPATH="$PWD/.build-release/commit${CPATH:+:$CPATH}" \
-    swift build -c release --product push-relay --static-swift-stdlib --debug-info-format none --scratch-path .build-release >&2
+    swift build -c release --product push-relay --static-swift-stdlib -debug-info-format none --scratch-path .build-release >&2
 log "built in $((SECONDS - started)) s"
 binary="$work/push-relay"
 cp .build-release/release/push-relay "$binary"
