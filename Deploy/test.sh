@@ -44,7 +44,7 @@ if [ -z "$dist" ]; then
 fi
 # The client library's example, run against the tarball's relay (scripts/test.sh built it already).
 if [ -z "$only" ] || [ "$only" = tarball ]; then
-    swift build "${swift_debug[@]}" --product push-relay-kit-example >/dev/null
+    swift build --product push-relay-kit-example >/dev/null
     kit_example="$(swift build --show-bin-path)/push-relay-kit-example"
 fi
 version=$(release_version)

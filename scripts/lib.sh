@@ -10,12 +10,6 @@ script_name="$(basename "$0")"
 
 log() { echo "$script_name: $*" >&2; }
 
-# The options of every debug `swift build` and `swift test` the scripts run, so all of them share
-# the one build in .build (SwiftPM rebuilds everything when they differ). No index store: the
-# index is for editors, and writing it costs 13-20 % of the compiler's CPU time per module
-# (docs/testing.md). Swift Testing finds tests at run time, without it.
-swift_debug=(--disable-index-store)
-
 # Prints the script's leading comment (its usage) and exits 2: `[ $# -ge 2 ] || usage`.
 usage() {
     sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0" >&2
@@ -53,9 +47,7 @@ build="${PUSH_RELAY_BUILD:-release}"
 bin=".build/$build"
 build_products() {
     local product
-    local options=()
-    [ "$build" = release ] || options=("${swift_debug[@]}")
-    for product in "$@"; do swift build -c "$build" "${options[@]}" --product "$product" >&2; done
+    for product in "$@"; do swift build -c "$build" --product "$product" >&2; done
 }
 
 # The line a benchmark's output starts with, so a figure keeps its machine and date.

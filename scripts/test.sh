@@ -57,7 +57,7 @@ if [ "$#" -eq 0 ]; then
         return "$status"
     }
 fi
-stage "debug build with tests" swift build --build-tests "${swift_debug[@]}"
+stage "debug build with tests" swift build --build-tests
 # Free space where the build and the test clusters live, for reading a failed run.
 df -h . /dev/shm 2>/dev/null | sed "s/^/$script_name: /" >&2 || true
 # Each batch runs under scripts/test/reap.py: a batch that hangs past its ceiling (a bound on a
@@ -65,7 +65,7 @@ df -h . /dev/shm 2>/dev/null | sed "s/^/$script_name: /" >&2 || true
 # relay, a PostgreSQL server of a crashed test process) fails, with the processes named.
 reap=(scripts/test/reap.py --timeout 1200 --)
 if [ "$#" -gt 0 ]; then
-    "${reap[@]}" swift test "${swift_debug[@]}" "$@"
+    "${reap[@]}" swift test "$@"
     exit
 fi
 # The suites that run several relay processes on one database (scale-out, failover) keep both cores

@@ -14,6 +14,6 @@ if [ "$dependencies" != "swift-asn1 swift-crypto " ]; then
     echo "$script_name: $package must depend on swift-crypto (and its swift-asn1) only, it has: $dependencies" >&2
     exit 1
 fi
-swift build --package-path "$package" --scratch-path "$scratch" --build-tests "${swift_debug[@]}"
+swift build --package-path "$package" --scratch-path "$scratch" --build-tests
 swift test --package-path "$package" --scratch-path "$scratch" --skip-build
 echo "$script_name: $package builds and passes on its own, with swift-crypto as its one dependency"

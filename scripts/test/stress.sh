@@ -11,7 +11,7 @@ runs="${1:-3}"
 loops="${2:-$(nproc)}"
 [[ "$runs" =~ ^[0-9]+$ && "$loops" =~ ^[0-9]+$ ]] || usage
 
-swift build --build-tests "${swift_debug[@]}" >/dev/null
+swift build --build-tests >/dev/null
 work=$(mktemp -d "${TMPDIR:-/tmp}/push-relay-stress.XXXXXX")
 busy=()
 stop_busy() {
