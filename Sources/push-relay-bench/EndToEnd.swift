@@ -53,6 +53,14 @@ struct EndToEnd: AsyncParsableCommand {
     )
     var instances: Int?
 
+    @Flag(
+        help: ArgumentHelp(
+            "Also print the rows PostgreSQL wrote per notification in the throughput run, by table (inserted, updated, of them HOT, "
+                + "deleted), and its transactions: waits 11 s before and after the run for its statistics to be reported."
+        )
+    )
+    var postgresRows = false
+
     func validate() throws {
         guard (instances ?? 1) >= 1 else { throw ValidationError("--instances must be at least 1") }
     }
@@ -129,6 +137,16 @@ struct EndToEnd: AsyncParsableCommand {
         }
         let relayPIDs = processes.map { Int($0.processIdentifier) }
         let postmasterFile = shared.map { $0.dataDirectory + "/postmaster.pid" } ?? Self.find("postmaster.pid", under: work + "/data")
+        // The relay's own cluster keeps its data directory in `pgdata` under the cluster's directory.
+        let cluster =
+            shared
+            ?? postmasterFile.map {
+                EmbeddedPostgres(
+                    configuration: .init(directory: (($0 as NSString).deletingLastPathComponent as NSString).deletingLastPathComponent),
+                    logger: logger
+                )
+            }
+        let conninfo = try? cluster?.conninfo(database: EmbeddedPostgres.databaseName)
 
         let load = WebhookLoad(
             target: .init(host: "127.0.0.1", port: ports[0], path: "/v1/webhooks/zendesk/bench/\(secret)", morePorts: Array(ports.dropFirst())),
@@ -145,6 +163,9 @@ struct EndToEnd: AsyncParsableCommand {
         tracker.reset()
         // PostgreSQL's processes as they are at each reading (a backend may start meanwhile).
         func postgresProcesses() -> [Int] { postmasterFile.map { Self.postgresPIDs(postmasterFile: $0) } ?? [] }
+        // Backends report their statistics at most every second while busy and 10 s after going idle.
+        if postgresRows { try await Task.sleep(for: .seconds(11)) }
+        let workBefore = await PostgresWork.read(conninfo: conninfo)
         let relayBefore = Self.usage(of: relayPIDs)
         let postgresBefore = Self.usage(of: postgresProcesses())
         let bucketsBefore = await Self.latencyBuckets(ports: ports)
@@ -170,6 +191,8 @@ struct EndToEnd: AsyncParsableCommand {
         let relayCPU = relayAfter.cpu - relayBefore.cpu
         let postgresCPU = postgresAfter.cpu - postgresBefore.cpu
         let relaySwitches = relayAfter.switches - relayBefore.switches
+        if postgresRows { try await Task.sleep(for: .seconds(11)) }
+        let written = await PostgresWork.read(conninfo: conninfo).flatMap { after in workBefore.map { after.minus($0) } }
         let postgresSwitches = postgresAfter.switches - postgresBefore.switches
         if let instances {
             print(
@@ -205,6 +228,20 @@ struct EndToEnd: AsyncParsableCommand {
             ("peak_backlog", backlog.max() ?? 0), ("commit_to_outcome_p99_ms_at_most", commitP99 * 1000),
             ("relay_switches", relaySwitches / notifications), ("postgres_switches", postgresSwitches / notifications),
         ]
+        if let written {
+            figures.append(("postgres_wal_bytes", written.walBytes / notifications))
+            print(String(format: "  WAL per notification  %.0f bytes (PostgreSQL's WAL position)", written.walBytes / notifications))
+        }
+        if postgresRows, let written {
+            print(String(format: "  transactions per notification  %.2f", written.commits / notifications))
+            print("  rows per notification" + String(repeating: " ", count: 11) + "inserted updated     HOT deleted")
+            for (table, rows) in written.tables.sorted(by: { $0.key < $1.key }) where rows.contains(where: { $0 > 0 }) {
+                print(
+                    "    \(table.padding(toLength: 30, withPad: " ", startingAt: 0))"
+                        + rows.map { String(format: " %7.2f", $0 / notifications) }.joined()
+                )
+            }
+        }
         print(
             String(
                 format: "  CPU per notification  relay %.0f µs (all processes), PostgreSQL %.0f µs%@",
@@ -249,6 +286,43 @@ struct EndToEnd: AsyncParsableCommand {
         if let shared { try? await shared.stop() }
         await sandbox.shutdown()
         if workDirectory == nil { try? FileManager.default.removeItem(atPath: work) }
+    }
+
+    /// PostgreSQL's counters of written work: its WAL position, the database's committed
+    /// transactions and, by table, rows inserted, updated, updated HOT (no index entry written) and
+    /// deleted. The statistics lag the work by up to a second while backends are busy.
+    struct PostgresWork {
+        var walBytes: Double
+        var commits: Double
+        var tables: [String: [Double]]
+
+        /// `nil` when there is no connection string or the reading fails.
+        static func read(conninfo: String?) async -> PostgresWork? {
+            guard let conninfo else { return nil }
+            var logger = Logger(label: "push-relay-bench.postgres")
+            logger.logLevel = .error
+            let client = PostgresClient(configuration: .init(conninfo: conninfo, maxConnections: 1), logger: logger)
+            let row = try? await client.query(
+                """
+                SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8,
+                    (SELECT xact_commit FROM pg_stat_database WHERE datname = current_database())::float8,
+                    coalesce((SELECT json_object_agg(relname, json_build_array(n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del))
+                        FROM pg_stat_user_tables), '{}')::text
+                """
+            ).first
+            await client.close()
+            guard let row, let wal = try? row.decode(Double.self, at: 0), let commits = try? row.decode(Double.self, at: 1),
+                let json = try? row.decode(String.self, at: 2),
+                let tables = try? JSONDecoder().decode([String: [Double]].self, from: Data(json.utf8))
+            else { return nil }
+            return PostgresWork(walBytes: wal, commits: commits, tables: tables)
+        }
+
+        func minus(_ earlier: PostgresWork) -> PostgresWork {
+            var tables = tables
+            for (table, rows) in earlier.tables { tables[table] = zip(tables[table] ?? rows.map { _ in 0 }, rows).map { $0 - $1 } }
+            return PostgresWork(walBytes: walBytes - earlier.walBytes, commits: commits - earlier.commits, tables: tables)
+        }
     }
 
     /// The first file named `name` under `directory`.
