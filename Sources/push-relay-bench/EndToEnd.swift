@@ -191,9 +191,9 @@ struct EndToEnd: AsyncParsableCommand {
         let relayCPU = relayAfter.cpu - relayBefore.cpu
         let postgresCPU = postgresAfter.cpu - postgresBefore.cpu
         let relaySwitches = relayAfter.switches - relayBefore.switches
+        let postgresSwitches = postgresAfter.switches - postgresBefore.switches
         if postgresRows { try await Task.sleep(for: .seconds(11)) }
         let written = await PostgresWork.read(conninfo: conninfo).flatMap { after in workBefore.map { after.minus($0) } }
-        let postgresSwitches = postgresAfter.switches - postgresBefore.switches
         if let instances {
             print(
                 "end-to-end: \(instances) relay process\(instances == 1 ? "" : "es") (\(relayPath)) on one PostgreSQL server started by the "
