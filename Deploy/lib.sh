@@ -14,15 +14,19 @@ release_version() {
     sed -n 's/.*static let current = "\(.*\)".*/\1/p' Sources/PushRelay/App/PushRelayVersion.swift
 }
 
-# debian_rootfs VARIANT "PACKAGE …" TARGET_DIR: a Debian 12 root filesystem in TARGET_DIR, from
+# debian_rootfs VARIANT "PACKAGE …" [TARGET_DIR]: a Debian 12 root filesystem in TARGET_DIR, from
 # a tarball cached in .build-release/rootfs/ for a day (the same variant and packages are built
-# once per run, and reused by the next run on this machine).
+# once per run, and reused by the next run on this machine); without TARGET_DIR, only the tarball
+# (warm_rootfs). A lock per tarball: a run that needs one being made waits for it.
 debian_rootfs() {
-    local variant="$1" packages="$2" target="$3"
-    local key
+    local variant="$1" packages target="${3:-}"
+    packages=$(echo "$2" | xargs)
+    local key lock
     key=$(echo "$variant $packages ${debian_sources[*]}" | sha256sum | cut -c1-12)
     local cache=".build-release/rootfs/$variant-$key.tar"
     mkdir -p .build-release/rootfs
+    exec {lock}>"$cache.lock"
+    flock "$lock"
     if [ ! -f "$cache" ] || [ -n "$(find "$cache" -mmin +1440)" ]; then
         log "making a Debian 12 root filesystem ($variant: ${packages:-no extra packages}) with mmdebstrap"
         local include=()
@@ -37,6 +41,8 @@ debian_rootfs() {
         fi
         mv "${cache%.tar}.partial.tar" "$cache"
     fi
+    exec {lock}>&-
+    [ -n "$target" ] || return 0
     rm -rf "$target"
     mkdir -p "$target"
     tar -C "$target" --numeric-owner -xf "$cache"
@@ -45,6 +51,44 @@ debian_rootfs() {
 # image_rootfs TARGET_DIR "PACKAGE …": the container image's base: Debian 12's essential
 # packages (no apt) and the run-time packages.
 image_rootfs() { debian_rootfs essential "$2" "$1"; }
+
+# What the Debian package depends on besides the binary's libraries (its postinst's useradd, the
+# unit's ExecReload's kill).
+deb_extra_depends="passwd, procps"
+
+# binary_depends BINARY [--ignore-missing-info]: the Debian packages BINARY needs at run time, as
+# a Depends field with versions (dpkg-shlibdeps on its ELF dependencies), plus ca-certificates.
+# --ignore-missing-info passes over libraries no Debian package has (a debug build's Swift
+# runtime); the release binary links the Swift runtime in, so any such library is an error there.
+binary_depends() {
+    local binary shlibs depends
+    binary=$(realpath "$1") || return 1
+    shlibs=$(mktemp -d "${TMPDIR:-/tmp}/push-relay-shlibs.XXXXXX")
+    mkdir -p "$shlibs/debian"
+    printf 'Source: push-relay\n\nPackage: push-relay\nArchitecture: any\n' >"$shlibs/debian/control"
+    depends=$(cd "$shlibs" && dpkg-shlibdeps ${2:+"$2"} -O -e"$binary" 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
+    rm -rf "$shlibs"
+    [ -n "$depends" ] || return 1
+    echo "$depends, ca-certificates"
+}
+
+# package_names DEPENDS: the package names of a Depends field, without versions or alternatives.
+package_names() { echo "$1" | sed 's/ ([^)]*)//g; s/ *|[^,]*//g; s/,/ /g' | xargs; }
+
+# warm_rootfs BINARY: makes (or keeps) the root filesystems the release build's image and the
+# artifact tests (Deploy/test.sh) will ask for, from a build of push-relay that links the same
+# libraries (scripts/test.sh passes the debug build's, before the release binary exists). Only
+# the tarballs' cache: a guess that misses costs the time, and the part that needs another root
+# makes its own.
+warm_rootfs() {
+    local depends names
+    depends=$(binary_depends "$1" --ignore-missing-info) || return 1
+    names=$(package_names "$depends")
+    debian_rootfs essential "$names"                                                      # the image
+    debian_rootfs minbase "systemd systemd-sysv dbus curl $names $(package_names "$deb_extra_depends")" # systemd
+    debian_rootfs minbase "$names"                                                        # tarball
+    debian_rootfs minbase ""                                                              # deb
+}
 
 # podman as it works on these machines: runc (crun fails: "cgroups in hybrid mode not supported"),
 # explicit ulimits (the defaults fail: "setrlimit RLIMIT_NOFILE: Operation not permitted"; so do

@@ -61,10 +61,7 @@ strip --strip-unneeded "$binary"
 "$binary" --version | grep -q "commit $commit" || { log "the binary does not report commit $commit"; exit 1; }
 
 # 2. What it needs at run time: Debian packages, from its ELF dependencies (dpkg-shlibdeps).
-mkdir -p "$work/shlibs/debian"
-printf 'Source: push-relay\n\nPackage: push-relay\nArchitecture: any\n' >"$work/shlibs/debian/control"
-depends=$(cd "$work/shlibs" && dpkg-shlibdeps -O -e"$binary" 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
-depends="$depends, ca-certificates"
+depends=$(binary_depends "$binary") || { log "dpkg-shlibdeps found no packages for $binary"; exit 1; }
 log "depends: $depends"
 
 # 3. The tarball.
@@ -78,7 +75,7 @@ cp README.md CHANGELOG.md LICENSE "$stage/"
 {
     echo "push-relay $version (commit $commit), built $(date -u +%Y-%m-%d) on $(. /etc/os-release && echo "$PRETTY_NAME")."
     echo "Debian/Ubuntu packages it needs at run time (apt-get install …):"
-    echo "  $(echo "$depends" | sed 's/ ([^)]*)//g; s/,//g')"
+    echo "  $(package_names "$depends")"
     echo "With versions: $depends"
     echo "Shared libraries (ldd on the build machine):"
     ldd "$binary" | sed 's/ (0x[0-9a-f]*)//; s/^\t/  /'
@@ -132,7 +129,7 @@ Version: $version
 Architecture: $debarch
 Maintainer: PushRelay project <security@pushrelay.dev>
 Installed-Size: $(du -sk --exclude=DEBIAN "$deb" | cut -f1)
-Depends: $depends, passwd, procps
+Depends: $depends, $deb_extra_depends
 Section: net
 Priority: optional
 Homepage: https://github.com/push-relay/push-relay
@@ -142,12 +139,13 @@ Description: push-notification relay for helpdesk webhooks (APNs and FCM)
  to APNs and FCM over HTTP/2. The systemd unit is installed but not enabled:
  configure /etc/push-relay first.
 EOF
-dpkg-deb --root-owner-group -Zxz --build "$deb" "$out/push-relay_${version}_$debarch.deb" >/dev/null
+# xz's fastest preset: 6 s and 25.6 MB where the default took 64 s for 21.7 MB (2026-11-28).
+dpkg-deb --root-owner-group -Zxz -z1 --build "$deb" "$out/push-relay_${version}_$debarch.deb" >/dev/null
 
 # 5. The OCI image: Debian 12's libraries (mmdebstrap, essential packages only) plus the binary.
 if ((with_image)); then
     rootfs="$work/rootfs"
-    image_rootfs "$rootfs" "$(echo "$depends" | sed 's/ ([^)]*)//g; s/,//g')"
+    image_rootfs "$rootfs" "$(package_names "$depends")"
     install -m 0755 "$binary" "$rootfs/usr/bin/push-relay"
     install -D -m 0644 Deploy/push-relay.example.yaml "$rootfs/usr/share/doc/push-relay/push-relay.example.yaml"
     echo "push-relay:x:10001:10001:PushRelay:/var/lib/push-relay:/usr/sbin/nologin" >>"$rootfs/etc/passwd"

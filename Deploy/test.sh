@@ -362,7 +362,7 @@ refused_start() {
 test_systemd() {
     local root="$work/systemd-root" container=pr-test-systemd
     local started=$SECONDS packages
-    packages=$(dpkg-deb -f "$deb" Depends | sed 's/ ([^)]*)//g; s/ *|[^,]*//g; s/,/ /g' | xargs)
+    packages=$(package_names "$(dpkg-deb -f "$deb" Depends)")
     log "systemd: $(basename "$deb") under systemd in podman (Debian 12 minbase + systemd, dbus, curl, $packages)"
     # The package's dependencies are there already, so that apt-get installs the .deb without
     # package lists (minbase has none). curl is for the doc's last line.

@@ -68,6 +68,13 @@ if [ "$#" -gt 0 ]; then
     "${reap[@]}" swift test "$@"
     exit
 fi
+# The Debian root filesystems of the release build's image and the artifact tests, made beside the
+# suites (mmdebstrap: mostly downloads and unpacking) rather than after the release build, where
+# they were on the run's longest path. From the debug binary's libraries, which are the release
+# binary's; a root it guesses wrong is made by the part that needs it, as before.
+setsid bash -c '. scripts/lib.sh && . Deploy/lib.sh && warm_rootfs .build/debug/push-relay' >.build-release/warm-rootfs.log 2>&1 &
+warm_pid=$!
+trap 'stop_release; kill -- "-$warm_pid" 2>/dev/null || true; print_stages' EXIT
 # The suites that run several relay processes on one database (scale-out, failover) keep both cores
 # busy for a minute or more, and PushRelayKit's suite runs relay processes and the example binary:
 # each batch on its own, so the three do not add up to more processes than the machine holds.
@@ -82,6 +89,7 @@ stage "PushRelayKit package" scripts/test/client-package.sh   # PushRelayKit on 
 stage "console in Chromium" scripts/test/console-test.sh      # the operator console in headless Chromium (screenshots in .build/console-test)
 # The release artifacts (tarball, .deb, OCI image) built, then each run; the deployment examples.
 stage "waiting for the release build" wait_release
+wait "$warm_pid" || log "making the artifact tests' root filesystems ahead failed (each part makes its own): $(tail -n 5 .build-release/warm-rootfs.log)"
 # In two lanes side by side: each part keeps about one core busy (mmdebstrap and dpkg making its
 # Debian root filesystem, a booting systemd, the relay). Deploy/test.sh runs of different parts
 # share no container, port, directory or log. Each part's output is printed when its lane is done.
