@@ -42,10 +42,15 @@ if [ -z "$dist" ]; then
     dist=.build-release/dist
     Deploy/release.sh --out "$dist"
 fi
-# The client library's example, run against the tarball's relay (scripts/test.sh built it already).
+# The client library's example, run against the tarball's relay: PUSH_RELAY_KIT_EXAMPLE names a
+# debug build of it (scripts/test.sh's, so no second SwiftPM waits on its .build), or it is built.
 if [ -z "$only" ] || [ "$only" = tarball ]; then
-    swift build --product push-relay-kit-example >/dev/null
-    kit_example="$(swift build --show-bin-path)/push-relay-kit-example"
+    kit_example="${PUSH_RELAY_KIT_EXAMPLE:-}"
+    if [ -z "$kit_example" ]; then
+        swift build --product push-relay-kit-example >/dev/null
+        kit_example="$(swift build --show-bin-path)/push-relay-kit-example"
+    fi
+    [ -x "$kit_example" ] || { log "no push-relay-kit-example at $kit_example"; exit 1; }
 fi
 version=$(release_version)
 debarch=$(dpkg --print-architecture)

@@ -34,26 +34,31 @@ stage "bootstrap (system packages)" scripts/bootstrap.sh
 # stages, and two apt-gets at once would fail on apt's lock.
 stage "system packages of the later stages" apt_install_missing chromium chromium-driver dpkg-dev binutils mmdebstrap podman runc uidmap
 if [ "$#" -eq 0 ]; then
-    # The release build needs none of the tests' results: it runs beside the debug build and the tests
-    # (its output in its log) and the artifact tests wait for it. Two builds at once keep both cores
-    # busy through each one's serial stretches (the last modules, the link); the suites are checked to
+    # The release build and then the artifact tests need none of the suites' results: they run
+    # beside the debug build and the suites, as scripts/test/release-lane.sh (their output in
+    # .build-release/release-build.log and artifacts-PART.log). Two lanes keep both cores busy
+    # through each one's serial stretches (the last modules, the link); the suites are checked to
     # pass with both cores busy (scripts/test/stress.sh). It writes nothing in the source tree.
     mkdir -p .build-release
-    release_log=.build-release/release-build.log
-    release_started=$SECONDS
-    setsid Deploy/release.sh --out .build-release/dist >"$release_log" 2>&1 &
-    release_pid=$!  # its own process group (setsid), so a failed run stops the whole build
-    stop_release() { kill -- "-$release_pid" 2>/dev/null || true; }
-    trap 'stop_release; print_stages' EXIT
-    log "release build started (pid $release_pid, log $release_log)"
-    wait_release() {
-        local status=0
-        wait "$release_pid" || status=$?
-        stages+=("$(printf '%-38s %5d s' "release build (beside the others)" $((SECONDS - release_started)))")
-        if ((status != 0)); then
-            log "the release build failed (exit status $status); the end of $release_log:"
-            tail -n 40 "$release_log" >&2
-        fi
+    rm -f .build-release/debug-built .build-release/release-lane-stages
+    setsid scripts/test/release-lane.sh &
+    lane_pid=$!  # its own process group (setsid), so a failed run stops the whole lane
+    trap 'kill -- "-$lane_pid" 2>/dev/null || true; print_stages' EXIT
+    log "release build and artifact tests started (pid $lane_pid, log .build-release/release-build.log)"
+    # Waits for the lane; prints the parts' output and adds its steps to the stage table.
+    wait_release_lane() {
+        local status=0 name seconds code
+        wait "$lane_pid" || status=$?
+        while read -r name seconds code; do
+            case "$name" in
+            release-build)
+                name="release build (beside the others)"
+                ((code == 0)) || { log "the release build failed (exit status $code); the end of .build-release/release-build.log:"; tail -n 40 .build-release/release-build.log >&2; } ;;
+            artifacts:*) sed "s/^/[${name#artifacts:}] /" ".build-release/artifacts-${name#artifacts:}.log" >&2; name="artifacts: ${name#artifacts:}" ;;
+            *) name="${name//_/ }" ;;
+            esac
+            stages+=("$(printf '%-38s %5d s' "$name" "$seconds")$( ((code == 0)) || echo "  FAILED (exit status $code)")")
+        done <.build-release/release-lane-stages
         return "$status"
     }
 fi
@@ -68,13 +73,7 @@ if [ "$#" -gt 0 ]; then
     "${reap[@]}" swift test "$@"
     exit
 fi
-# The Debian root filesystems of the release build's image and the artifact tests, made beside the
-# suites (mmdebstrap: mostly downloads and unpacking) rather than after the release build, where
-# they were on the run's longest path. From the debug binary's libraries, which are the release
-# binary's; a root it guesses wrong is made by the part that needs it, as before.
-setsid bash -c '. scripts/lib.sh && . Deploy/lib.sh && warm_rootfs .build/debug/push-relay' >.build-release/warm-rootfs.log 2>&1 &
-warm_pid=$!
-trap 'stop_release; kill -- "-$warm_pid" 2>/dev/null || true; print_stages' EXIT
+touch .build-release/debug-built  # the release lane's artifact tests may start (they run the debug example)
 # The suites that run several relay processes on one database (scale-out, failover) keep both cores
 # busy for a minute or more, and PushRelayKit's suite runs relay processes and the example binary:
 # each batch on its own, so the three do not add up to more processes than the machine holds.
@@ -88,33 +87,4 @@ stage "schemathesis" scripts/test/schemathesis.sh             # the served OpenA
 stage "PushRelayKit package" scripts/test/client-package.sh   # PushRelayKit on its own, as an app adds it (swift-crypto on Linux only)
 stage "console in Chromium" scripts/test/console-test.sh      # the operator console in headless Chromium (screenshots in .build/console-test)
 # The release artifacts (tarball, .deb, OCI image) built, then each run; the deployment examples.
-stage "waiting for the release build" wait_release
-wait "$warm_pid" || log "making the artifact tests' root filesystems ahead failed (each part makes its own): $(tail -n 5 .build-release/warm-rootfs.log)"
-# In two lanes side by side: each part keeps about one core busy (mmdebstrap and dpkg making its
-# Debian root filesystem, a booting systemd, the relay). Deploy/test.sh runs of different parts
-# share no container, port, directory or log. Each part's output is printed when its lane is done.
-artifact_lane() {
-    local part start status failed=0
-    for part in "$@"; do
-        start=$SECONDS status=0
-        Deploy/test.sh --dist .build-release/dist --only "$part" >".build-release/artifacts-$part.log" 2>&1 || status=$?
-        echo "$part $((SECONDS - start)) $status" >>.build-release/artifact-stages
-        ((status == 0)) || failed=1
-    done
-    return "$failed"
-}
-artifact_tests() {
-    local lanes=() lane status=0 part seconds code
-    rm -f .build-release/artifact-stages
-    artifact_lane tarball image examples &
-    lanes+=($!)
-    artifact_lane deb systemd &
-    lanes+=($!)
-    for lane in "${lanes[@]}"; do wait "$lane" || status=1; done
-    while read -r part seconds code; do
-        sed "s/^/[$part] /" ".build-release/artifacts-$part.log" >&2
-        stages+=("$(printf '%-38s %5d s' "artifacts: $part" "$seconds")$( ((code == 0)) || echo "  FAILED (exit status $code)")")
-    done <.build-release/artifact-stages
-    return "$status"
-}
-stage "artifacts (two lanes)" artifact_tests
+stage "waiting for the release lane" wait_release_lane
