@@ -77,9 +77,9 @@ package_names() { echo "$1" | sed 's/ ([^)]*)//g; s/ *|[^,]*//g; s/,/ /g' | xarg
 
 # warm_rootfs BINARY: makes (or keeps) the root filesystems the release build's image and the
 # artifact tests (Deploy/test.sh) will ask for, from a build of push-relay that links the same
-# libraries (scripts/test.sh passes the debug build's, before the release binary exists). Only
-# the tarballs' cache: a guess that misses costs the time, and the part that needs another root
-# makes its own.
+# libraries (scripts/test/release-lane.sh passes the debug build's, before the release binary
+# exists). Only the tarballs' cache: a guess that misses costs the time, and the part that needs
+# another root makes its own.
 warm_rootfs() {
     local depends names
     depends=$(binary_depends "$1" --ignore-missing-info) || return 1
