@@ -53,8 +53,16 @@ if [ "$#" -eq 0 ]; then
             case "$name" in
             release-build)
                 name="release build (beside the others)"
-                ((code == 0)) || { log "the release build failed (exit status $code); the end of .build-release/release-build.log:"; tail -n 40 .build-release/release-build.log >&2; } ;;
-            artifacts:*) sed "s/^/[${name#artifacts:}] /" ".build-release/artifacts-${name#artifacts:}.log" >&2; name="artifacts: ${name#artifacts:}" ;;
+                if ((code != 0)); then
+                    log "the release build failed (exit status $code); the end of .build-release/release-build.log:"
+                    tail -n 40 .build-release/release-build.log >&2
+                fi
+                ;;
+            artifacts:*)
+                name=${name#artifacts:}
+                sed "s/^/[$name] /" ".build-release/artifacts-$name.log" >&2
+                name="artifacts: $name"
+                ;;
             *) name="${name//_/ }" ;;
             esac
             stages+=("$(printf '%-38s %5d s' "$name" "$seconds")$( ((code == 0)) || echo "  FAILED (exit status $code)")")
