@@ -37,6 +37,7 @@ debian_rootfs() {
             --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/info/*' \
             bookworm "${cache%.tar}.partial.tar" "${debian_sources[@]}" >"${cache%.tar}.log" 2>&1; then
             tail -20 "${cache%.tar}.log" >&2
+            exec {lock}>&-
             return 1
         fi
         mv "${cache%.tar}.partial.tar" "$cache"
