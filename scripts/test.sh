@@ -49,21 +49,15 @@ if [ "$#" -eq 0 ]; then
     wait_release_lane() {
         local status=0 name seconds code
         wait "$lane_pid" || status=$?
-        while read -r name seconds code; do
+        while IFS=$'\t' read -r name seconds code; do
             case "$name" in
-            release-build)
-                name="release build (beside the others)"
+            "release build"*)
                 if ((code != 0)); then
                     log "the release build failed (exit status $code); the end of .build-release/release-build.log:"
                     tail -n 40 .build-release/release-build.log >&2
                 fi
                 ;;
-            artifacts:*)
-                name=${name#artifacts:}
-                sed "s/^/[$name] /" ".build-release/artifacts-$name.log" >&2
-                name="artifacts: $name"
-                ;;
-            *) name="${name//_/ }" ;;
+            "artifacts: "*) sed "s/^/[${name#artifacts: }] /" ".build-release/artifacts-${name#artifacts: }.log" >&2 ;;
             esac
             stages+=("$(printf '%-38s %5d s' "$name" "$seconds")$( ((code == 0)) || echo "  FAILED (exit status $code)")")
         done <.build-release/release-lane-stages

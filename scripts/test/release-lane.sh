@@ -4,8 +4,9 @@
 # (Deploy/test.sh), which start as soon as the release build and the debug build (the tarball's
 # part runs PushRelayKit's debug example) are both done, while the suites may still run.
 # scripts/test.sh touches .build-release/debug-built when its debug build is done.
-# Each part's output goes to .build-release/artifacts-PART.log; one line per step
-# ("NAME SECONDS STATUS") to .build-release/release-lane-stages, read by scripts/test.sh.
+# Each part's output goes to .build-release/artifacts-PART.log; one line per step (its name for the
+# stage table, seconds and exit status, tab-separated) to .build-release/release-lane-stages, read
+# by scripts/test.sh.
 # Exits non-zero when any step failed.
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
@@ -13,7 +14,7 @@ set -euo pipefail
 
 stages=.build-release/release-lane-stages
 debug_built=.build-release/debug-built
-note() { echo "$1 $2 $3" >>"$stages"; }
+note() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$stages"; }
 # scripts/test.sh kills this lane's process group when it exits; should it die unable to (SIGKILL),
 # this watch ends the group (the release build, the parts) within a second.
 parent=$PPID
@@ -38,7 +39,7 @@ if [ -e "$debug_built" ]; then
     warm=$!
 fi
 wait "$release" || status=$?
-note "release-build" $((SECONDS - start)) "$status"
+note "release build (beside the others)" $((SECONDS - start)) "$status"
 ((status == 0)) || exit "$status"
 if [ -n "$warm" ]; then
     wait "$warm" || log "making the root filesystems ahead failed (each part makes its own): $(tail -n 3 .build-release/warm-rootfs.log)"
@@ -55,7 +56,7 @@ lane() {
         begun=$SECONDS code=0
         PUSH_RELAY_KIT_EXAMPLE=.build/debug/push-relay-kit-example \
             Deploy/test.sh --dist .build-release/dist --only "$part" >".build-release/artifacts-$part.log" 2>&1 || code=$?
-        note "artifacts:$part" $((SECONDS - begun)) "$code"
+        note "artifacts: $part" $((SECONDS - begun)) "$code"
         ((code == 0)) || failed=1
     done
     return "$failed"
@@ -67,5 +68,5 @@ lane deb systemd &
 second=$!
 wait "$first" || status=1
 wait "$second" || status=1
-note "artifact_tests_(two_lanes)" $((SECONDS - begun)) "$status"
+note "artifact tests (two lanes)" $((SECONDS - begun)) "$status"
 exit "$status"
