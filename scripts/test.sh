@@ -71,6 +71,10 @@ df -h . /dev/shm 2>/dev/null | sed "s/^/$script_name: /" >&2 || true
 # hang, far above its usual minutes) is killed and fails, and one that leaves a process behind (a
 # relay, a PostgreSQL server of a crashed test process) fails, with the processes named.
 reap=(scripts/test/reap.py --timeout 1200 --)
+# It also gives each batch a temporary directory (TMPDIR) and removes it afterwards; checked here.
+# shellcheck disable=SC2016  # the inner shell expands TMPDIR
+batch_tmp=$(scripts/test/reap.py -- sh -c ': "${TMPDIR:?reap.py set no TMPDIR}"; touch "$TMPDIR/key" && echo "$TMPDIR"')
+[ ! -e "$batch_tmp" ] || { log "scripts/test/reap.py left the batch's temporary directory $batch_tmp behind"; exit 1; }
 if [ "$#" -gt 0 ]; then
     "${reap[@]}" swift test "$@"
     exit

@@ -9,15 +9,19 @@ to it when its parent dies, crashed test processes included. When the command ex
 has `--grace` seconds (default 15) to end by itself (a test process's clusters get an immediate
 shutdown at exit); whatever is still running then is named, killed, and fails the run. After
 `--timeout` seconds (default 1800, a bound on a hang, not on a slow run) the command and everything
-under it are killed and the run fails with status 124.
+under it are killed and the run fails with status 124. The command gets a temporary directory of its
+own (TMPDIR), removed when it and what it left have ended: the keys, configuration files and logs
+its tests write there go with the batch instead of piling up in /tmp.
 
 Exit status: the command's; 1 when it passed but left a process behind; 124 after the timeout.
 """
 import argparse
 import ctypes
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import time
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -98,9 +102,12 @@ def main():
         say(f"cannot become a child subreaper: {os.strerror(ctypes.get_errno())}")
         return 1
     me = os.getpid()
+    scratch = tempfile.mkdtemp(prefix="push-relay-batch-")
+    os.chmod(scratch, 0o1777)  # as /tmp: tests run commands as another user (nobody) on files in it
     command_pid = os.fork()
     if command_pid == 0:
         try:
+            os.environ["TMPDIR"] = scratch
             os.execvp(command[0], command)
         finally:
             os._exit(127)
@@ -142,6 +149,7 @@ def main():
         reap_zombies(command_pid)
         if status == 0:
             status = 1
+    shutil.rmtree(scratch, ignore_errors=True)
     return status
 
 
