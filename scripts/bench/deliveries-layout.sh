@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# The deliveries table's layout at the SQL level: what PostgreSQL spends per delivery on the two
+# statements every push goes through (intake stores it claimed, the outcome marks it delivered), for
+# the current layout and two alternatives (issue 47, item 1), on a fresh durable cluster each run:
+# - current: the four indexes of the migrations (primary key; due, whose predicate reads `status`,
+#   so the outcome is never a HOT update; by notification; by device hash);
+# - due-table: the due set in a narrow table of its own, inserted at intake and deleted with the
+#   outcome; `deliveries` with fillfactor 50, so the outcome can be HOT;
+# - no-due-entry: a fresh delivery in no due set at all (only retries would be), fillfactor 50: the
+#   bound for a layout where the due index never sees a delivery that succeeds at once.
+# Batches of 32 deliveries, one client; the outcome four batches after the intake, with
+# synchronous_commit off as the relay's. CPU is every PostgreSQL process's (backends, autovacuum,
+# the closing VACUUM and CHECKPOINT), WAL from its position; the variants alternate by round.
+# Usage: scripts/bench/deliveries-layout.sh [rounds (4)] [batches per run (4000)]
+set -euo pipefail
+. "$(dirname "$0")/../lib.sh"
+
+rounds="${1:-4}" batches="${2:-4000}"
+[[ "$rounds" =~ ^[1-9][0-9]*$ && "$batches" =~ ^[1-9][0-9]*$ ]] || usage
+pg_bin="${PUSH_RELAY_PG_BIN:-$(find /usr/lib/postgresql -maxdepth 2 -name bin -type d | sort -V | tail -n 1)}"
+[ -x "$pg_bin/initdb" ] || { log "no PostgreSQL server programs (set PUSH_RELAY_PG_BIN)"; exit 1; }
+as_postgres() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+work_dir deliveries-layout
+cluster="$work/pg"
+stop_cluster() { [ ! -f "$cluster/postmaster.pid" ] || as_postgres "$pg_bin/pg_ctl" -D "$cluster" -m immediate stop >/dev/null 2>&1 || true; }
+trap 'stop_cluster; cleanup' EXIT
+
+# One run: prints "variant cpu_us wal_bytes hot_share".
+run() {
+    local variant="$1" port pm lsn0 lsn1 cpu0 cpu1 hot
+    stop_cluster
+    rm -rf "$cluster"
+    mkdir -p "$cluster"
+    [ "$(id -u)" -ne 0 ] || chown postgres "$cluster"
+    as_postgres "$pg_bin/initdb" -D "$cluster" -A trust -U bench >/dev/null
+    port="$(free_port)"
+    printf '%s\n' "port = $port" "listen_addresses = '127.0.0.1'" "unix_socket_directories = ''" \
+        "shared_buffers = 256MB" "max_wal_size = 4GB" >>"$cluster/postgresql.conf"
+    as_postgres "$pg_bin/pg_ctl" -D "$cluster" -l "$cluster/server.log" -w start >/dev/null
+    local psql=(psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U bench -d postgres)
+    "${psql[@]}" <<'SQL'
+CREATE SEQUENCE batches;
+CREATE TABLE deliveries (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, notification_id bigint, app_id text NOT NULL,
+    device_token text NOT NULL, platform text NOT NULL, kind text NOT NULL DEFAULT 'alert',
+    status text NOT NULL DEFAULT 'pending', attempts integer NOT NULL DEFAULT 0,
+    next_attempt_at timestamptz NOT NULL DEFAULT now(), lease_owner text, lease_expires_at timestamptz,
+    provider_id text, last_error text, created_at timestamptz NOT NULL DEFAULT now(),
+    updated_at timestamptz NOT NULL DEFAULT now(), delivered_at timestamptz
+);
+CREATE INDEX deliveries_by_notification ON deliveries (notification_id);
+CREATE INDEX deliveries_by_device_hash ON deliveries (app_id, hashtextextended(device_token, 0), id);
+SQL
+    local fresh="INSERT INTO deliveries (notification_id, app_id, device_token, platform, status, lease_owner, lease_expires_at, next_attempt_at)
+SELECT :k * 32 + g, 'support', md5(random()::text) || md5(random()::text), 'ios', 'sending', 'me', now() + interval '1 minute',
+    now() + interval '1 minute' FROM generate_series(1, 32) g"
+    local batch="d.id > (:k - 4) * 32 AND d.id <= (:k - 3) * 32"
+    local outcome="UPDATE deliveries d SET status = 'delivered', provider_id = md5(d.id::text), last_error = NULL, attempts = d.attempts + 1,
+    lease_owner = NULL, lease_expires_at = NULL, delivered_at = now(), updated_at = now() WHERE $batch AND d.lease_owner = 'me'"
+    local intake_sql="$fresh;" outcome_sql="$outcome;"
+    case "$variant" in
+    current) "${psql[@]}" -c "CREATE INDEX deliveries_due ON deliveries (app_id, next_attempt_at) WHERE status IN ('pending', 'sending')" ;;
+    due-table)
+        "${psql[@]}" -c "ALTER TABLE deliveries SET (fillfactor = 50)" \
+            -c "CREATE TABLE delivery_due (id bigint PRIMARY KEY, app_id text NOT NULL, next_attempt_at timestamptz NOT NULL)" \
+            -c "CREATE INDEX delivery_due_by_time ON delivery_due (app_id, next_attempt_at)"
+        intake_sql="WITH fresh AS ($fresh RETURNING id, app_id, next_attempt_at) INSERT INTO delivery_due SELECT * FROM fresh;"
+        outcome_sql="WITH gone AS (DELETE FROM delivery_due d WHERE $batch) $outcome;"
+        ;;
+    no-due-entry) "${psql[@]}" -c "ALTER TABLE deliveries SET (fillfactor = 50)" ;;
+    esac
+    printf '%s\n' "SELECT nextval('batches') - 1 AS k \\gset" "${intake_sql//$'\n'/ }" "BEGIN;" \
+        "SET LOCAL synchronous_commit = off;" "${outcome_sql//$'\n'/ }" "COMMIT;" >"$work/script.sql"
+    "${psql[@]}" -c "CHECKPOINT"
+    pm="$(head -n 1 "$cluster/postmaster.pid")"
+    # The postmaster's own and its exited children's time, and its live children's, in seconds.
+    postgres_seconds() {
+        python3 - "$pm" <<'PY'
+import os, sys
+pm, total = sys.argv[1], 0
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    except OSError:
+        continue  # ended meanwhile: its time is in the postmaster's children's
+    if pid == pm:
+        total += sum(int(f) for f in fields[11:15])
+    elif fields[1] == pm:
+        total += int(fields[11]) + int(fields[12])
+print(total / os.sysconf("SC_CLK_TCK"))
+PY
+    }
+    lsn0="$("${psql[@]}" -At -c "SELECT pg_current_wal_lsn()")"
+    cpu0="$(postgres_seconds)"
+    pgbench -h 127.0.0.1 -p "$port" -U bench -n -c 1 -t "$batches" -f "$work/script.sql" postgres >/dev/null
+    "${psql[@]}" -c "VACUUM"
+    "${psql[@]}" -c "CHECKPOINT"
+    cpu1="$(postgres_seconds)"
+    lsn1="$("${psql[@]}" -At -c "SELECT pg_current_wal_lsn()")"
+    hot="$("${psql[@]}" -At -c "SELECT round(n_tup_hot_upd::numeric / greatest(n_tup_upd, 1), 2) FROM pg_stat_user_tables WHERE relname = 'deliveries'")"
+    "${psql[@]}" -At -c "SELECT '$variant', round(($cpu1 - $cpu0)::numeric / ($batches * 32) * 1e6, 1),
+        round(pg_wal_lsn_diff('$lsn1', '$lsn0') / ($batches * 32)), $hot" | tr '|' ' '
+}
+
+machine_line
+echo "runs: variant, PostgreSQL CPU µs per delivery, WAL bytes per delivery, share of the outcome updates that were HOT"
+results=()
+for round in $(seq "$rounds"); do
+    for variant in $(alternate "$round" current due-table no-due-entry); do
+        line="$(run "$variant")"
+        echo "  round $round: $line"
+        results+=("$round $line")
+    done
+done
+# Per round, each variant's CPU over current's in the same round; the median of those.
+printf '%s\n' "${results[@]}" | python3 -c "$(
+    cat <<'PY'
+import statistics, sys
+runs = [line.split() for line in sys.stdin]
+current = {r[0]: float(r[2]) for r in runs if r[1] == "current"}
+base = statistics.median(float(r[3]) for r in runs if r[1] == "current")
+for variant in ("due-table", "no-due-entry"):
+    ratios = [float(r[2]) / current[r[0]] for r in runs if r[1] == variant]
+    wal = statistics.median(float(r[3]) for r in runs if r[1] == variant)
+    per_round = " ".join(f"{x:.2f}" for x in ratios)
+    print(f"{variant}: CPU per delivery / current's, per round {per_round}, median {statistics.median(ratios):.2f}; WAL {wal:.0f} / {base:.0f} bytes")
+PY
+)"
