@@ -10,11 +10,13 @@ set -euo pipefail
 # stage NAME COMMAND…: runs COMMAND and notes its seconds; the table of stages is printed at the
 # end, also when one fails, so a slow stage is seen the day it appears.
 stages=()
+# note_stage NAME SECONDS STATUS: one line of the table.
+note_stage() { stages+=("$(printf '%-38s %5d s' "$1" "$2")$( (($3 == 0)) || echo "  FAILED (exit status $3)")"); }
 stage() {
     local name="$1" start=$SECONDS status=0
     shift
     "$@" || status=$?
-    stages+=("$(printf '%-38s %5d s' "$name" $((SECONDS - start)))$( ((status == 0)) || echo "  FAILED (exit status $status)")")
+    note_stage "$name" $((SECONDS - start)) "$status"
     return "$status"
 }
 print_stages() {
@@ -59,7 +61,7 @@ if [ "$#" -eq 0 ]; then
                 ;;
             "artifacts: "*) sed "s/^/[${name#artifacts: }] /" ".build-release/artifacts-${name#artifacts: }.log" >&2 ;;
             esac
-            stages+=("$(printf '%-38s %5d s' "$name" "$seconds")$( ((code == 0)) || echo "  FAILED (exit status $code)")")
+            note_stage "$name" "$seconds" "$code"
         done <.build-release/release-lane-stages
         return "$status"
     }
