@@ -25,6 +25,25 @@ cluster="$work/pg"
 stop_cluster() { [ ! -f "$cluster/postmaster.pid" ] || as_postgres "$pg_bin/pg_ctl" -D "$cluster" -m immediate stop >/dev/null 2>&1 || true; }
 trap 'stop_cluster; cleanup' EXIT
 
+# postgres_seconds POSTMASTER_PID: the CPU time of that server's postmaster, its exited children
+# (backends, autovacuum workers) and its live children, in seconds.
+postgres_seconds() {
+    python3 - "$1" <<'PY'
+import os, sys
+pm, total = sys.argv[1], 0
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    except OSError:
+        continue  # ended meanwhile: its time is in the postmaster's children's
+    if pid == pm:
+        total += sum(int(f) for f in fields[11:15])
+    elif fields[1] == pm:
+        total += int(fields[11]) + int(fields[12])
+print(total / os.sysconf("SC_CLK_TCK"))
+PY
+}
+
 # One run: prints "variant cpu_us wal_bytes hot_share".
 run() {
     local variant="$1" port pm lsn0 lsn1 cpu0 cpu1 hot
@@ -33,7 +52,7 @@ run() {
     mkdir -p "$cluster"
     [ "$(id -u)" -ne 0 ] || chown postgres "$cluster"
     as_postgres "$pg_bin/initdb" -D "$cluster" -A trust -U bench >/dev/null
-    port="$(free_port)"
+    port="${BENCH_PORT:-$(free_port)}"
     printf '%s\n' "port = $port" "listen_addresses = '127.0.0.1'" "unix_socket_directories = ''" \
         "shared_buffers = 256MB" "max_wal_size = 4GB" >>"$cluster/postgresql.conf"
     as_postgres "$pg_bin/pg_ctl" -D "$cluster" -l "$cluster/server.log" -w start >/dev/null
@@ -73,29 +92,12 @@ SELECT :k * 32 + g, 'support', md5(random()::text) || md5(random()::text), 'ios'
         "SET LOCAL synchronous_commit = off;" "${outcome_sql//$'\n'/ }" "COMMIT;" >"$work/script.sql"
     "${psql[@]}" -c "CHECKPOINT"
     pm="$(head -n 1 "$cluster/postmaster.pid")"
-    # The postmaster's own and its exited children's time, and its live children's, in seconds.
-    postgres_seconds() {
-        python3 - "$pm" <<'PY'
-import os, sys
-pm, total = sys.argv[1], 0
-for pid in filter(str.isdigit, os.listdir("/proc")):
-    try:
-        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    except OSError:
-        continue  # ended meanwhile: its time is in the postmaster's children's
-    if pid == pm:
-        total += sum(int(f) for f in fields[11:15])
-    elif fields[1] == pm:
-        total += int(fields[11]) + int(fields[12])
-print(total / os.sysconf("SC_CLK_TCK"))
-PY
-    }
     lsn0="$("${psql[@]}" -At -c "SELECT pg_current_wal_lsn()")"
-    cpu0="$(postgres_seconds)"
+    cpu0="$(postgres_seconds "$pm")"
     pgbench -h 127.0.0.1 -p "$port" -U bench -n -c 1 -t "$batches" -f "$work/script.sql" postgres >/dev/null
     "${psql[@]}" -c "VACUUM"
     "${psql[@]}" -c "CHECKPOINT"
-    cpu1="$(postgres_seconds)"
+    cpu1="$(postgres_seconds "$pm")"
     lsn1="$("${psql[@]}" -At -c "SELECT pg_current_wal_lsn()")"
     hot="$("${psql[@]}" -At -c "SELECT round(n_tup_hot_upd::numeric / greatest(n_tup_upd, 1), 2) FROM pg_stat_user_tables WHERE relname = 'deliveries'")"
     "${psql[@]}" -At -c "SELECT '$variant', round(($cpu1 - $cpu0)::numeric / ($batches * 32) * 1e6, 1),
