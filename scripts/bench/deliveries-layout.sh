@@ -11,11 +11,11 @@
 # Batches of 32 deliveries, one client; the outcome four batches after the intake, with
 # synchronous_commit off as the relay's. CPU is every PostgreSQL process's (backends, autovacuum,
 # the closing VACUUM and CHECKPOINT), WAL from its position; the variants alternate by round.
-# Usage: scripts/bench/deliveries-layout.sh [rounds (4)] [batches per run (4000)]
+# Usage: [LAYOUTS='current …'] scripts/bench/deliveries-layout.sh [rounds (4)] [batches per run (4000)]
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 
-rounds="${1:-4}" batches="${2:-4000}"
+rounds="${1:-4}" batches="${2:-4000}" layouts="${LAYOUTS:-current due-table no-due-entry sweep-index}"
 [[ "$rounds" =~ ^[1-9][0-9]*$ && "$batches" =~ ^[1-9][0-9]*$ ]] || usage
 pg_bin="${PUSH_RELAY_PG_BIN:-$(find /usr/lib/postgresql -maxdepth 2 -name bin -type d | sort -V | tail -n 1)}"
 [ -x "$pg_bin/initdb" ] || { log "no PostgreSQL server programs (set PUSH_RELAY_PG_BIN)"; exit 1; }
@@ -76,7 +76,7 @@ SELECT :k * 32 + g, 'support', md5(random()::text) || md5(random()::text), 'ios'
     local batch="d.id > (:k - 4) * 32 AND d.id <= (:k - 3) * 32"
     local outcome="UPDATE deliveries d SET status = 'delivered', provider_id = md5(d.id::text), last_error = NULL, attempts = d.attempts + 1,
     lease_owner = NULL, lease_expires_at = NULL, delivered_at = now(), updated_at = now() WHERE $batch AND d.lease_owner = 'me'"
-    local intake_sql="$fresh;" outcome_sql="$outcome;"
+    local intake_sql="$fresh;" outcome_sql="$outcome;" sweep=""
     case "$variant" in
     current) "${psql[@]}" -c "CREATE INDEX deliveries_due ON deliveries (app_id, next_attempt_at) WHERE status IN ('pending', 'sending')" ;;
     due-table)
@@ -87,9 +87,31 @@ SELECT :k * 32 + g, 'support', md5(random()::text) || md5(random()::text), 'ios'
         outcome_sql="WITH gone AS (DELETE FROM delivery_due d WHERE $batch) $outcome;"
         ;;
     no-due-entry) "${psql[@]}" -c "ALTER TABLE deliveries SET (fillfactor = 50)" ;;
+    sweep-index)
+        "${psql[@]}" -c "ALTER TABLE deliveries SET (fillfactor = 50)" \
+            -c "ALTER TABLE deliveries ADD COLUMN due boolean NOT NULL DEFAULT true" \
+            -c "CREATE INDEX deliveries_due ON deliveries (app_id, next_attempt_at) WHERE due" \
+            -c "CREATE INDEX deliveries_unswept ON deliveries (next_attempt_at, id) WHERE NOT due" \
+            -c "CREATE TABLE sweep (swept_to timestamptz NOT NULL, swept_id bigint NOT NULL)" \
+            -c "INSERT INTO sweep VALUES ('-infinity', 0)"
+        intake_sql="${fresh/platform, status,/platform, due, status,}"
+        intake_sql="${intake_sql/\'ios\', \'sending\'/\'ios\', false, \'sending\'}"
+        # Due at once (the lease's end, in the relay): so the sweep visits each row during the run.
+        intake_sql="${intake_sql/$'\n'    now() + interval \'1 minute\' FROM/ now() FROM};"
+        # The relay's sweep (Sources/PushRelay/Outbox/DeliveryQueue+Sweep.swift), every 16 batches.
+        sweep="WITH mark AS MATERIALIZED (SELECT * FROM sweep LIMIT 1 FOR UPDATE), visited AS MATERIALIZED (
+    SELECT d.* FROM mark CROSS JOIN LATERAL (SELECT id, next_attempt_at, status FROM deliveries
+        WHERE NOT due AND (next_attempt_at, id) > (mark.swept_to, mark.swept_id) AND next_attempt_at <= now() - interval '100 ms'
+        ORDER BY next_attempt_at, id LIMIT 10000) d),
+made_due AS (UPDATE deliveries d SET due = true WHERE d.id = ANY (ARRAY(SELECT id FROM visited WHERE status IN ('pending', 'sending')))
+    AND NOT d.due AND d.status IN ('pending', 'sending') RETURNING 1)
+UPDATE sweep SET (swept_to, swept_id) = (SELECT next_attempt_at, id FROM visited ORDER BY next_attempt_at DESC, id DESC LIMIT 1)
+WHERE EXISTS (SELECT 1 FROM visited) AND (SELECT count(*) FROM made_due) >= 0;"
+        ;;
     esac
     printf '%s\n' "SELECT nextval('batches') - 1 AS k \\gset" "${intake_sql//$'\n'/ }" "BEGIN;" \
         "SET LOCAL synchronous_commit = off;" "${outcome_sql//$'\n'/ }" "COMMIT;" >"$work/script.sql"
+    [ -z "$sweep" ] || printf '%s\n' "\\set swept :k % 16" "\\if :swept = 0" "${sweep//$'\n'/ }" "\\endif" >>"$work/script.sql"
     "${psql[@]}" -c "CHECKPOINT"
     pm="$(head -n 1 "$cluster/postmaster.pid")"
     lsn0="$("${psql[@]}" -At -c "SELECT pg_current_wal_lsn()")"
@@ -108,7 +130,8 @@ machine_line
 echo "runs: variant, PostgreSQL CPU µs per delivery, WAL bytes per delivery, share of the outcome updates that were HOT"
 results=()
 for round in $(seq "$rounds"); do
-    for variant in $(alternate "$round" current due-table no-due-entry); do
+    # shellcheck disable=SC2086  # a list of words
+    for variant in $(alternate "$round" $layouts); do
         line="$(run "$variant")"
         echo "  round $round: $line"
         results+=("$round $line")
@@ -121,7 +144,7 @@ import statistics, sys
 runs = [line.split() for line in sys.stdin]
 current = {r[0]: float(r[2]) for r in runs if r[1] == "current"}
 base = statistics.median(float(r[3]) for r in runs if r[1] == "current")
-for variant in ("due-table", "no-due-entry"):
+for variant in dict.fromkeys(r[1] for r in runs if r[1] != "current"):
     ratios = [float(r[2]) / current[r[0]] for r in runs if r[1] == variant]
     wal = statistics.median(float(r[3]) for r in runs if r[1] == variant)
     per_round = " ".join(f"{x:.2f}" for x in ratios)

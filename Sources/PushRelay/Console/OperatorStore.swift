@@ -55,7 +55,19 @@ struct OperatorStore: Sendable {
                 SELECT count(*) FILTER (WHERE d.status = '\(pending)' AND d.attempts = 0) AS pending,
                        count(*) FILTER (WHERE d.status = '\(sending)') AS sending,
                        count(*) FILTER (WHERE d.status = '\(pending)' AND d.attempts > 0) AS retrying
-                FROM (SELECT status, attempts FROM deliveries WHERE app_id = a.app AND status IN ('\(pending)', '\(sending)') LIMIT $2) d
+                FROM (
+                    -- Due deliveries, then those stored claimed at intake (not due) that the sweep
+                    -- has not passed: every one waiting or in flight, each list read through its index.
+                    (SELECT status, attempts FROM deliveries WHERE app_id = a.app AND due AND status IN ('\(pending)', '\(sending)') LIMIT $2)
+                    UNION ALL
+                    (SELECT f.status, f.attempts FROM (SELECT * FROM delivery_sweep LIMIT 1) s CROSS JOIN LATERAL (
+                        SELECT status, attempts FROM deliveries
+                        WHERE NOT due AND (next_attempt_at, id) > (s.swept_to, s.swept_id)
+                          AND app_id = a.app AND status IN ('\(pending)', '\(sending)')
+                        LIMIT $2
+                    ) f)
+                    LIMIT $2
+                ) d
             ) q
             """,
             [apps, Int64(cap)]

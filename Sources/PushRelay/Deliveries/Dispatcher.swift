@@ -91,10 +91,12 @@ final class Dispatcher: Service, Sendable {
                     for await _ in wakeUps { self.wantClaim() }
                 }
             }
-            // ... and the poll, which is what brings retries back.
+            // ... and the poll, which is what brings retries back, after the sweep (which brings
+            // back the deliveries a dead instance held from intake).
             helpers.addTask { [settings, clock] in
                 while !Task.isCancelled {
                     try? await clock.sleep(for: settings.pollInterval)
+                    await self.sweep()
                     self.wantClaim()
                 }
             }
@@ -144,6 +146,32 @@ final class Dispatcher: Service, Sendable {
             let again = machine.withLock { $0.claimed(claimed, for: request) }
             startSenders(into: &sends)
             if !again { return }
+        }
+    }
+
+    /// Makes due the deliveries that were stored claimed at intake and whose lease ended with them
+    /// still unsent (``DeliveryQueue/sweep(upTo:limit:)``), a statement at a time while one comes
+    /// back full.
+    private func sweep() async {
+        do {
+            let cutoff = try await queue.sweepCutoff()
+            var madeDue = 0
+            while true {
+                let pass = try await queue.sweep(upTo: cutoff)
+                madeDue += pass.madeDue
+                if pass.visited < DeliveryQueue.sweepLimit || Task.isCancelled { break }
+            }
+            if madeDue > 0 {
+                logger.notice("deliveries whose lease ended unsent are due again", metadata: ["deliveries": "\(madeDue)"])
+            }
+        } catch is CancellationError {
+            // Shutdown: the next instance's sweep will do it.
+        } catch {
+            logger.log(
+                level: PostgresError.logLevel(for: error),
+                "sweeping ended leases failed; trying again at the next poll",
+                metadata: ["error": "\(error)"]
+            )
         }
     }
 

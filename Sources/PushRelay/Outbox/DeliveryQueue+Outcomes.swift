@@ -18,7 +18,7 @@ extension DeliveryQueue {
 
     /// Claims up to `limits[i]` due deliveries of `apps[i]` for `owner`, oldest due first: each is
     /// marked `sending`, its attempt counted, and leased until `lease` from now (`next_attempt_at`
-    /// too, so a crashed owner's claims come due again).
+    /// too, so a crashed owner's claims come due again: they stay `due`).
     func claim(apps: [String], limits: [Int], owner: String, lease: Duration) async throws -> [ClaimedDelivery] {
         let claimedAt = ContinuousClock.now
         let result = try await client.query(
@@ -29,7 +29,7 @@ extension DeliveryQueue {
             picked AS (
                 SELECT p.id FROM wanted w CROSS JOIN LATERAL (
                     SELECT d.id FROM deliveries d
-                    WHERE d.app_id = w.app_id AND d.status IN ('pending', 'sending') AND d.next_attempt_at <= now()
+                    WHERE d.app_id = w.app_id AND d.due AND d.next_attempt_at <= now() AND d.status IN ('pending', 'sending')
                     ORDER BY d.next_attempt_at
                     LIMIT w.wanted
                     FOR UPDATE SKIP LOCKED
@@ -197,9 +197,14 @@ extension DeliveryQueue {
     /// grows. A row another transaction updated since the lookup (another instance's claim after
     /// the lease ran out) no longer has that `ctid` in its newest version, so it is left alone, as
     /// the `lease_owner` condition leaves it.
+    ///
+    /// `due` follows the new status, so the outcome of a delivery stored claimed at intake (not due)
+    /// that was sent changes no indexed column, and is a HOT update when its page has room
+    /// (``sweep(upTo:limit:)``).
     static let updateOutcomes = """
         UPDATE deliveries d
-        SET status = u.status, next_attempt_at = coalesce(u.next_at, d.next_attempt_at), provider_id = u.provider_id,
+        SET status = u.status, due = u.status IN ('pending', 'sending'), next_attempt_at = coalesce(u.next_at, d.next_attempt_at),
+            provider_id = u.provider_id,
             last_error = u.error, attempts = d.attempts + u.adjustment, lease_owner = NULL, lease_expires_at = NULL,
             delivered_at = CASE WHEN u.status = 'delivered' THEN now() END, updated_at = now()
         FROM (

@@ -164,8 +164,9 @@ struct DeliveryQueue: Sendable {
             FROM (SELECT app_id, owner, sum(added)::int AS added FROM increments GROUP BY app_id, owner) o
         ),
         queued AS (
-            INSERT INTO deliveries (notification_id, app_id, device_token, platform, status, attempts, lease_owner, lease_expires_at, next_attempt_at)
-            SELECT notification_id, app_id, token, platform,
+            INSERT INTO deliveries
+                (notification_id, app_id, device_token, platform, due, status, attempts, lease_owner, lease_expires_at, next_attempt_at)
+            SELECT notification_id, app_id, token, platform, NOT claim,
                    CASE WHEN claim THEN 'sending' ELSE 'pending' END, CASE WHEN claim THEN 1 ELSE 0 END,
                    CASE WHEN claim THEN $10 END, CASE WHEN claim THEN now() + make_interval(secs => $11) END,
                    CASE WHEN claim THEN now() + make_interval(secs => $11) ELSE now() END
@@ -258,8 +259,8 @@ struct DeliveryQueue: Sendable {
     /// and a device moving to another owner (``queueBadgeSyncs(app:devices:in:)``) queue through it.
     private static func queueBadgeSyncs(from source: String) -> String {
         """
-        INSERT INTO deliveries (app_id, device_token, platform, kind)
-        SELECT app_id, token, platform, '\(DeliveryKind.badgeSync.rawValue)' FROM \(source)
+        INSERT INTO deliveries (app_id, device_token, platform, kind, due)
+        SELECT app_id, token, platform, '\(DeliveryKind.badgeSync.rawValue)', true FROM \(source)
         RETURNING id
         """
     }

@@ -1,0 +1,120 @@
+import Foundation
+import Postgres
+import TestSupport
+import Testing
+
+@testable import PushRelay
+
+@Suite("Outbox statements: deliveries stored claimed at intake, and the sweep")
+struct SweepTests {
+    /// Three deliveries stored claimed for "me" under a 60 s lease.
+    static func claimedAtIntake(_ queue: DeliveryQueue) async throws -> [ClaimedDelivery] {
+        let webhook = PushNotification(
+            title: "t",
+            body: "b",
+            ticketID: "sweep-1",
+            devices: (0..<3).map { _ in .init(token: apnsToken(), platform: .ios) }
+        )
+        let reservation = DeliveryReservation(owner: "me", lease: .seconds(60), granted: ["support": 3])
+        let (_, claimed) = try await queue.enqueue([IntakeItem(appID: "support", notification: webhook, requestID: nil)], reservation: reservation)
+        try #require(claimed.count == 3)
+        return claimed
+    }
+
+    @Test("a delivery claimed at intake is not due; once its lease ended unsent, the sweep makes it due, once, and a claim takes it")
+    func sweepBringsBackEndedLeases() async throws {
+        let test = try await TestApp.make()
+        _ = try await test.application()
+        let queue = DeliveryQueue(client: test.client)
+        let claimed = try await Self.claimedAtIntake(queue)
+        let ids = claimed.map(\.id)
+        func states() async throws -> [String] {
+            try await test.client.query("SELECT status || ' ' || due FROM deliveries WHERE id = ANY($1) ORDER BY id", [ids]).rows.map {
+                try $0.decode(String.self, at: 0)
+            }
+        }
+        #expect(try await states() == ["sending false", "sending false", "sending false"])
+        // The console counts them in flight, out of the due index as they are.
+        let console = OperatorStore(client: test.client)
+        #expect(try await console.depths(apps: ["support"], cap: 100)["support"]?.sending == 3)
+
+        // The first is delivered; its outcome leaves it out of the due index.
+        try await queue.store([DeliveryResult(delivery: claimed[0], status: .delivered, outcome: .delivered, providerID: "p")], owner: "me")
+        #expect(try await states() == ["delivered false", "sending false", "sending false"])
+        #expect(try await console.depths(apps: ["support"], cap: 100)["support"]?.sending == 2)
+
+        // Leases running: the sweep visits nothing, and nothing can be claimed.
+        #expect(try await queue.sweep(upTo: try await queue.sweepCutoff()) == (0, 0))
+        #expect(try await queue.claim(apps: ["support"], limits: [10], owner: "other", lease: .seconds(60)).isEmpty)
+
+        // The leases end (the instance died): the sweep visits all three and makes the two unsent due.
+        _ = try await test.client.query(
+            "UPDATE deliveries SET next_attempt_at = now() - interval '1 second', lease_expires_at = now() - interval '1 second' WHERE id = ANY($1)",
+            [ids]
+        )
+        #expect(try await queue.claim(apps: ["support"], limits: [10], owner: "other", lease: .seconds(60)).isEmpty)
+        #expect(try await queue.sweep(upTo: try await queue.sweepCutoff()) == (3, 2))
+        #expect(try await states() == ["delivered false", "sending true", "sending true"])
+        #expect(try await console.depths(apps: ["support"], cap: 100)["support"]?.sending == 2)
+        // The watermark moved past them: a second sweep visits nothing.
+        #expect(try await queue.sweep(upTo: try await queue.sweepCutoff()) == (0, 0))
+
+        let again = try await queue.claim(apps: ["support"], limits: [10], owner: "other", lease: .seconds(60))
+        #expect(Set(again.map(\.id)) == Set(ids[1...]))
+        #expect(again.allSatisfy { $0.attempts == 2 })
+    }
+
+    @Test("a push stored claimed at intake by an instance that died before sending it is sent by a running instance once the lease ended")
+    func deadInstancesClaimIsSent() async throws {
+        try await DeliveryHarness.with { harness in
+            let app = try await harness.application()  // applies the migrations
+            let token = apnsToken()
+            let webhook = PushNotification(title: "t", body: "b", ticketID: "7", devices: [.init(token: token, platform: .ios)])
+            let dead = DeliveryReservation(owner: "dead-instance", lease: .seconds(60), granted: ["support": 1])
+            let queue = DeliveryQueue(client: harness.test.client)
+            let (_, claimed) = try await queue.enqueue([IntakeItem(appID: "support", notification: webhook, requestID: nil)], reservation: dead)
+            try #require(claimed.count == 1)
+            // Its lease ended unsent.
+            _ = try await harness.test.client.query(
+                "UPDATE deliveries SET next_attempt_at = now() - interval '1 second', lease_expires_at = now() - interval '1 second' WHERE id = $1",
+                [claimed[0].id]
+            )
+            try await app.test(.router) { _ in
+                let delivered = try await eventually { try await harness.deliveries(token: token).first?.status == "delivered" }
+                #expect(delivered)
+            }
+            #expect(harness.requests(token: token).map(\.status) == [200])
+            #expect(try await harness.deliveries(token: token).first?.attempts == 2)
+        }
+    }
+
+    @Test("one sweep statement visits at most its limit, in key order, and the next goes on from there")
+    func sweepGoesOnFromItsWatermark() async throws {
+        let test = try await TestApp.make()
+        _ = try await test.application()
+        let queue = DeliveryQueue(client: test.client)
+        let ids = try await Self.claimedAtIntake(queue).map(\.id)
+        // One lease end for all three: the id orders them within it.
+        _ = try await test.client.query("UPDATE deliveries SET next_attempt_at = now() - interval '1 second' WHERE id = ANY($1)", [ids])
+        let cutoff = try await queue.sweepCutoff()
+        #expect(try await queue.sweep(upTo: cutoff, limit: 2) == (2, 2))
+        #expect(try await test.count("SELECT count(*)::int FROM deliveries WHERE due AND id = ANY($1)", [Array(ids.sorted().prefix(2))]) == 2)
+        #expect(try await queue.sweep(upTo: cutoff, limit: 2) == (1, 1))
+        #expect(try await queue.sweep(upTo: cutoff, limit: 2) == (0, 0))
+    }
+
+    @Test("the sweep's cutoff is held back to the start of a transaction in progress, and moves on once it ends")
+    func cutoffWaitsForOpenTransactions() async throws {
+        let test = try await TestApp.make()
+        _ = try await test.application()
+        let queue = DeliveryQueue(client: test.client)
+        try await test.client.withConnection { session in
+            _ = try await session.execute("BEGIN")
+            let started = try #require(try await session.execute("SELECT now()").first?.decode(Date.self, at: 0))
+            // A row this transaction inserts, not yet committed, has a key at or after its start.
+            #expect(try await queue.sweepCutoff() <= started)
+            _ = try await session.execute("COMMIT")
+            #expect(try await queue.sweepCutoff() > started)
+        }
+    }
+}
