@@ -1,21 +1,23 @@
 #!/usr/bin/env bash
 # The deliveries table's layout at the SQL level: what PostgreSQL spends per delivery on the two
 # statements every push goes through (intake stores it claimed, the outcome marks it delivered), for
-# the current layout and two alternatives (issue 47, item 1), on a fresh durable cluster each run:
-# - current: the four indexes of the migrations (primary key; due, whose predicate reads `status`,
+# layouts of issue 47, item 1, on a fresh durable cluster each run (ratios are to status-due's):
+# - status-due: the layout before migration 0015 (primary key; due, whose predicate reads `status`,
 #   so the outcome is never a HOT update; by notification; by device hash);
 # - due-table: the due set in a narrow table of its own, inserted at intake and deleted with the
 #   outcome; `deliveries` with fillfactor 50, so the outcome can be HOT;
 # - no-due-entry: a fresh delivery in no due set at all (only retries would be), fillfactor 50: the
-#   bound for a layout where the due index never sees a delivery that succeeds at once.
+#   bound for a layout where the due index never sees a delivery that succeeds at once;
+# - due-flag: migration 0015's (the due index reads `due`, a fresh delivery is not due and is in
+#   `deliveries_unswept`; fillfactor 50), with the relay's sweep every 16 batches.
 # Batches of 32 deliveries, one client; the outcome four batches after the intake, with
 # synchronous_commit off as the relay's. CPU is every PostgreSQL process's (backends, autovacuum,
 # the closing VACUUM and CHECKPOINT), WAL from its position; the variants alternate by round.
-# Usage: [LAYOUTS='current …'] scripts/bench/deliveries-layout.sh [rounds (4)] [batches per run (4000)]
+# Usage: [LAYOUTS='status-due …'] scripts/bench/deliveries-layout.sh [rounds (4)] [batches per run (4000)]
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 
-rounds="${1:-4}" batches="${2:-4000}" layouts="${LAYOUTS:-current due-table no-due-entry sweep-index}"
+rounds="${1:-4}" batches="${2:-4000}" layouts="${LAYOUTS:-status-due due-table no-due-entry due-flag}"
 [[ "$rounds" =~ ^[1-9][0-9]*$ && "$batches" =~ ^[1-9][0-9]*$ ]] || usage
 pg_bin="${PUSH_RELAY_PG_BIN:-$(find /usr/lib/postgresql -maxdepth 2 -name bin -type d | sort -V | tail -n 1)}"
 [ -x "$pg_bin/initdb" ] || { log "no PostgreSQL server programs (set PUSH_RELAY_PG_BIN)"; exit 1; }
@@ -78,7 +80,7 @@ SELECT :k * 32 + g, 'support', md5(random()::text) || md5(random()::text), 'ios'
     lease_owner = NULL, lease_expires_at = NULL, delivered_at = now(), updated_at = now() WHERE $batch AND d.lease_owner = 'me'"
     local intake_sql="$fresh;" outcome_sql="$outcome;" sweep=""
     case "$variant" in
-    current) "${psql[@]}" -c "CREATE INDEX deliveries_due ON deliveries (app_id, next_attempt_at) WHERE status IN ('pending', 'sending')" ;;
+    status-due) "${psql[@]}" -c "CREATE INDEX deliveries_due ON deliveries (app_id, next_attempt_at) WHERE status IN ('pending', 'sending')" ;;
     due-table)
         "${psql[@]}" -c "ALTER TABLE deliveries SET (fillfactor = 50)" \
             -c "CREATE TABLE delivery_due (id bigint PRIMARY KEY, app_id text NOT NULL, next_attempt_at timestamptz NOT NULL)" \
@@ -87,7 +89,7 @@ SELECT :k * 32 + g, 'support', md5(random()::text) || md5(random()::text), 'ios'
         outcome_sql="WITH gone AS (DELETE FROM delivery_due d WHERE $batch) $outcome;"
         ;;
     no-due-entry) "${psql[@]}" -c "ALTER TABLE deliveries SET (fillfactor = 50)" ;;
-    sweep-index)
+    due-flag)
         "${psql[@]}" -c "ALTER TABLE deliveries SET (fillfactor = 50)" \
             -c "ALTER TABLE deliveries ADD COLUMN due boolean NOT NULL DEFAULT true" \
             -c "CREATE INDEX deliveries_due ON deliveries (app_id, next_attempt_at) WHERE due" \
@@ -137,17 +139,17 @@ for round in $(seq "$rounds"); do
         results+=("$round $line")
     done
 done
-# Per round, each variant's CPU over current's in the same round; the median of those.
+# Per round, each variant's CPU over status-due's in the same round; the median of those.
 printf '%s\n' "${results[@]}" | python3 -c "$(
     cat <<'PY'
 import statistics, sys
 runs = [line.split() for line in sys.stdin]
-current = {r[0]: float(r[2]) for r in runs if r[1] == "current"}
-base = statistics.median(float(r[3]) for r in runs if r[1] == "current")
-for variant in dict.fromkeys(r[1] for r in runs if r[1] != "current"):
+current = {r[0]: float(r[2]) for r in runs if r[1] == "status-due"}
+base = statistics.median(float(r[3]) for r in runs if r[1] == "status-due")
+for variant in dict.fromkeys(r[1] for r in runs if r[1] != "status-due"):
     ratios = [float(r[2]) / current[r[0]] for r in runs if r[1] == variant]
     wal = statistics.median(float(r[3]) for r in runs if r[1] == variant)
     per_round = " ".join(f"{x:.2f}" for x in ratios)
-    print(f"{variant}: CPU per delivery / current's, per round {per_round}, median {statistics.median(ratios):.2f}; WAL {wal:.0f} / {base:.0f} bytes")
+    print(f"{variant}: CPU per delivery / status-due's, per round {per_round}, median {statistics.median(ratios):.2f}; WAL {wal:.0f} / {base:.0f} bytes")
 PY
 )"
