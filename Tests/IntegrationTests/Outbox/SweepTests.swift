@@ -88,6 +88,35 @@ struct SweepTests {
         }
     }
 
+    @Test("upgrading to 0015: deliveries waiting or in flight stay claimable, finished ones leave the due index, the sweep passes old rows once")
+    func upgradeKeepsTheQueue() async throws {
+        let client = PostgresClient(
+            configuration: .init(conninfo: try await TestDatabase.makeDatabase(), maxConnections: 2),
+            logger: TestDatabase.logger
+        )
+        let all = try Migrator.parse(EmbeddedAssets.migrations, source: "the migrations built into push-relay")
+        _ = try await Migrator(migrations: all.filter { $0.version < 15 }, logger: TestDatabase.logger).migrate(client)
+        // Rows as the schema before stored them: waiting, in flight with its lease ended, delivered.
+        _ = try await client.query(
+            """
+            INSERT INTO deliveries (app_id, device_token, platform, kind, status, next_attempt_at, lease_owner, lease_expires_at)
+            VALUES ('support', 'a', 'ios', 'badge_sync', 'pending', now(), NULL, NULL),
+                   ('support', 'b', 'ios', 'badge_sync', 'sending', now() - interval '1 second', 'gone', now() - interval '1 second'),
+                   ('support', 'c', 'ios', 'badge_sync', 'delivered', now() - interval '1 hour', NULL, NULL)
+            """
+        )
+        #expect(try await Migrator(migrations: all, logger: TestDatabase.logger).migrate(client).map(\.version).contains(15))
+        let due = try await client.query("SELECT device_token FROM deliveries WHERE due ORDER BY device_token").rows.map {
+            try $0.decode(String.self, at: 0)
+        }
+        #expect(due == ["a", "b"])
+        let queue = DeliveryQueue(client: client)
+        #expect(try await queue.sweep(upTo: try await queue.sweepCutoff()) == (1, 0))
+        #expect(try await queue.sweep(upTo: try await queue.sweepCutoff()) == (0, 0))
+        let claimed = try await queue.claim(apps: ["support"], limits: [10], owner: "me", lease: .seconds(60))
+        #expect(Set(claimed.map(\.token)) == ["a", "b"])
+    }
+
     @Test("one sweep statement visits at most its limit, in key order, and the next goes on from there")
     func sweepGoesOnFromItsWatermark() async throws {
         let test = try await TestApp.make()
