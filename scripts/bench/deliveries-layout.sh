@@ -103,7 +103,7 @@ SELECT :k * 32 + g, 'support', md5(random()::text) || md5(random()::text), 'ios'
         # The relay's sweep (Sources/PushRelay/Outbox/DeliveryQueue+Sweep.swift), every 16 batches.
         sweep="WITH mark AS MATERIALIZED (SELECT * FROM sweep LIMIT 1 FOR UPDATE), visited AS MATERIALIZED (
     SELECT d.* FROM mark CROSS JOIN LATERAL (SELECT id, next_attempt_at, status FROM deliveries
-        WHERE NOT due AND (next_attempt_at, id) > (mark.swept_to, mark.swept_id) AND next_attempt_at <= now() - interval '100 ms'
+        WHERE NOT due AND (next_attempt_at, id) > (mark.swept_to, mark.swept_id) AND next_attempt_at < now() - interval '100 ms'
         ORDER BY next_attempt_at, id LIMIT 10000) d),
 made_due AS (UPDATE deliveries d SET due = true WHERE d.id = ANY (ARRAY(SELECT id FROM visited WHERE status IN ('pending', 'sending')))
     AND NOT d.due AND d.status IN ('pending', 'sending') RETURNING 1)

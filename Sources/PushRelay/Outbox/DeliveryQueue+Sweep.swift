@@ -7,7 +7,7 @@ import Postgres
 /// update; the due index never sees it. Instead every dispatcher's poll runs the sweep, which
 /// visits the not-due deliveries through `deliveries_unswept` (keyed by `next_attempt_at`, the
 /// lease's end, and the id), in key order from the watermark in `delivery_sweep`, up to a cutoff no
-/// uncommitted row can be behind, and makes due those still pending or being sent. Each row is
+/// uncommitted row's key is before, and makes due those still pending or being sent. Each row is
 /// visited once, after its lease ended; the watermark's row lock lets one instance sweep at a time.
 extension DeliveryQueue {
     /// The most rows one sweep statement visits; the sweep repeats while a statement comes back full.
@@ -17,8 +17,8 @@ extension DeliveryQueue {
     /// progress, if earlier.
     ///
     /// A delivery's `next_attempt_at` is at least its inserting transaction's start (`now()`), so
-    /// every delivery not yet committed when this runs has a key after the cutoff, and one committed
-    /// later is not missed by a sweep that reads (in a later statement) up to it. Read before the
+    /// every delivery not yet committed when this runs has a key at or after the cutoff, and one
+    /// committed later is not missed by a sweep that reads (in a later statement) the keys before it. Read before the
     /// sweep's own snapshot, for that reason: in one statement, a transaction could commit between
     /// the snapshot and the read of `pg_stat_activity`, unseen by both. A long transaction holds the
     /// sweep back (crash recovery of fresh deliveries waits for it), never makes it skip a row.
@@ -32,7 +32,7 @@ extension DeliveryQueue {
     }
 
     /// One sweep statement: visits up to `limit` not-due deliveries after the watermark whose lease
-    /// ended by `cutoff` (``sweepCutoff()``), makes due those still pending or being sent, moves the
+    /// ended before `cutoff` (``sweepCutoff()``), makes due those still pending or being sent, moves the
     /// watermark past what it visited and wakes the dispatchers if it made any due. Visits nothing
     /// when another instance is sweeping.
     /// - Returns: how many rows it visited and how many it made due.
@@ -47,7 +47,7 @@ extension DeliveryQueue {
             visited AS MATERIALIZED (
                 SELECT d.id, d.next_attempt_at, d.status FROM mark CROSS JOIN LATERAL (
                     SELECT id, next_attempt_at, status FROM deliveries
-                    WHERE NOT due AND (next_attempt_at, id) > (mark.swept_to, mark.swept_id) AND next_attempt_at <= $1
+                    WHERE NOT due AND (next_attempt_at, id) > (mark.swept_to, mark.swept_id) AND next_attempt_at < $1
                     ORDER BY next_attempt_at, id
                     LIMIT $2
                 ) d

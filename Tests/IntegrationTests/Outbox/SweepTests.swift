@@ -146,4 +146,31 @@ struct SweepTests {
             #expect(try await queue.sweepCutoff() > started)
         }
     }
+
+    @Test("a row keyed at the start of the open transaction that inserts it is not passed by the watermark: the sweep stops before the cutoff")
+    func keyAtTheCutoffIsNotPassed() async throws {
+        let test = try await TestApp.make()
+        _ = try await test.application()
+        let queue = DeliveryQueue(client: test.client)
+        let insert = """
+            INSERT INTO deliveries (app_id, device_token, platform, kind, due, status, next_attempt_at)
+            VALUES ('support', $1, 'ios', 'badge_sync', false, 'pending', $2) RETURNING id
+            """
+        let (inserted, started) = try await test.client.withConnection { session -> (Int64, Date) in
+            _ = try await session.execute("BEGIN")
+            let started = try #require(try await session.execute("SELECT now()").first?.decode(Date.self, at: 0))
+            // Not yet committed: a row keyed at this transaction's start (as an older instance's
+            // queued delivery is), and meanwhile a committed one with the same key and a larger id.
+            let id = try #require(try await session.query(insert, ["open", started]).first?.decode(Int64.self, at: 0))
+            _ = try await test.client.query(insert, ["committed", started])
+            let cutoff = try await queue.sweepCutoff()
+            #expect(cutoff == started)
+            #expect(try await queue.sweep(upTo: cutoff) == (0, 0))
+            _ = try await session.execute("COMMIT")
+            return (id, started)
+        }
+        #expect(try await queue.sweepCutoff() > started)
+        #expect(try await queue.sweep(upTo: try await queue.sweepCutoff()) == (2, 2))
+        #expect(try await test.count("SELECT count(*)::int FROM deliveries WHERE id = $1 AND due", [inserted]) == 1)
+    }
 }
