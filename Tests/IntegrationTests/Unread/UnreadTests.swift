@@ -510,21 +510,46 @@ struct UnreadTests {
                 headers: Self.json,
                 body: jsonBody(webhook(devices: [("android-fay-1", "android")]))
             )
-            let user = try await TestApp.userToken("fay")
-            // The webhook's announcement may still be on its way: poll until an ETag is kept.
-            var etag = ""
-            var conditional = bearer(user)
-            var cacheControl: String?
-            #expect(
-                try await eventually {
-                    let first = try await client.execute(uri: "/v1/apps/support/users/fay/unread", method: .get, headers: conditional)
-                    cacheControl = first.headers[.cacheControl]
-                    if first.status == .notModified { return true }
-                    etag = first.headers[.eTag] ?? ""
-                    conditional[.ifNoneMatch] = etag
+            // A 304 may come from a read (its ETag matched) rather than from the kept ETag: while the
+            // listener is not up yet, nothing is kept. So each wait below is for a 304 answered from
+            // the cache (the `cached_routed` poll counter moved).
+            func pollUntilCached(_ user: String) async throws -> HTTPFields {
+                let polled = Mutex(bearer(try await TestApp.userToken(user)))
+                let cached = try await eventually {
+                    let before = try await UnreadPollShortcutTests.polls(client, "cached_routed")
+                    let headers = polled.withLock { $0 }
+                    let poll = try await client.execute(uri: "/v1/apps/support/users/\(user)/unread", method: .get, headers: headers)
+                    if poll.status == .notModified, try await UnreadPollShortcutTests.polls(client, "cached_routed") > before { return true }
+                    polled.withLock { $0[.ifNoneMatch] = poll.headers[.eTag] ?? "" }
                     return false
                 }
+                #expect(cached, "no 304 from the kept ETag of \(user)")
+                return polled.withLock { $0 }
+            }
+            // The webhook's announcement may still be on its way, and would drop an ETag kept before
+            // it arrives (then the locked polls below would query). Listeners get NOTIFYs in commit
+            // order: once an announcement committed after it has dropped another user's kept ETag
+            // (a poll with it reads that user's new count: 200), fay's has arrived too.
+            try await Self.register(client, key: key, token: "android-marker-1", platform: "android", user: "marker")
+            let markerPoll = try await pollUntilCached("marker")
+            _ = try await client.execute(
+                uri: Self.webhookURL,
+                method: .post,
+                headers: Self.json,
+                body: jsonBody(webhook(devices: [("android-marker-1", "android")]))
             )
+            #expect(
+                try await eventually {
+                    try await client.execute(uri: "/v1/apps/support/users/marker/unread", method: .get, headers: markerPoll).status == .ok
+                }
+            )
+
+            let user = try await TestApp.userToken("fay")
+            let conditional = try await pollUntilCached("fay")
+            let etag = conditional[.ifNoneMatch] ?? ""
+            let cacheControl = try await client.execute(uri: "/v1/apps/support/users/fay/unread", method: .get, headers: conditional).headers[
+                .cacheControl
+            ]
             #expect(cacheControl == "private, max-age=7")
 
             // Hold an exclusive lock on unread_counters: a poll that queried would wait for it.
