@@ -91,13 +91,15 @@ final class Dispatcher: Service, Sendable {
                     for await _ in wakeUps { self.wantClaim() }
                 }
             }
-            // ... and the poll, which is what brings retries back, after the sweep (which brings
-            // back the deliveries a dead instance held from intake).
+            // ... and the poll, which is what brings retries back, then the sweep, which brings
+            // back the deliveries a dead instance held from intake (its NOTIFY wakes the claims).
+            // The claim first: a long sweep (the first after migration 0015 visits every old row)
+            // does not hold retries back.
             helpers.addTask { [settings, clock] in
                 while !Task.isCancelled {
                     try? await clock.sleep(for: settings.pollInterval)
-                    await self.sweep()
                     self.wantClaim()
+                    await self.sweep()
                 }
             }
             async let writer: Void = writeResults()

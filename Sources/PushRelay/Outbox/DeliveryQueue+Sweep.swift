@@ -18,10 +18,11 @@ extension DeliveryQueue {
     ///
     /// A delivery's `next_attempt_at` is at least its inserting transaction's start (`now()`), so
     /// every delivery not yet committed when this runs has a key at or after the cutoff, and one
-    /// committed later is not missed by a sweep that reads (in a later statement) the keys before it. Read before the
-    /// sweep's own snapshot, for that reason: in one statement, a transaction could commit between
-    /// the snapshot and the read of `pg_stat_activity`, unseen by both. A long transaction holds the
-    /// sweep back (crash recovery of fresh deliveries waits for it), never makes it skip a row.
+    /// committed later is not missed by a sweep that reads (in a later statement) the keys before
+    /// it. Read before the sweep's own snapshot, for that reason: in one statement, a transaction
+    /// could commit between the snapshot and the read of `pg_stat_activity`, unseen by both. A long
+    /// transaction holds the sweep back (crash recovery of fresh deliveries waits for it), never
+    /// makes it skip a row.
     func sweepCutoff() async throws -> Date {
         try await client.query(
             """
