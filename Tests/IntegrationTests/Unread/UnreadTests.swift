@@ -34,6 +34,47 @@ struct UnreadTests {
         #expect(response.status == .created)
     }
 
+    /// Polls `user`'s counts (with `token`, a user JWT) until one is answered from the ETag the
+    /// relay keeps, every change announced before the call having arrived; returns that poll's
+    /// headers (the token and `If-None-Match`).
+    ///
+    /// A 304 alone does not show it: one also comes from a read whose ETag matched (nothing is kept
+    /// while the hub's listener is not up yet), and an announcement still on its way drops a kept
+    /// ETag. So this first waits for a marker: listeners get NOTIFYs in commit order, so once a
+    /// webhook committed now has dropped another user's kept ETag (a poll with it reads that user's
+    /// new count: 200), every earlier announcement has arrived. Each wait for a kept ETag is for a
+    /// 304 that moved a cached-answer counter (`cached` or `cached_routed`).
+    static func keptETag(_ client: some TestClientProtocol, key: String, user: String, token: String) async throws -> HTTPFields {
+        func pollUntilKept(_ user: String, _ token: String) async throws -> HTTPFields {
+            let polled = Mutex(bearer(token))
+            let kept = try await eventually {
+                let before = try await UnreadPollShortcutTests.cachedAnswers(client)
+                let headers = polled.withLock { $0 }
+                let poll = try await client.execute(uri: "/v1/apps/support/users/\(user)/unread", method: .get, headers: headers)
+                if poll.status == .notModified, try await UnreadPollShortcutTests.cachedAnswers(client) > before { return true }
+                polled.withLock { $0[.ifNoneMatch] = poll.headers[.eTag] ?? "" }
+                return false
+            }
+            #expect(kept, "no 304 from the kept ETag of \(user)")
+            return polled.withLock { $0 }
+        }
+        try await register(client, key: key, token: "android-marker-1", platform: "android", user: "marker")
+        let markerPoll = try await pollUntilKept("marker", try await TestApp.userToken("marker"))
+        let hook = try await client.execute(
+            uri: webhookURL,
+            method: .post,
+            headers: json,
+            body: jsonBody(webhook(devices: [("android-marker-1", "android")]))
+        )
+        #expect(hook.status == .accepted)
+        #expect(
+            try await eventually {
+                try await client.execute(uri: "/v1/apps/support/users/marker/unread", method: .get, headers: markerPoll).status == .ok
+            }
+        )
+        return try await pollUntilKept(user, token)
+    }
+
     static func pushBadge(_ request: SandboxRequest) -> Int? {
         let object = try? JSONSerialization.jsonObject(with: Data(request.body.utf8)) as? [String: Any]
         if request.service == "apns" { return (object?["aps"] as? [String: Any])?["badge"] as? Int }
@@ -510,42 +551,8 @@ struct UnreadTests {
                 headers: Self.json,
                 body: jsonBody(webhook(devices: [("android-fay-1", "android")]))
             )
-            // A 304 may come from a read (its ETag matched) rather than from the kept ETag: while the
-            // listener is not up yet, nothing is kept. So each wait below is for a 304 answered from
-            // the cache (the `cached_routed` poll counter moved).
-            func pollUntilCached(_ user: String) async throws -> HTTPFields {
-                let polled = Mutex(bearer(try await TestApp.userToken(user)))
-                let cached = try await eventually {
-                    let before = try await UnreadPollShortcutTests.polls(client, "cached_routed")
-                    let headers = polled.withLock { $0 }
-                    let poll = try await client.execute(uri: "/v1/apps/support/users/\(user)/unread", method: .get, headers: headers)
-                    if poll.status == .notModified, try await UnreadPollShortcutTests.polls(client, "cached_routed") > before { return true }
-                    polled.withLock { $0[.ifNoneMatch] = poll.headers[.eTag] ?? "" }
-                    return false
-                }
-                #expect(cached, "no 304 from the kept ETag of \(user)")
-                return polled.withLock { $0 }
-            }
-            // The webhook's announcement may still be on its way, and would drop an ETag kept before
-            // it arrives (then the locked polls below would query). Listeners get NOTIFYs in commit
-            // order: once an announcement committed after it has dropped another user's kept ETag
-            // (a poll with it reads that user's new count: 200), fay's has arrived too.
-            try await Self.register(client, key: key, token: "android-marker-1", platform: "android", user: "marker")
-            let markerPoll = try await pollUntilCached("marker")
-            _ = try await client.execute(
-                uri: Self.webhookURL,
-                method: .post,
-                headers: Self.json,
-                body: jsonBody(webhook(devices: [("android-marker-1", "android")]))
-            )
-            #expect(
-                try await eventually {
-                    try await client.execute(uri: "/v1/apps/support/users/marker/unread", method: .get, headers: markerPoll).status == .ok
-                }
-            )
-
             let user = try await TestApp.userToken("fay")
-            let conditional = try await pollUntilCached("fay")
+            let conditional = try await Self.keptETag(client, key: key, user: "fay", token: user)
             let etag = conditional[.ifNoneMatch] ?? ""
             let cacheControl = try await client.execute(uri: "/v1/apps/support/users/fay/unread", method: .get, headers: conditional).headers[
                 .cacheControl
