@@ -62,8 +62,7 @@ struct OperatorStore: Sendable {
                     UNION ALL
                     (SELECT f.status, f.attempts FROM (SELECT * FROM delivery_sweep LIMIT 1) s CROSS JOIN LATERAL (
                         SELECT status, attempts FROM deliveries
-                        WHERE NOT due AND (next_attempt_at, id) > (s.swept_to, s.swept_id)
-                          AND app_id = a.app AND status IN ('\(pending)', '\(sending)')
+                        WHERE \(DeliveryQueue.unswept(after: "s")) AND app_id = a.app AND status IN ('\(pending)', '\(sending)')
                         LIMIT $2
                     ) f)
                     LIMIT $2

@@ -13,6 +13,13 @@ extension DeliveryQueue {
     /// The most rows one sweep statement visits; the sweep repeats while a statement comes back full.
     static let sweepLimit = 10_000
 
+    /// The condition on `deliveries` for the not-due rows the sweep has not passed yet (every
+    /// delivery stored claimed at intake whose lease had not ended at the last sweep), after `mark`,
+    /// the alias of a `delivery_sweep` row. Read through `deliveries_unswept`.
+    static func unswept(after mark: String) -> String {
+        "NOT due AND (next_attempt_at, id) > (\(mark).swept_to, \(mark).swept_id)"
+    }
+
     /// How far the sweep may go: now, or the start of the oldest transaction of a client session in
     /// progress, if earlier.
     ///
@@ -24,12 +31,17 @@ extension DeliveryQueue {
     /// transaction holds the sweep back (crash recovery of fresh deliveries waits for it), never
     /// makes it skip a row.
     func sweepCutoff() async throws -> Date {
-        try await client.query(
-            """
-            SELECT least(now(), min(xact_start)) FROM pg_stat_activity
-            WHERE datname = current_database() AND backend_type = 'client backend' AND xact_start IS NOT NULL
-            """
-        ).first?.decode(Date.self, at: 0) ?? Date()
+        // The server's clock, never this process's: a cutoff ahead of the server's could pass rows
+        // not yet committed.
+        guard
+            let row = try await client.query(
+                """
+                SELECT least(now(), min(xact_start)) FROM pg_stat_activity
+                WHERE datname = current_database() AND backend_type = 'client backend' AND xact_start IS NOT NULL
+                """
+            ).first
+        else { throw PostgresError(code: .decoding, message: "the sweep's cutoff query returned no row") }
+        return try row.decode(Date.self, at: 0)
     }
 
     /// One sweep statement: visits up to `limit` not-due deliveries after the watermark whose lease
@@ -48,7 +60,7 @@ extension DeliveryQueue {
             visited AS MATERIALIZED (
                 SELECT d.id, d.next_attempt_at, d.status FROM mark CROSS JOIN LATERAL (
                     SELECT id, next_attempt_at, status FROM deliveries
-                    WHERE NOT due AND (next_attempt_at, id) > (mark.swept_to, mark.swept_id) AND next_attempt_at < $1
+                    WHERE \(Self.unswept(after: "mark")) AND next_attempt_at < $1
                     ORDER BY next_attempt_at, id
                     LIMIT $2
                 ) d
