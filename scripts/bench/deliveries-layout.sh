@@ -144,12 +144,13 @@ printf '%s\n' "${results[@]}" | python3 -c "$(
     cat <<'PY'
 import statistics, sys
 runs = [line.split() for line in sys.stdin]
-current = {r[0]: float(r[2]) for r in runs if r[1] == "status-due"}
-base = statistics.median(float(r[3]) for r in runs if r[1] == "status-due")
-for variant in dict.fromkeys(r[1] for r in runs if r[1] != "status-due"):
-    ratios = [float(r[2]) / current[r[0]] for r in runs if r[1] == variant]
+baseline = "status-due"
+baseline_cpu = {r[0]: float(r[2]) for r in runs if r[1] == baseline}
+base = statistics.median(float(r[3]) for r in runs if r[1] == baseline)
+for variant in dict.fromkeys(r[1] for r in runs if r[1] != baseline):
+    ratios = [float(r[2]) / baseline_cpu[r[0]] for r in runs if r[1] == variant]
     wal = statistics.median(float(r[3]) for r in runs if r[1] == variant)
     per_round = " ".join(f"{x:.2f}" for x in ratios)
-    print(f"{variant}: CPU per delivery / status-due's, per round {per_round}, median {statistics.median(ratios):.2f}; WAL {wal:.0f} / {base:.0f} bytes")
+    print(f"{variant}: CPU per delivery / {baseline}'s, per round {per_round}, median {statistics.median(ratios):.2f}; WAL {wal:.0f} / {base:.0f} bytes")
 PY
 )"
