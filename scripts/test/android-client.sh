@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# PushRelayKit for Android (Clients/PushRelayKitAndroid) against a real relay: builds and checks
+# the library (build.sh: javac --release 7, the Android API check, dx, the manifest), proves the
+# checks catch violations (tools/checks-selftest.sh), starts `push-relay sandbox` and the debug
+# relay that `swift build` made on an embedded PostgreSQL, runs the JUnit 5 tests and the Java
+# example against them, and compiles a Kotlin consumer of the public API. Prints
+# "PushRelayKit for Android: N passed, N failed".
+#
+# Usage: scripts/test/android-client.sh [extra JUnit console launcher options, e.g. --select-class io.pushrelay.kit.PushTest]
+#   ANDROID_CLIENT_OUTPUT=DIR  where the library's artifacts and the test reports go (.build-android)
+set -euo pipefail
+relay_binary="${RELAY_BINARY:-.build/debug/push-relay}"  # RELAY_BINARY: another build to test
+. "$(dirname "$0")/../lib.sh"
+
+library=Clients/PushRelayKitAndroid
+output="${ANDROID_CLIENT_OUTPUT:-$PWD/.build-android}"
+json_jar=/usr/share/java/com.android.json.jar
+junit_jar=/usr/share/java/junit-platform-console-standalone.jar
+[ -x "$relay_binary" ] || { log "$relay_binary is missing: run swift build first"; exit 1; }
+
+# 1. The tools (build.sh installs its own; JUnit 5 and Kotlin are the tests').
+apt_install_missing junit5 kotlin
+step() { local name="$1" begun=$SECONDS; shift; "$@"; log "$name: $((SECONDS - begun)) s"; }
+
+# 2. The library, built and checked, and the checks' own test.
+step "library built and checked" "$library/build.sh" --out "$output/dist"
+step "the checks catch violations" "$library/tools/checks-selftest.sh"
+jar=$(ls "$output"/dist/push-relay-kit-android-*.jar)
+
+# 3. The tests and the example, compiled for the JVM they run on (the library is Java 7 bytecode).
+rm -rf "$output/test-classes" "$output/example-classes" "$output/reports"
+mkdir -p "$output/test-classes" "$output/example-classes"
+step "tests compiled" javac -encoding UTF-8 -Xlint:all -Werror -d "$output/test-classes" -cp "$jar:$json_jar:$junit_jar" \
+    $(find "$library/src/test/java" -name '*.java')
+step "example compiled" javac --release 8 -Xlint:all -Xlint:-options -Werror -encoding UTF-8 -d "$output/example-classes" \
+    -cp "$jar:$json_jar" $(find "$library/src/example/java" -name '*.java')
+
+# 4. The sandbox and a relay delivering to it: app `support` sends full pushes, `secure` encrypted ones.
+work_dir android-client
+sandbox_pid=""
+trap '[ -z "$sandbox_pid" ] || kill "$sandbox_pid" 2>/dev/null || true; cleanup' EXIT
+sandbox_port="$(free_port)"
+"$relay_binary" sandbox --port "$sandbox_port" --directory "$work/sandbox" >"$work/sandbox.out" 2>"$work/sandbox.log" &
+sandbox_pid=$!
+for _ in $(seq 1 240); do
+    grep -q '^sandbox: https' "$work/sandbox.out" 2>/dev/null && break
+    kill -0 "$sandbox_pid" 2>/dev/null || break
+    sleep 0.25
+done
+grep -q '^sandbox: https' "$work/sandbox.out" || { log "the sandbox did not start:"; cat "$work/sandbox.out" "$work/sandbox.log" >&2; exit 1; }
+sandbox_url="https://localhost:$sandbox_port"
+port="$(free_port)"
+secret="android-$(random_hex 16)"
+random_hex 32 >"$work/support-user-tokens.key"
+random_hex 32 >"$work/secure-user-tokens.key"
+fcm="{service_account_file: \"$work/sandbox/service-account.json\", url: \"$sandbox_url\"}"
+cat >"$work/config.yaml" <<YAML
+http:
+  host: 127.0.0.1
+  port: $port
+log:
+  level: warning
+data:
+  directory: $work/data
+tls:
+  ca_file: "$work/sandbox/sandbox-ca.pem"
+delivery:
+  poll_interval_ms: 100
+  retry_base_ms: 100
+unread:
+  heartbeat_seconds: 1
+  poll_after_seconds: 1
+apps:
+  - id: support
+    webhook_secrets: ["$secret"]
+    user_tokens: {secret_file: "$work/support-user-tokens.key"}
+    fcm: $fcm
+  - id: secure
+    webhook_secrets: ["$secret"]
+    user_tokens: {secret_file: "$work/secure-user-tokens.key"}
+    fcm: $fcm
+    push: {content: encrypted}
+YAML
+relay_start --config "$work/config.yaml"
+admin_key="$(create_key --config "$work/config.yaml" --admin --label android-client)"
+
+# 5. The tests. The launcher's own summary is a table; the line CI reads is printed below from
+#    its XML report.
+status=0
+begun=$SECONDS
+PUSH_RELAY_TEST_URL="http://127.0.0.1:$port" PUSH_RELAY_TEST_ADMIN_KEY="$admin_key" PUSH_RELAY_TEST_WEBHOOK_SECRET="$secret" \
+    PUSH_RELAY_TEST_SANDBOX_URL="$sandbox_url" PUSH_RELAY_TEST_SANDBOX_CA="$work/sandbox/sandbox-ca.pem" \
+    PUSH_RELAY_TEST_USER_TOKEN_KEY_SUPPORT="$work/support-user-tokens.key" \
+    PUSH_RELAY_TEST_USER_TOKEN_KEY_SECURE="$work/secure-user-tokens.key" \
+    java -jar "$junit_jar" --disable-banner --details=tree --fail-if-no-tests \
+    -cp "$output/test-classes:$jar:$json_jar" --reports-dir "$output/reports" \
+    "${@:---scan-classpath=$output/test-classes}" || status=$?
+log "JUnit tests: $((SECONDS - begun)) s"
+counts=$(python3 - "$output/reports" <<'PY'
+import glob, sys, xml.etree.ElementTree as tree
+passed = failed = 0
+for report in glob.glob(sys.argv[1] + "/*.xml"):
+    for case in tree.parse(report).iter("testcase"):
+        if case.find("skipped") is not None:
+            continue
+        if case.find("failure") is not None or case.find("error") is not None:
+            failed += 1
+        else:
+            passed += 1
+print(passed, failed)
+PY
+)
+read -r passed failed <<<"$counts"
+
+# 6. The example against the same relay, as docs/client.md runs it.
+begun=$SECONDS
+if java -cp "$output/example-classes:$jar:$json_jar" io.pushrelay.kit.example.Example --relay "http://127.0.0.1:$port" \
+    --app support --webhook-secret "$secret" --user-token-key-file "$work/support-user-tokens.key" >"$work/example.out" 2>&1; then
+    passed=$((passed + 1))
+else
+    failed=$((failed + 1))
+    log "the example failed:"
+    cat "$work/example.out" >&2
+fi
+log "example: $((SECONDS - begun)) s"
+
+# 7. A Kotlin consumer: compiles against the public API, and nullability is visible (assigning a
+#    @Nullable result to a non-null type must not compile).
+begun=$SECONDS
+kotlin_out="$output/kotlin"
+rm -rf "$kotlin_out" && mkdir -p "$kotlin_out"
+if kotlinc "$library/src/kotlin/Consumer.kt" -cp "$jar:$json_jar" -d "$kotlin_out/consumer.jar" >"$work/kotlin.log" 2>&1; then
+    passed=$((passed + 1))
+else
+    failed=$((failed + 1))
+    log "the Kotlin consumer did not compile:"
+    cat "$work/kotlin.log" >&2
+fi
+if kotlinc "$library/src/kotlin/NullabilityCheck.kt" -cp "$jar:$json_jar" -d "$kotlin_out/check.jar" >"$work/kotlin-null.log" 2>&1; then
+    failed=$((failed + 1))
+    log "a nullable result assigned to a non-null type compiled: Kotlin does not see the library's @Nullable"
+elif grep -qi "type mismatch" "$work/kotlin-null.log"; then
+    passed=$((passed + 1))
+else
+    failed=$((failed + 1))
+    log "the nullability check failed for another reason than a type mismatch:"
+    cat "$work/kotlin-null.log" >&2
+fi
+log "Kotlin: $((SECONDS - begun)) s"
+
+# 8. What the relay's log must never hold.
+for needle in "$secret" "$admin_key" "Reply on" "APA91b"; do
+    if grep -qF -- "$needle" "$work/relay.log"; then
+        failed=$((failed + 1))
+        log "the relay's log holds a secret, a full token or notification text (${needle:0:6}…)"
+    fi
+done
+
+echo "PushRelayKit for Android: $passed passed, $failed failed"
+if ((status != 0 || failed != 0)); then
+    cp "$work/relay.log" "$output/relay.log" 2>/dev/null || true
+    log "failed; the relay's log is in $output/relay.log"
+    exit 1
+fi
