@@ -8,9 +8,14 @@
 #                                         user, the units, /etc/push-relay
 #   push-relay-VERSION-oci.tar            OCI image archive (Debian 12 libraries and the binary;
 #                                         `podman load -i`, `skopeo copy oci-archive:…`)
+#   push-relay-kit-android-VERSION.aar    PushRelayKit for Android (Clients/PushRelayKitAndroid):
+#                                         classes.jar, AndroidManifest.xml, R.txt, proguard.txt
+#   push-relay-kit-android-VERSION.jar    the same classes, for a plain Java build
+#   push-relay-kit-android-VERSION.pom    its Maven POM (io.pushrelay:push-relay-kit-android, aar)
 # Usage: Deploy/release.sh [--out DIR] [--no-image]
 # Needs root (or sudo) for apt-get and the image's root filesystem; builds with the Swift toolchain
-# in .build-release/. Deploy/test.sh runs what this makes.
+# in .build-release/, the Android library with Clients/PushRelayKitAndroid/build.sh (its tools in
+# .build-android/). Deploy/test.sh runs what this makes.
 set -euo pipefail
 . "$(dirname "$0")/../scripts/lib.sh"
 . Deploy/lib.sh
@@ -143,7 +148,13 @@ EOF
 # for 21.7 MB in a CI run (2026-11-28).
 dpkg-deb --root-owner-group -Zxz -z1 --build "$deb" "$out/push-relay_${version}_$debarch.deb" >/dev/null
 
-# 5. The OCI image: Debian 12's libraries (mmdebstrap, essential packages only) plus the binary.
+# 5. PushRelayKit for Android: no Swift in it, built (javac, 10 s) after the Swift build so as not
+# to slow it, and before the image, whose root filesystem scripts/test/release-lane.sh may still be
+# making. build.sh checks it (class version 51, the Android API at minSdk 21, dx, the manifest).
+android=("push-relay-kit-android-$version".{aar,jar,pom})
+Clients/PushRelayKitAndroid/build.sh --out "$out" --version "$version" >&2
+
+# 6. The OCI image: Debian 12's libraries (mmdebstrap, essential packages only) plus the binary.
 if ((with_image)); then
     rootfs="$work/rootfs"
     image_rootfs "$rootfs" "$(package_names "$depends")"
@@ -173,6 +184,6 @@ if ((with_image)); then
     podman save --format oci-archive -o "$out/push-relay-$version-oci.tar" "$image"
 fi
 
-(cd "$out" && rm -f SHA256SUMS && sha256sum -- *.tar.gz *.deb $( ((with_image)) && echo "*-oci.tar") >SHA256SUMS)
+(cd "$out" && rm -f SHA256SUMS && sha256sum -- *.tar.gz *.deb $( ((with_image)) && echo "*-oci.tar") "${android[@]}" >SHA256SUMS)
 log "artifacts in $out ($((SECONDS - started)) s in all):"
-(cd "$out" && ls -l --block-size=K -- *.tar.gz *.deb $( ((with_image)) && echo "*-oci.tar") SHA256SUMS) >&2
+(cd "$out" && ls -l --block-size=K -- *.tar.gz *.deb $( ((with_image)) && echo "*-oci.tar") "${android[@]}" SHA256SUMS) >&2

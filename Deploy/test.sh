@@ -20,8 +20,15 @@
 # each posting the README's webhook and seeing both pushes (APNs and FCM) answered by the sandbox.
 # The tarball's relay also serves PushRelayKit's example (two devices, a read, a user switch),
 # the debug build of push-relay-kit-example run from here.
-# Then Deploy/examples-check.sh (compose and Kubernetes examples) with the release binary.
-# Usage: Deploy/test.sh [--dist DIR] [--only tarball|deb|systemd|image|examples]
+# Then Deploy/examples-check.sh (compose and Kubernetes examples) with the release binary. And,
+# without a relay or PostgreSQL:
+#   android  PushRelayKit for Android's .aar, .jar and .pom read back, not trusting build.sh: the
+#            .aar's four entries and manifest (io.pushrelay.kit, minSdk 21, INTERNET); its
+#            classes.jar and the .jar the same classes, io.pushrelay.kit's alone (no org.json,
+#            androidx.annotation, test or example class), all of class version 51; dx and
+#            `dexdump -c` on classes.jar, tools/api-check.py; the POM's coordinates, no dependencies.
+# Every artifact a part tests must be listed in SHA256SUMS, and match it.
+# Usage: Deploy/test.sh [--dist DIR] [--only tarball|deb|systemd|image|examples|android]
 # Needs root (chroot, mounts, podman). Takes about 3 minutes past the build on 2 cores.
 set -euo pipefail
 . "$(dirname "$0")/../scripts/lib.sh"
@@ -37,7 +44,10 @@ while [ $# -gt 0 ]; do
     esac
 done
 [ "$(id -u)" -eq 0 ] || { log "needs root (chroot, mounts, podman)"; exit 1; }
-apt_install_missing mmdebstrap podman runc uidmap postgresql curl python3
+# The parts that run a relay (all but android) need the PostgreSQL started below and the tarball.
+relays=1
+[ "$only" = android ] && relays=0
+if ((relays)); then apt_install_missing mmdebstrap podman runc uidmap postgresql curl python3; else apt_install_missing python3; fi
 if [ -z "$dist" ]; then
     dist=.build-release/dist
     Deploy/release.sh --out "$dist"
@@ -54,10 +64,28 @@ if [ -z "$only" ] || [ "$only" = tarball ]; then
 fi
 version=$(release_version)
 debarch=$(dpkg --print-architecture)
-tarball=$(ls "$dist"/push-relay-"$version"-linux-*.tar.gz)
+tarball=""
+((relays)) && tarball=$(ls "$dist"/push-relay-"$version"-linux-*.tar.gz)
 deb="$dist/push-relay_${version}_$debarch.deb"
 archive="$dist/push-relay-$version-oci.tar"
+android="$dist/push-relay-kit-android-$version"
 (cd "$dist" && sha256sum --quiet -c SHA256SUMS)
+# The artifacts of the parts that run: each one there and listed in SHA256SUMS (checked just above).
+tested=()
+for part in tarball deb systemd image examples android; do
+    [ -z "$only" ] || [ "$only" = "$part" ] || continue
+    case "$part" in
+    tarball | examples) tested+=("$tarball") ;;
+    deb | systemd) tested+=("$deb") ;;
+    image) tested+=("$archive") ;;
+    android) tested+=("$android".{aar,jar,pom}) ;;
+    esac
+done
+for artifact in "${tested[@]}"; do
+    [ -f "$artifact" ] || { log "FAIL: no $(basename "$artifact") in $dist"; exit 1; }
+    awk -v name="$(basename "$artifact")" '{ sub(/^\*/, "", $2) } $2 == name { found = 1 } END { exit !found }' "$dist/SHA256SUMS" ||
+        { log "FAIL: $(basename "$artifact") is not listed in $dist/SHA256SUMS"; exit 1; }
+done
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/push-relay-artifacts.XXXXXX")
 chmod 0755 "$work"
@@ -116,14 +144,16 @@ doc_block() {
 }
 
 # PostgreSQL 15 on this machine, one database per artifact.
-pg_port=$(free_port)
-install -d -o postgres -g postgres "$work/pg"
-runuser -u postgres -- /usr/lib/postgresql/15/bin/initdb -D "$work/pg" --auth=trust -U postgres >/dev/null
-runuser -u postgres -- /usr/lib/postgresql/15/bin/pg_ctl -D "$work/pg" -l "$work/pg/log" -w \
-    -o "-c listen_addresses=127.0.0.1 -c port=$pg_port -c unix_socket_directories=$work/pg" start >/dev/null
-for name in tarball deb systemd image; do
-    psql -h 127.0.0.1 -p "$pg_port" -U postgres -q -c "CREATE DATABASE relay_$name" postgres
-done
+if ((relays)); then
+    pg_port=$(free_port)
+    install -d -o postgres -g postgres "$work/pg"
+    runuser -u postgres -- /usr/lib/postgresql/15/bin/initdb -D "$work/pg" --auth=trust -U postgres >/dev/null
+    runuser -u postgres -- /usr/lib/postgresql/15/bin/pg_ctl -D "$work/pg" -l "$work/pg/log" -w \
+        -o "-c listen_addresses=127.0.0.1 -c port=$pg_port -c unix_socket_directories=$work/pg" start >/dev/null
+    for name in tarball deb systemd image; do
+        psql -h 127.0.0.1 -p "$pg_port" -U postgres -q -c "CREATE DATABASE relay_$name" postgres
+    done
+fi
 database_url() { echo "postgresql://postgres@127.0.0.1:$pg_port/relay_$1"; }
 
 # A Debian root filesystem in $1 with /proc, /dev and /sys, and this machine's resolver.
@@ -532,6 +562,149 @@ test_image() {
     podman rm -f -t 0 pr-test-relay pr-test-sandbox >/dev/null
 }
 
+# PushRelayKit for Android's artifacts, read back without build.sh: what an app's build and Maven
+# will take from them. The library's and tests' classes are named from Clients/PushRelayKitAndroid/src.
+# Their presence and SHA256SUMS are checked above.
+test_android() {
+    log "android: $(basename "$android").aar, .jar and .pom"
+    mkdir -p "$work/android"
+    if ! python3 - "$android" "$version" Clients/PushRelayKitAndroid/src "$work/android/classes.jar" >"$work/android-contents.out" <<'EOF'; then
+import pathlib, sys, zipfile
+import xml.etree.ElementTree as ElementTree
+
+base, version, src, classes_out = sys.argv[1:5]
+name = pathlib.Path(base).name
+artifact_id = name[: -len("-" + version)]
+problems = []
+ANDROID = "{http://schemas.android.com/apk/res/android}"
+
+
+def listed(items, most=6):
+    items = sorted(items)
+    return " ".join(items[:most]) + (" and %d more" % (len(items) - most) if len(items) > most else "")
+
+
+def sources(kind):
+    """The top-level class files, io/pushrelay/kit/Name.class, of src/KIND/java's sources."""
+    root = pathlib.Path(src, kind, "java")
+    return {str(p.relative_to(root).with_suffix(".class")) for p in root.rglob("*.java")}
+
+
+library, tests = sources("main"), sources("test") | sources("example")
+
+
+def classes(label, archive):
+    """Checks a jar's entries; returns {class entry: CRC}."""
+    found, outside, test, old = {}, [], [], []
+    for info in archive.infolist():
+        entry = info.filename
+        if info.is_dir() and ("io/pushrelay/kit/".startswith(entry) or entry.startswith("io/pushrelay/kit/")):
+            continue  # the folders, if the jar has entries for them
+        if not entry.startswith("io/pushrelay/kit/") or not entry.endswith(".class"):
+            outside.append(entry)
+            continue
+        outer = entry.split("$")[0].removesuffix(".class") + ".class"
+        simple = outer.rsplit("/", 1)[1][: -len(".class")]
+        if outer in tests or simple.endswith(("Test", "Tests")) or "/example/" in entry:
+            test.append(entry)
+        data = archive.read(info)
+        if data[:4] != b"\xca\xfe\xba\xbe" or data[6:8] != b"\x00\x33":
+            old.append("%s (%s)" % (entry, int.from_bytes(data[6:8], "big") if data[:4] == b"\xca\xfe\xba\xbe" else "not a class file"))
+        found[entry] = info.CRC
+    if outside:
+        problems.append("%s holds entries that are not io/pushrelay/kit/ classes: %s" % (label, listed(outside)))
+    if test:
+        problems.append("%s holds test or example classes: %s" % (label, listed(test)))
+    if old:
+        problems.append("%s holds classes whose major version is not 51 (Java 7): %s" % (label, listed(old)))
+    missing = library - set(found)
+    if missing:
+        problems.append("%s lacks classes of src/main/java: %s" % (label, listed(missing)))
+    return found
+
+
+# The .aar: exactly its four entries; the manifest; classes.jar.
+in_aar = {}
+try:
+    aar = zipfile.ZipFile(base + ".aar")
+    entries = [info.filename for info in aar.infolist()]
+    expected = ["AndroidManifest.xml", "R.txt", "classes.jar", "proguard.txt"]
+    if sorted(entries) != expected:
+        problems.append("the .aar holds %s, not exactly %s" % (" ".join(sorted(entries)) or "nothing", " ".join(expected)))
+    if "AndroidManifest.xml" in entries:
+        try:
+            manifest = ElementTree.fromstring(aar.read("AndroidManifest.xml"))
+            package = manifest.get("package")
+            min_sdk = [e.get(ANDROID + "minSdkVersion") for e in manifest.findall("uses-sdk")]
+            permissions = [e.get(ANDROID + "name") for e in manifest.findall("uses-permission")]
+            if manifest.tag != "manifest" or package != "io.pushrelay.kit":
+                problems.append("AndroidManifest.xml: <%s package=%r>, not <manifest package='io.pushrelay.kit'>" % (manifest.tag, package))
+            if min_sdk != ["21"]:
+                problems.append("AndroidManifest.xml: <uses-sdk android:minSdkVersion> is %s, not 21" % (" ".join(map(str, min_sdk)) or "missing"))
+            if "android.permission.INTERNET" not in permissions:
+                problems.append("AndroidManifest.xml: no <uses-permission android:name='android.permission.INTERNET'> (it has %s)"
+                                % (" ".join(map(str, permissions)) or "none"))
+        except ElementTree.ParseError as error:
+            problems.append("AndroidManifest.xml is not well-formed XML: %s" % error)
+    if "classes.jar" in entries:
+        data = aar.read("classes.jar")
+        pathlib.Path(classes_out).write_bytes(data)
+        try:
+            in_aar = classes("the .aar's classes.jar", zipfile.ZipFile(classes_out))
+        except zipfile.BadZipFile as error:
+            problems.append("the .aar's classes.jar is not a zip file: %s" % error)
+except zipfile.BadZipFile as error:
+    problems.append("the .aar is not a zip file: %s" % error)
+
+# The .jar: the same classes, the same bytes.
+try:
+    in_jar = classes("the .jar", zipfile.ZipFile(base + ".jar"))
+    if in_aar and set(in_jar) != set(in_aar):
+        problems.append("the .jar and the .aar's classes.jar hold different classes: only in the .jar: %s; only in classes.jar: %s"
+                        % (listed(set(in_jar) - set(in_aar)) or "none", listed(set(in_aar) - set(in_jar)) or "none"))
+    elif in_aar and in_jar != in_aar:
+        problems.append("the .jar's classes differ from classes.jar's: %s" % listed(e for e in in_jar if in_jar[e] != in_aar[e]))
+except zipfile.BadZipFile as error:
+    problems.append("the .jar is not a zip file: %s" % error)
+
+# The POM: the file name's coordinates, nothing an app's build would have to fetch.
+try:
+    project = ElementTree.parse(base + ".pom").getroot()
+    local = lambda element: element.tag.rsplit("}", 1)[-1]
+    fields = {local(e): (e.text or "").strip() for e in project}
+    for field, value in (("groupId", "io.pushrelay"), ("artifactId", artifact_id), ("version", version), ("packaging", "aar")):
+        if fields.get(field) != value:
+            problems.append("the .pom's <%s> is %r, not %r" % (field, fields.get(field), value))
+    if any(local(e) == "dependencies" for e in project.iter()):
+        problems.append("the .pom has <dependencies> (the library has none)")
+except ElementTree.ParseError as error:
+    problems.append("the .pom is not well-formed XML: %s" % error)
+
+if problems:
+    print("; ".join(problems))
+    sys.exit(1)
+print("%d classes of class version 51 in the .aar's classes.jar and in the .jar (the same bytes), io.pushrelay.kit's alone; "
+      "manifest io.pushrelay.kit, minSdkVersion 21, INTERNET; POM io.pushrelay:%s:%s, no dependencies" % (len(in_aar), artifact_id, version))
+EOF
+        fail "android: $(cat "$work/android-contents.out")"
+    fi
+    log "android: $(cat "$work/android-contents.out")"
+    # dx and dexdump as build.sh runs them (dx 1.11 from its cache in .build-android/tools, fetched
+    # if missing), and the API check, on the classes.jar an app's build will dex.
+    Clients/PushRelayKitAndroid/build.sh --tools-only >"$work/android-tools.log" 2>&1 ||
+        fail "android: Clients/PushRelayKitAndroid/build.sh --tools-only (dx, dexdump, the API stubs): $(tail -5 "$work/android-tools.log")"
+    java -cp .build-android/tools/dx/usr/share/java/com.android.tools.build.builder-2.2.2.jar:/usr/share/java/guava.jar \
+        com.android.dx.command.Main --dex --output="$work/android/classes.dex" "$work/android/classes.jar" >"$work/android-dx.log" 2>&1 ||
+        fail "android: dx refused the .aar's classes.jar: $(grep -vE '^\s+(at |\.\.\. [0-9]+ more)' "$work/android-dx.log" | tail -5)"
+    dexdump -c "$work/android/classes.dex" >"$work/android-dexdump.log" 2>&1 && grep -q "Checksum verified" "$work/android-dexdump.log" ||
+        fail "android: dexdump -c refused the classes.dex dx made: $(tail -5 "$work/android-dexdump.log")"
+    python3 Clients/PushRelayKitAndroid/tools/api-check.py --cache .build-android/tools/api-surface.json "$work/android/classes.jar" \
+        >"$work/android-api-check.log" 2>&1 ||
+        fail "android: tools/api-check.py refused the .aar's classes.jar: $(tail -6 "$work/android-api-check.log")"
+    log "android: dx and dexdump -c: classes.dex $(stat -c %s "$work/android/classes.dex") bytes, checksum verified"
+    log "android: $(tail -1 "$work/android-api-check.log")"
+}
+
 for part in tarball deb systemd image; do
     if [ -z "$only" ] || [ "$only" = "$part" ]; then "test_$part"; fi
 done
@@ -541,4 +714,5 @@ if [ -z "$only" ] || [ "$only" = examples ]; then
     tar -xOzf "$tarball" --wildcards '*/bin/push-relay' >"$binary" && chmod 0755 "$binary"
     EXAMPLES_CHECK_BINARY="$binary" Deploy/examples-check.sh
 fi
+if [ -z "$only" ] || [ "$only" = android ]; then test_android; fi
 log "all artifact tests passed"

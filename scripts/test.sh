@@ -60,6 +60,14 @@ if [ "$#" -eq 0 ]; then
                 fi
                 ;;
             "artifacts: "*) sed "s/^/[${name#artifacts: }] /" ".build-release/artifacts-${name#artifacts: }.log" >&2 ;;
+            "PushRelayKit for Android"*)
+                # Its whole log when it failed, else its steps' seconds and its count line.
+                if ((code != 0)); then
+                    sed 's/^/[android] /' .build-release/android-client.log >&2
+                else
+                    grep -E '^(android-client.sh: |PushRelayKit for Android: )' .build-release/android-client.log | sed 's/^/[android] /' >&2
+                fi
+                ;;
             esac
             note_stage "$name" "$seconds" "$code"
         done <.build-release/release-lane-stages

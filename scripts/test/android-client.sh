@@ -8,6 +8,8 @@
 #
 # Usage: scripts/test/android-client.sh [extra JUnit console launcher options, e.g. --select-class io.pushrelay.kit.PushTest]
 #   ANDROID_CLIENT_OUTPUT=DIR  where the library's artifacts and the test reports go (.build-android)
+#   ANDROID_CLIENT_DIST=DIR    test the artifacts Deploy/release.sh built in DIR instead of building
+#                              them (CI's release lane: the tests then run what is shipped)
 set -euo pipefail
 relay_binary="${RELAY_BINARY:-.build/debug/push-relay}"  # RELAY_BINARY: another build to test
 . "$(dirname "$0")/../lib.sh"
@@ -22,18 +24,37 @@ junit_jar=/usr/share/java/junit-platform-console-standalone.jar
 apt_install_missing junit5 kotlin
 step() { local name="$1" begun=$SECONDS; shift; "$@"; log "$name: $((SECONDS - begun)) s"; }
 
-# 2. The library, built and checked, and the checks' own test.
-step "library built and checked" "$library/build.sh" --out "$output/dist"
+# 2. The library, built and checked (or as the release built it), and the checks' own test.
+dist="${ANDROID_CLIENT_DIST:-$output/dist}"
+if [ -z "${ANDROID_CLIENT_DIST:-}" ]; then
+    step "library built and checked" "$library/build.sh" --out "$dist"
+fi
 step "the checks catch violations" "$library/tools/checks-selftest.sh"
-jar=$(ls "$output"/dist/push-relay-kit-android-*.jar)
+jar=$(ls "$dist"/push-relay-kit-android-*.jar)
+[ "$(wc -w <<<"$jar")" -eq 1 ] || { log "expected one push-relay-kit-android-*.jar in $dist, found: ${jar:-none}"; exit 1; }
 
 # 3. The tests and the example, compiled for the JVM they run on (the library is Java 7 bytecode).
-rm -rf "$output/test-classes" "$output/example-classes" "$output/reports"
-mkdir -p "$output/test-classes" "$output/example-classes"
+rm -rf "$output/test-classes" "$output/example-classes" "$output/guide-classes" "$output/reports"
+mkdir -p "$output/test-classes" "$output/example-classes" "$output/guide-classes"
 step "tests compiled" javac -encoding UTF-8 -Xlint:all -Werror -d "$output/test-classes" -cp "$jar:$json_jar:$junit_jar" \
     $(find "$library/src/test/java" -name '*.java')
 step "example compiled" javac --release 8 -Xlint:all -Xlint:-options -Werror -encoding UTF-8 -d "$output/example-classes" \
     -cp "$jar:$json_jar" $(find "$library/src/example/java" -name '*.java')
+# The guide's plain-Java snippets (docs/client.md, blocks starting "// Compiled:") are in
+# src/docs/java, compiled here; each block must appear there as it is in the guide.
+step "guide's snippets compiled" javac --release 8 -Xlint:all -Xlint:-options -Werror -encoding UTF-8 -d "$output/guide-classes" \
+    -cp "$jar:$json_jar" $(find "$library/src/docs/java" -name '*.java')
+python3 - docs/client.md "$library/src/docs/java/com/example/support/Guide.java" <<'PY'
+import re, sys
+def lines(text):
+    return [line.strip() for line in text.splitlines() if line.strip()]
+guide = lines(open(sys.argv[2]).read())
+blocks = [b for b in re.findall(r"```java\n(.*?)```", open(sys.argv[1]).read(), re.S) if b.startswith("// Compiled:")]
+missing = [b.splitlines()[0] for b in blocks if not any(guide[i:i + len(lines(b))] == lines(b) for i in range(len(guide)))]
+if not blocks or missing:
+    sys.exit(f"docs/client.md's compiled snippets differ from {sys.argv[2]}: {missing or 'none found'}")
+print(f"android-client.sh: {len(blocks)} snippets of docs/client.md are as compiled", file=sys.stderr)
+PY
 
 # 4. The sandbox and a relay delivering to it: app `support` sends full pushes, `secure` encrypted ones.
 work_dir android-client
@@ -84,7 +105,20 @@ YAML
 relay_start --config "$work/config.yaml"
 admin_key="$(create_key --config "$work/config.yaml" --admin --label android-client)"
 
-# 5. The tests. The launcher's own summary is a table; the line CI reads is printed below from
+# 5. A Kotlin consumer, compiled while the tests run (they mostly wait for the relay): it compiles
+#    against the public API, and nullability is visible (a @Nullable result assigned to a non-null
+#    type must not compile).
+kotlin_out="$output/kotlin"
+rm -rf "$kotlin_out" && mkdir -p "$kotlin_out"
+(
+    kotlinc "$library/src/kotlin/Consumer.kt" -cp "$jar:$json_jar" -d "$kotlin_out/consumer.jar" >"$kotlin_out/consumer.log" 2>&1
+    echo $? >"$kotlin_out/consumer.status"
+    kotlinc "$library/src/kotlin/NullabilityCheck.kt" -cp "$jar:$json_jar" -d "$kotlin_out/check.jar" >"$kotlin_out/check.log" 2>&1
+    echo $? >"$kotlin_out/check.status"
+) &
+kotlin_pid=$!
+
+# 6. The tests. The launcher's own summary is a table; the line CI reads is printed below from
 #    its XML report.
 status=0
 begun=$SECONDS
@@ -112,7 +146,7 @@ PY
 )
 read -r passed failed <<<"$counts"
 
-# 6. The example against the same relay, as docs/client.md runs it.
+# 7. The example against the same relay, as docs/client.md runs it.
 begun=$SECONDS
 if java -cp "$output/example-classes:$jar:$json_jar" io.pushrelay.kit.example.Example --relay "http://127.0.0.1:$port" \
     --app support --webhook-secret "$secret" --user-token-key-file "$work/support-user-tokens.key" >"$work/example.out" 2>&1; then
@@ -124,29 +158,26 @@ else
 fi
 log "example: $((SECONDS - begun)) s"
 
-# 7. A Kotlin consumer: compiles against the public API, and nullability is visible (assigning a
-#    @Nullable result to a non-null type must not compile).
 begun=$SECONDS
-kotlin_out="$output/kotlin"
-rm -rf "$kotlin_out" && mkdir -p "$kotlin_out"
-if kotlinc "$library/src/kotlin/Consumer.kt" -cp "$jar:$json_jar" -d "$kotlin_out/consumer.jar" >"$work/kotlin.log" 2>&1; then
+wait "$kotlin_pid" || true
+if [ "$(cat "$kotlin_out/consumer.status" 2>/dev/null)" = 0 ]; then
     passed=$((passed + 1))
 else
     failed=$((failed + 1))
     log "the Kotlin consumer did not compile:"
-    cat "$work/kotlin.log" >&2
+    cat "$kotlin_out/consumer.log" >&2
 fi
-if kotlinc "$library/src/kotlin/NullabilityCheck.kt" -cp "$jar:$json_jar" -d "$kotlin_out/check.jar" >"$work/kotlin-null.log" 2>&1; then
+if [ "$(cat "$kotlin_out/check.status" 2>/dev/null)" = 0 ]; then
     failed=$((failed + 1))
     log "a nullable result assigned to a non-null type compiled: Kotlin does not see the library's @Nullable"
-elif grep -qi "type mismatch" "$work/kotlin-null.log"; then
+elif grep -qi "type mismatch" "$kotlin_out/check.log"; then
     passed=$((passed + 1))
 else
     failed=$((failed + 1))
     log "the nullability check failed for another reason than a type mismatch:"
-    cat "$work/kotlin-null.log" >&2
+    cat "$kotlin_out/check.log" >&2
 fi
-log "Kotlin: $((SECONDS - begun)) s"
+log "Kotlin (waited after the tests): $((SECONDS - begun)) s"
 
 # 8. What the relay's log must never hold.
 for needle in "$secret" "$admin_key" "Reply on" "APA91b"; do

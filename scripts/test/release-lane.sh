@@ -7,6 +7,7 @@
 # Each part's output goes to .build-release/artifacts-PART.log; one line per step (its name for the
 # stage table, seconds and exit status, tab-separated) to .build-release/release-lane-stages, read
 # by scripts/test.sh.
+# Then scripts/test/android-client.sh (log .build-release/android-client.log) beside the parts.
 # Exits non-zero when any step failed.
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
@@ -48,8 +49,8 @@ fi
 until [ -e "$debug_built" ]; do sleep 1; done
 
 # Two lanes: each part keeps about one core busy (a chroot's or a container's relay and sandbox,
-# a booting systemd). Deploy/test.sh runs of different parts share no container, port, directory
-# or log.
+# a booting systemd; android, the Android library's files read back and dexed, a few seconds).
+# Deploy/test.sh runs of different parts share no container, port, directory or log.
 lane() {
     local part begun code failed=0
     for part in "$@"; do
@@ -61,12 +62,25 @@ lane() {
     done
     return "$failed"
 }
+# Beside them, PushRelayKit for Android against the debug relay (its own sandbox and embedded
+# PostgreSQL), testing the library as released: mostly waiting on the relay and the JVM, it uses
+# this lane's slack rather than adding a stage to the suites' lane. Its log ends with the line
+# "PushRelayKit for Android: N passed, N failed", which scripts/test.sh prints.
+android_client() {
+    local begun=$SECONDS code=0
+    ANDROID_CLIENT_DIST=.build-release/dist scripts/test/android-client.sh >.build-release/android-client.log 2>&1 || code=$?
+    note "PushRelayKit for Android (beside)" $((SECONDS - begun)) "$code"
+    return "$code"
+}
 begun=$SECONDS
 lane tarball image examples &
 first=$!
-lane deb systemd &
+lane deb systemd android &
 second=$!
+android_client &
+third=$!
 wait "$first" || status=1
 wait "$second" || status=1
+wait "$third" || status=1
 note "artifact tests (two lanes)" $((SECONDS - begun)) "$status"
 exit "$status"

@@ -45,15 +45,33 @@ final class ManualClock implements Clock {
         return new ArrayList<>(sleepers);
     }
 
-    /** Waits until exactly one thread waits on the clock; its deadline. */
+    /** The deadlines of the threads waiting for a time (not for ever: a counter with nothing to do). */
+    synchronized List<Long> finiteDeadlines() {
+        List<Long> finite = new ArrayList<>();
+        for (Long deadline : sleepers) if (deadline != Long.MAX_VALUE) finite.add(deadline);
+        return finite;
+    }
+
+    /** Waits until exactly one thread waits for a time; its deadline. */
     long awaitSleeper() {
         long[] found = new long[1];
-        Eventually.eventually("a thread waiting on the clock", () -> {
-            List<Long> waiting = deadlines();
+        Eventually.eventually("one thread waiting on the clock (" + deadlines() + ")", () -> {
+            List<Long> waiting = finiteDeadlines();
             if (waiting.size() != 1) return false;
             found[0] = waiting.get(0);
             return true;
         });
         return found[0];
+    }
+
+    /**
+     * Waits until the only thread waiting for a time waits until {@code now() + millis}: a
+     * counter's runner replaced by a change of mode may still wait for a moment, so the test waits
+     * for the one it expects rather than taking the first it sees.
+     */
+    void awaitSleeperIn(long millis) {
+        long deadline = now() + millis;
+        Eventually.eventually("one thread waiting until now + " + millis + " ms (now " + now() + ", waiting: " + deadlines() + ")",
+            () -> finiteDeadlines().equals(List.of(deadline)));
     }
 }

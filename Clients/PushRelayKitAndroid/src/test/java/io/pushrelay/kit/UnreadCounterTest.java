@@ -81,15 +81,15 @@ class UnreadCounterTest {
 
         // A delay below the relay's hint (max-age=1): the hint wins.
         counter.setUnreadMessageCountDelay(300, TimeUnit.MILLISECONDS);
-        assertEquals(1000, clock.awaitSleeper() - clock.now(), "the next poll a hint after the last one");
+        clock.awaitSleeperIn(1000);  // the next poll a hint after the last one
         int notModified = Relay.notModifiedPolls("support");
         clock.advance(1000);
         Eventually.eventually("a 304 from the kept ETag", () -> Relay.notModifiedPolls("support") == notModified + 1);
-        assertEquals(1000, clock.awaitSleeper() - clock.now());
+        clock.awaitSleeperIn(1000);
 
         // A delay above the hint: the delay.
         counter.setUnreadMessageCountDelay(5, TimeUnit.SECONDS);
-        assertEquals(5000, clock.awaitSleeper() - clock.now());
+        clock.awaitSleeperIn(5000);
         Relay.reply("support", "9", token);
         clock.advance(5000);
         log.awaitTotal(1);
@@ -123,7 +123,7 @@ class UnreadCounterTest {
         log.awaitTotal(0);
         // A delay longer than any backoff, so each wait ends at the next try at the stream.
         phone.getUnread().setUnreadMessageCountDelay(60, TimeUnit.SECONDS);
-        clock.awaitSleeper();
+        clock.awaitSleeperIn(60000);
 
         int polls = Relay.allPolls("support");
         phone.getUnread().enterForeground();
@@ -138,7 +138,7 @@ class UnreadCounterTest {
             long delay = expected.next();
             long base = 1000L << (attempt - 1);
             assertTrue(delay >= base * 8 / 10 && delay <= base * 12 / 10, "within ±20 % of " + base + ": " + delay);
-            assertEquals(delay, clock.awaitSleeper() - clock.now(), "try " + attempt + " waits its backoff");
+            clock.awaitSleeperIn(delay);  // each try waits its backoff
             int expectedPolls = polls + attempt;
             Eventually.eventually("a poll at once after refusal " + attempt, () -> Relay.allPolls("support") == expectedPolls);
             if (attempt < 3) clock.advance(delay);
@@ -179,14 +179,14 @@ class UnreadCounterTest {
         client.getUnread().setUnreadMessageCountDelay(60, TimeUnit.SECONDS);
         Futures.await(client.authorize("nobody", userId -> "unused.token.value"));
         Eventually.eventually("the load's error", () -> log.errors().size() == 1);
-        clock.awaitSleeper();
+        clock.awaitSleeperIn(60000);
         client.getUnread().enterForeground();
         Backoff expected = new Backoff(new Random(1));
         for (int attempt = 1; attempt <= 2; attempt++) {
             int errors = 1 + attempt;
             Eventually.eventually("stream failure " + attempt, () -> log.errors().size() == errors);
             assertEquals(PushRelayException.Kind.NETWORK, log.errors().get(errors - 1).getKind());
-            assertEquals(expected.next(), clock.awaitSleeper() - clock.now());
+            clock.awaitSleeperIn(expected.next());
             // No poll: one error per try, none for a poll.
             assertEquals(errors, log.errors().size());
             clock.advance(60000);
