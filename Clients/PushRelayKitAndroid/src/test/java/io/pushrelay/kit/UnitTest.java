@@ -111,7 +111,8 @@ class UnitTest {
 
     @Test
     void unreadCountsParseAndShowTheBadgeRule() throws Exception {
-        UnreadCount count = UnreadCount.parse("{\"total\":150,\"tickets\":[{\"ticket_id\":\"5\",\"unread\":100},{\"ticket_id\":\"7\",\"unread\":50}]}");
+        UnreadCount count = UnreadCount.parse(
+            "{\"total\":150,\"tickets\":[{\"ticket_id\":\"5\",\"unread\":100},{\"ticket_id\":\"7\",\"unread\":50}]}");
         assertEquals(150, count.getTotal());
         assertEquals(100, count.unread("5"));
         assertEquals(0, count.unread("9"));
