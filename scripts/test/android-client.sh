@@ -21,7 +21,7 @@ junit_jar=/usr/share/java/junit-platform-console-standalone.jar
 [ -x "$relay_binary" ] || { log "$relay_binary is missing: run swift build first"; exit 1; }
 
 # 1. The tools (build.sh installs its own; JUnit 5 and Kotlin are the tests').
-apt_install_missing junit5 kotlin
+apt_install_missing junit5 kotlin libandroid-json-java
 step() { local name="$1" begun=$SECONDS; shift; "$@"; log "$name: $((SECONDS - begun)) s"; }
 
 # 2. The library, built and checked (or as the release built it), and the checks' own test.
@@ -32,6 +32,21 @@ fi
 step "the checks catch violations" "$library/tools/checks-selftest.sh"
 jar=$(ls "$dist"/push-relay-kit-android-*.jar)
 [ "$(wc -w <<<"$jar")" -eq 1 ] || { log "expected one push-relay-kit-android-*.jar in $dist, found: ${jar:-none}"; exit 1; }
+
+# Every public type and member has a doc comment, and the comments are well-formed (javadoc's
+# doclint; "-missing" leaves out @param/@return tags, which the comments give in prose).
+check_docs() {
+    mkdir -p "$output/annotations"
+    javac -nowarn -d "$output/annotations" $(find "$library/src/compileOnly/java" -name '*.java')
+    local args=(-quiet -Xmaxwarns 100000 -Xmaxerrs 100000 -d "$output/javadoc" -cp "$json_jar:$output/annotations" --release 8 $(find "$library/src/main/java" -name '*.java'))
+    javadoc -Xdoclint:all "${args[@]}" >"$output/javadoc-all.log" 2>&1 || true
+    javadoc -Xdoclint:all,-missing "${args[@]}" >"$output/javadoc.log" 2>&1 || echo "javadoc failed" >>"$output/javadoc.log"
+    if grep -h 'no comment' "$output/javadoc-all.log" >&2 || grep -E 'warning|error|failed' "$output/javadoc.log" >&2; then
+        log "the library's doc comments are missing or malformed (above)"
+        return 1
+    fi
+}
+step "doc comments" check_docs
 
 # 3. The tests and the example, compiled for the JVM they run on (the library is Java 7 bytecode).
 rm -rf "$output/test-classes" "$output/example-classes" "$output/guide-classes" "$output/reports"

@@ -31,8 +31,11 @@ public final class PushRelayException extends Exception {
         PUSH_KEY_STORE
     }
 
+    /** Which case this is (serialized with the exception). */
     private final Kind kind;
+    /** The HTTP status, or 0. */
     private final int status;
+    /** The relay's error code, or null. */
     private final String code;
 
     PushRelayException(Kind kind, String message, int status, String code, Throwable cause) {
