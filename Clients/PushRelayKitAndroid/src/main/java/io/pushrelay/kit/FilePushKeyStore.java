@@ -3,12 +3,10 @@ package io.pushrelay.kit;
 import androidx.annotation.NonNull;
 import androidx.annotation.Nullable;
 
-import java.io.ByteArrayOutputStream;
 import java.io.File;
 import java.io.FileInputStream;
 import java.io.FileOutputStream;
 import java.io.IOException;
-import java.io.InputStream;
 import java.nio.charset.Charset;
 import java.security.GeneralSecurityException;
 import java.util.ArrayList;
@@ -26,6 +24,8 @@ import java.util.List;
  */
 public final class FilePushKeyStore implements PushKeyStore {
     private static final Charset UTF8 = Charset.forName("UTF-8");
+    /** Three keys take under 300 bytes; a larger file is not a key file. */
+    private static final int MAX_FILE = 1024 * 1024;
 
     /**
      * Seals the file's contents before they are written and opens them after they are read: with
@@ -90,7 +90,7 @@ public final class FilePushKeyStore implements PushKeyStore {
     /** The keys, newest first; none when the file does not exist. */
     private List<PushKey> load() throws IOException {
         if (!file.exists()) return new ArrayList<PushKey>();
-        byte[] data = readAll(file);
+        byte[] data = Streams.readAll(new FileInputStream(file), MAX_FILE);
         if (sealer != null) {
             try {
                 data = sealer.open(data);
@@ -99,19 +99,6 @@ public final class FilePushKeyStore implements PushKeyStore {
             }
         }
         return PushKeyRing.decode(new String(data, UTF8));
-    }
-
-    private static byte[] readAll(File file) throws IOException {
-        InputStream input = new FileInputStream(file);
-        try {
-            ByteArrayOutputStream out = new ByteArrayOutputStream();
-            byte[] buffer = new byte[4096];
-            int count;
-            while ((count = input.read(buffer)) > 0) out.write(buffer, 0, count);
-            return out.toByteArray();
-        } finally {
-            input.close();
-        }
     }
 
     /**

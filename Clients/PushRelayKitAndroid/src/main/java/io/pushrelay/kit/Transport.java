@@ -1,6 +1,5 @@
 package io.pushrelay.kit;
 
-import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
@@ -123,17 +122,16 @@ final class Transport {
      * Sends a request with the user's token; on a 401 once more with a fresh token from the
      * provider. Any answer but a second 401 is returned, whatever its status.
      */
-    Response send(String method, List<String> segments, byte[] body, Map<String, String> headers, UserSession user, Hold hold)
-        throws PushRelayException {
-        boolean refreshed = false;
-        while (true) {
-            String token = user.token();
-            Response response = perform(method, url(segments), body, headers, token, hold);
-            if (response.status != 401) return response;
-            user.refused(token);
-            if (refreshed) throw PushRelayException.unauthorized(errorMessage(response, "401"));
-            refreshed = true;
-        }
+    Response send(final String method, final List<String> segments, final byte[] body, final Map<String, String> headers,
+        UserSession user, final Hold hold) throws PushRelayException {
+        return user.withToken(new UserSession.Attempt<Response>() {
+            @Override
+            public Response run(String token) throws PushRelayException, UserSession.Refused {
+                Response response = perform(method, url(segments), body, headers, token, hold);
+                if (response.status == 401) throw new UserSession.Refused(errorMessage(response, "401"));
+                return response;
+            }
+        });
     }
 
     /** Sends and requires a 2xx answer. */
@@ -164,14 +162,7 @@ final class Transport {
             }
             int status = connection.getResponseCode();
             if (status < 0) throw PushRelayException.invalidResponse("not an HTTP answer");
-            InputStream input;
-            try {
-                input = status >= 400 ? connection.getErrorStream() : connection.getInputStream();
-            } catch (IOException noBody) {
-                input = null;
-            }
-            byte[] data = input == null ? new byte[0] : readAll(input);
-            return new Response(status, headers(connection), data);
+            return answer(connection, status);
         } catch (IOException error) {
             throw PushRelayException.network(request.isCancelled() ? "cancelled" : describe(error), error);
         } finally {
@@ -229,19 +220,21 @@ final class Transport {
         return headers;
     }
 
-    static byte[] readAll(InputStream input) throws IOException {
+    /** The whole answer of {@code connection}, whose status is {@code status}: headers and body. */
+    static Response answer(HttpURLConnection connection, int status) throws IOException {
+        InputStream input;
         try {
-            ByteArrayOutputStream out = new ByteArrayOutputStream();
-            byte[] buffer = new byte[8192];
-            int count;
-            while ((count = input.read(buffer)) > 0) {
-                out.write(buffer, 0, count);
-                if (out.size() > MAX_BODY) throw new IOException("an answer of more than " + MAX_BODY + " bytes");
-            }
-            return out.toByteArray();
-        } finally {
-            input.close();
+            input = status >= 400 ? connection.getErrorStream() : connection.getInputStream();
+        } catch (IOException noBody) {
+            input = null;
         }
+        byte[] data;
+        try {
+            data = input == null ? new byte[0] : Streams.readAll(input, MAX_BODY);
+        } catch (IOException error) {
+            throw new IOException("an answer of " + error.getMessage(), error);
+        }
+        return new Response(status, headers(connection), data);
     }
 
     /** The relay's error answer: {@code {"error":{"code","message"}}}, or the status alone. */

@@ -165,13 +165,8 @@ public final class UnreadCounter {
         return Calls.submit(requests, dispatcher, new Calls.Work<UnreadCount>() {
             @Override
             public UnreadCount run() throws PushRelayException {
-                UserSession current;
-                long issuedIn;
-                synchronized (UnreadCounter.this) {
-                    current = requireUser();
-                    issuedIn = generation.get();
-                }
-                return fetch(current, issuedIn, null);
+                Authorization authorization = authorization();
+                return fetch(authorization.user, authorization.issuedIn, null);
             }
         }, callback);
     }
@@ -192,18 +187,14 @@ public final class UnreadCounter {
         return Calls.submit(requests, dispatcher, new Calls.Work<UnreadCount>() {
             @Override
             public UnreadCount run() throws PushRelayException {
-                UserSession current;
-                long issuedIn;
-                synchronized (UnreadCounter.this) {
-                    current = requireUser();
-                    issuedIn = generation.get();
-                }
+                Authorization authorization = authorization();
+                UserSession current = authorization.user;
                 int total = postRead(Arrays.asList("users", current.userId, "tickets", ticketId, "read"), null, current);
                 UnreadCount base;
                 synchronized (UnreadCounter.this) {
                     base = known == null ? UnreadCount.ZERO : known;
                 }
-                return settle(base.withoutTicket(ticketId, total), current, issuedIn);
+                return settle(base.withoutTicket(ticketId, total), current, authorization.issuedIn);
             }
         }, callback);
     }
@@ -224,15 +215,11 @@ public final class UnreadCounter {
         return Calls.submit(requests, dispatcher, new Calls.Work<UnreadCount>() {
             @Override
             public UnreadCount run() throws PushRelayException {
-                UserSession current;
-                long issuedIn;
-                synchronized (UnreadCounter.this) {
-                    current = requireUser();
-                    issuedIn = generation.get();
-                }
+                Authorization authorization = authorization();
+                UserSession current = authorization.user;
                 int total = postRead(Arrays.asList("users", current.userId, "read-all"), upToNotificationId, current);
                 UnreadCount count = total == 0 ? UnreadCount.ZERO : new UnreadCount(total, Collections.<String, Integer>emptyMap());
-                return settle(count, current, issuedIn);
+                return settle(count, current, authorization.issuedIn);
             }
         }, callback);
     }
@@ -325,9 +312,21 @@ public final class UnreadCounter {
 
     // --- Work ---------------------------------------------------------------------------------------
 
-    private UserSession requireUser() throws PushRelayException {
+    /** The authorized user and the authorization's generation, read together. */
+    private static final class Authorization {
+        final UserSession user;
+        final long issuedIn;
+
+        Authorization(UserSession user, long issuedIn) {
+            this.user = user;
+            this.issuedIn = issuedIn;
+        }
+    }
+
+    /** The current authorization, for an app's call; {@link PushRelayException.Kind#NOT_AUTHORIZED} without one. */
+    private synchronized Authorization authorization() throws PushRelayException {
         if (user == null) throw PushRelayException.notAuthorized();
-        return user;
+        return new Authorization(user, generation.get());
     }
 
     /** Called with the lock held. */
@@ -566,62 +565,60 @@ public final class UnreadCounter {
      * @return whether the stream delivered events before the relay ended it
      * @throws PushRelayException when it could not be held
      */
-    private boolean stream(Runner runner) throws PushRelayException {
-        boolean refreshed = false;
-        while (true) {
-            String token = runner.user.token();
-            Transport.Hold hold = runner.newHold();
-            transport.register(hold);
-            HttpURLConnection connection = null;
-            boolean received = false;
-            try {
-                Map<String, String> headers = new HashMap<String, String>();
-                headers.put("Accept", "text/event-stream");
-                // Android's HttpURLConnection asks for gzip by itself, and a gzip stream may hold events back.
-                headers.put("Accept-Encoding", "identity");
-                headers.put("Cache-Control", "no-cache");
-                connection = transport.open(transport.url(Arrays.asList("users", runner.user.userId, "unread", "stream")), "GET",
-                    headers, token, streamIdleTimeoutMillis);
-                if (!hold.attach(connection)) return false;
-                int status = connection.getResponseCode();
-                if (status != 200) {
-                    InputStream error = connection.getErrorStream();
-                    Transport.Response answer = new Transport.Response(status, Transport.headers(connection),
-                        error == null ? new byte[0] : Transport.readAll(error));
-                    if (status != 401) throw Transport.serverError(answer);
-                    runner.user.refused(token);
-                    if (refreshed) throw PushRelayException.unauthorized(Transport.errorMessage(answer, "401"));
-                    refreshed = true;
-                    continue;
-                }
-                InputStream input = connection.getInputStream();
-                EventStreamParser parser = new EventStreamParser();
-                byte[] buffer = new byte[4096];
-                int count;
-                while ((count = input.read(buffer)) != -1) {
-                    for (EventStreamParser.Event event : parser.feed(buffer, count)) {
-                        if (!event.name.equals("unread")) continue;
-                        UnreadCount unread;
-                        try {
-                            unread = UnreadCount.parse(event.data);
-                        } catch (JSONException error) {
-                            throw PushRelayException.invalidResponse("a live stream event that is not unread counts");
-                        }
-                        received = true;
-                        synchronized (this) {
-                            lastCompleted = clock.now();
-                        }
-                        apply(unread, runner.issuedIn);
-                    }
-                }
-                return received;
-            } catch (IOException error) {
-                if (runner.cancelled || hold.isCancelled()) return received;
-                throw PushRelayException.network(Transport.describe(error), error);
-            } finally {
-                transport.unregister(hold);
-                if (connection != null) connection.disconnect();
+    private boolean stream(final Runner runner) throws PushRelayException {
+        return runner.user.withToken(new UserSession.Attempt<Boolean>() {
+            @Override
+            public Boolean run(String token) throws PushRelayException, UserSession.Refused {
+                return stream(runner, token);
             }
+        });
+    }
+
+    /** One stream request with {@code token}; {@link UserSession.Refused} on a 401. */
+    private boolean stream(Runner runner, String token) throws PushRelayException, UserSession.Refused {
+        Transport.Hold hold = runner.newHold();
+        transport.register(hold);
+        HttpURLConnection connection = null;
+        boolean received = false;
+        try {
+            Map<String, String> headers = new HashMap<String, String>();
+            headers.put("Accept", "text/event-stream");
+            // Android's HttpURLConnection asks for gzip by itself, and a gzip stream may hold events back.
+            headers.put("Accept-Encoding", "identity");
+            headers.put("Cache-Control", "no-cache");
+            connection = transport.open(transport.url(Arrays.asList("users", runner.user.userId, "unread", "stream")), "GET",
+                headers, token, streamIdleTimeoutMillis);
+            if (!hold.attach(connection)) return false;
+            int status = connection.getResponseCode();
+            if (status == 401) throw new UserSession.Refused(Transport.errorMessage(Transport.answer(connection, status), "401"));
+            if (status != 200) throw Transport.serverError(Transport.answer(connection, status));
+            InputStream input = connection.getInputStream();
+            EventStreamParser parser = new EventStreamParser();
+            byte[] buffer = new byte[4096];
+            int count;
+            while ((count = input.read(buffer)) != -1) {
+                for (EventStreamParser.Event event : parser.feed(buffer, count)) {
+                    if (!event.name.equals("unread")) continue;
+                    UnreadCount unread;
+                    try {
+                        unread = UnreadCount.parse(event.data);
+                    } catch (JSONException error) {
+                        throw PushRelayException.invalidResponse("a live stream event that is not unread counts");
+                    }
+                    received = true;
+                    synchronized (this) {
+                        lastCompleted = clock.now();
+                    }
+                    apply(unread, runner.issuedIn);
+                }
+            }
+            return received;
+        } catch (IOException error) {
+            if (runner.cancelled || hold.isCancelled()) return received;
+            throw PushRelayException.network(Transport.describe(error), error);
+        } finally {
+            transport.unregister(hold);
+            if (connection != null) connection.disconnect();
         }
     }
 

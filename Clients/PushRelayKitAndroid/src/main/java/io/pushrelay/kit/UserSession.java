@@ -58,6 +58,39 @@ final class UserSession {
         }
     }
 
+    /** One try with a token: an answer, or {@link Refused} when the relay answered 401. */
+    interface Attempt<T> {
+        T run(String token) throws PushRelayException, Refused;
+    }
+
+    /** The relay refused the token (401); its error message. */
+    static final class Refused extends Exception {
+        private static final long serialVersionUID = 1L;
+
+        Refused(String message) {
+            super(message);
+        }
+    }
+
+    /**
+     * Runs {@code attempt} with the user's token. When the relay refuses the token, it is
+     * forgotten and {@code attempt} runs once more with a fresh one from the provider; a second
+     * refusal is {@link PushRelayException.Kind#UNAUTHORIZED}.
+     */
+    <T> T withToken(Attempt<T> attempt) throws PushRelayException {
+        boolean refreshed = false;
+        while (true) {
+            String token = token();
+            try {
+                return attempt.run(token);
+            } catch (Refused refusal) {
+                refused(token);
+                if (refreshed) throw PushRelayException.unauthorized(refusal.getMessage());
+                refreshed = true;
+            }
+        }
+    }
+
     /** Forgets {@code refused} after the relay refused it, so the next request asks the provider. */
     synchronized void refused(String refused) {
         if (refused.equals(token)) token = null;
