@@ -1,6 +1,7 @@
 package io.pushrelay.kit;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.ByteArrayInputStream;
 import java.io.IOException;
@@ -106,12 +107,18 @@ final class Relay {
 
     /** A request to the relay as the helpdesk or an operator makes it ({@code credential} may be null). */
     static Answer request(String method, String path, String credential, String body) {
+        return request(method, path, credential, body, Map.of());
+    }
+
+    /** {@link #request(String, String, String, String)} with more request headers. */
+    static Answer request(String method, String path, String credential, String body, Map<String, String> headers) {
         try {
             HttpURLConnection connection = (HttpURLConnection) new URL(URL + path).openConnection();
             connection.setRequestMethod(method);
             connection.setConnectTimeout(30000);
             connection.setReadTimeout(60000);
             if (credential != null) connection.setRequestProperty("Authorization", "Bearer " + credential);
+            headers.forEach(connection::setRequestProperty);
             if (body != null) {
                 connection.setDoOutput(true);
                 connection.setRequestProperty("Content-Type", "application/json");
@@ -120,11 +127,11 @@ final class Relay {
             int status = connection.getResponseCode();
             var input = status >= 400 ? connection.getErrorStream() : connection.getInputStream();
             String text = input == null ? "" : new String(input.readAllBytes(), StandardCharsets.UTF_8);
-            Map<String, String> headers = new HashMap<>();
+            Map<String, String> answerHeaders = new HashMap<>();
             connection.getHeaderFields().forEach((name, values) -> {
-                if (name != null) headers.put(name.toLowerCase(), values.get(0));
+                if (name != null) answerHeaders.put(name.toLowerCase(), values.get(0));
             });
-            return new Answer(status, text, headers);
+            return new Answer(status, text, answerHeaders);
         } catch (IOException error) {
             throw new AssertionError(method + " " + path + ": " + error, error);
         }
@@ -139,6 +146,31 @@ final class Relay {
             new JSONObject().put("devices", devices).put("notification", notification).toString());
         assertEquals(202, answer.status(), answer.body());
         return answer.json().getLong("notification_id");
+    }
+
+    /**
+     * {@link #reply}, returning once the relay's polls show it. The relay answers an unchanged poll
+     * 304 from the ETag it kept for the user until the change's announcement (pg_notify) comes back
+     * to it, a moment after the webhook's 202 (docs/architecture.md): a test whose next step is one
+     * poll waits for that, here by polling with the ETag of the counts before the reply until it
+     * is no longer answered 304.
+     */
+    static long replySeenByPolls(String app, String ticket, String user, TokenIssuer issuer, String... tokens) throws Exception {
+        String path = "/v1/apps/" + app + "/users/" + Transport.encodeSegment(user) + "/unread";
+        Answer before = request("GET", path, issuer.token(user, 600), null);  // without If-None-Match: read from the database
+        assertEquals(200, before.status(), before.body());
+        String etag = before.headers().get("etag");
+        long notification = reply(app, ticket, tokens);
+        Eventually.eventually("a poll of " + user + " with the ETag before the reply is answered 200", () -> {
+            try {
+                Answer answer = request("GET", path, issuer.token(user, 600), null, Map.of("If-None-Match", etag));
+                assertTrue(answer.status() == 200 || answer.status() == 304, answer.status() + " " + answer.body());
+                return answer.status() == 200;
+            } catch (Exception error) {
+                throw new AssertionError(error);
+            }
+        });
+        return notification;
     }
 
     /** The device as the relay's admin API shows it, or null (404). */

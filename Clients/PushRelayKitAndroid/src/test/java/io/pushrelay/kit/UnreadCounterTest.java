@@ -75,7 +75,9 @@ class UnreadCounterTest {
         ManualClock clock = new ManualClock();
         PushRelayClient tablet = client("support", clock, new Random());
         EventLog log = new EventLog();
-        String token = signIn(tablet, Relay.unique("bea"), new TokenIssuer("support"), log);
+        String user = Relay.unique("bea");
+        TokenIssuer issuer = new TokenIssuer("support");
+        String token = signIn(tablet, user, issuer, log);
         log.awaitTotal(0);  // every authorization loads the count at once
         UnreadCounter counter = tablet.getUnread();
 
@@ -90,7 +92,7 @@ class UnreadCounterTest {
         // A delay above the hint: the delay.
         counter.setUnreadMessageCountDelay(5, TimeUnit.SECONDS);
         clock.awaitSleeperIn(5000);
-        Relay.reply("support", "9", token);
+        Relay.replySeenByPolls("support", "9", user, issuer, token);
         clock.advance(5000);
         log.awaitTotal(1);
         assertTrue(log.errors().isEmpty(), log.events().toString());
@@ -152,7 +154,7 @@ class UnreadCounterTest {
         int total = 0;
         for (int tries = 0;; tries++) {
             assertTrue(tries < 1000, "the stream was never accepted");
-            Relay.reply("support", "3", token);
+            Relay.replySeenByPolls("support", "3", user, issuer, token);
             total++;
             int errors = log.errors().size();
             clock.advanceTo(clock.awaitSleeper());
@@ -219,7 +221,7 @@ class UnreadCounterTest {
         String alice = Relay.unique("alice");
         String token = signIn(client, alice, issuer, log);
         log.awaitTotal(0);
-        Relay.reply("support", "11", token);
+        Relay.replySeenByPolls("support", "11", alice, issuer, token);
         assertEquals(1, Futures.await(client.getUnread().getUnreadMessagesCount()).getTotal());
         log.awaitTotal(1);
 
@@ -240,10 +242,12 @@ class UnreadCounterTest {
     void markReadAndMarkAllReadUpToANotification() throws Exception {
         PushRelayClient client = client();
         EventLog log = new EventLog();
-        String token = signIn(client, Relay.unique("emma"), new TokenIssuer("support"), log);
+        String user = Relay.unique("emma");
+        TokenIssuer issuer = new TokenIssuer("support");
+        String token = signIn(client, user, issuer, log);
         Relay.reply("support", "A", token);
         long second = Relay.reply("support", "B", token);
-        Relay.reply("support", "B", token);
+        Relay.replySeenByPolls("support", "B", user, issuer, token);
         UnreadCount count = Futures.await(client.getUnread().getUnreadMessagesCount());
         assertEquals(3, count.getTotal());
         assertEquals(Map.of("A", 1, "B", 2), count.getTickets());
@@ -292,9 +296,11 @@ class UnreadCounterTest {
     void aPushRefreshesTheCount() throws Exception {
         PushRelayClient client = client();
         EventLog log = new EventLog();
-        String token = signIn(client, Relay.unique("gwen"), new TokenIssuer("support"), log);
+        String user = Relay.unique("gwen");
+        TokenIssuer issuer = new TokenIssuer("support");
+        String token = signIn(client, user, issuer, log);
         log.awaitTotal(0);
-        Relay.reply("support", "31", token);
+        Relay.replySeenByPolls("support", "31", user, issuer, token);
         Eventually.eventually("the reply's push", () -> !Relay.fcmPushes(token).isEmpty());
         PushRelayMessage push = PushRelayMessage.fromData(Relay.fcmPushes(token).get(0));
         assertEquals("31", push.getTicketId());
