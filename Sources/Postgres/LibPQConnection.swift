@@ -83,6 +83,8 @@ final class LibPQConnection: @unchecked Sendable {
         private let storage: [UnsafeMutablePointer<CChar>?]
 
         init(conninfo: String, applicationName: String, settings: PostgresConnectionSettings) throws {
+            // libpq's messages about a string it cannot read quote it, password and all.
+            try PostgresClientConfiguration.check(conninfo)
             var pairs: [(String, String)] = [
                 ("connect_timeout", "\(settings.connectTimeoutSeconds)"),
                 ("application_name", applicationName),

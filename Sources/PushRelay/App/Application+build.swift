@@ -180,7 +180,13 @@ struct RelayParts {
         console = ConsoleSettings(config: reader.scoped(to: "console"))
         keys = APIKeyStore(client: database.client, cache: APIKeyCache(clock: clock))
         sessions = ConsoleSessionStore(client: database.client, keys: keys, idleTimeout: console.idleTimeout, maxLifetime: console.sessionLifetime)
-        authenticator = Authenticator(keys: keys, apps: apps.directory, sessions: console.enabled ? sessions : nil, clock: clock)
+        authenticator = Authenticator(
+            keys: keys,
+            apps: apps.directory,
+            sessions: console.enabled ? sessions : nil,
+            clock: clock,
+            settings: AuthSettings(config: reader.scoped(to: "auth"))
+        )
     }
 
     /// The reloader of these parts; `read` (`nil`: reloads are refused) is read once now, for the

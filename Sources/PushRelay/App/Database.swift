@@ -125,6 +125,9 @@ public struct Database: Sendable {
                 logger.warning("database unavailable at start; trying again", metadata: ["retry_in_s": "\(delay.components.seconds)"])
                 try await Task.sleep(for: delay)
                 delay = min(delay * 2, .seconds(15))
+            } catch let error as PostgresError where error.refusesConnection {
+                // A connection string libpq cannot read: no try can fix it.
+                throw DatabaseRefusal(cause: error)
             }
         }
     }

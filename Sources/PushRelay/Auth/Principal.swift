@@ -31,7 +31,7 @@ public struct Authenticator: Sendable {
     /// Console sessions: a request without an `Authorization` header but with the console's
     /// session cookie acts as the key the session was opened with.
     let sessions: ConsoleSessionStore?
-    let verifiedUserTokens = VerifiedUserTokens()
+    let verifiedUserTokens: VerifiedUserTokens
     /// The date user tokens' expiry is checked against.
     let clock: RelayClock
 
@@ -39,69 +39,21 @@ public struct Authenticator: Sendable {
         self.init(keys: keys, apps: apps, sessions: sessions, clock: .system)
     }
 
-    init(keys: APIKeyStore, apps: AppDirectory, sessions: ConsoleSessionStore?, clock: RelayClock) {
+    init(keys: APIKeyStore, apps: AppDirectory, sessions: ConsoleSessionStore?, clock: RelayClock, settings: AuthSettings = AuthSettings()) {
         self.keys = keys
         self.apps = apps
         self.sessions = sessions
         self.clock = clock
+        self.verifiedUserTokens = VerifiedUserTokens(maxBytes: settings.userTokenCacheBytes)
     }
+
+    /// The longest user token accepted, in bytes: a token carries a subject and two dates, and one
+    /// longer than this is refused (401) before it is hashed, decoded or checked.
+    static let maxUserTokenBytes = 4096
 
     /// The header a console session's unsafe requests (anything but GET and HEAD) carry its CSRF
     /// token in; console forms carry it as the `csrf_token` field, which the console moves here.
     static let csrfHeader = HTTPField.Name("X-CSRF-Token")!
-
-    /// User tokens whose signature and claims were already checked, by app and token text, with
-    /// their subject and expiry: a mobile app sends the same token with every poll, and checking
-    /// it again (JSON decoding, HMAC) cost more than answering an unchanged poll. The expiry is
-    /// still checked on every use. Bounded: when full, it starts over.
-    ///
-    /// Each ``forget()`` starts a new key epoch. A check reads the epoch before it reads the app's
-    /// keys, and its result is kept only if the epoch is still the same when it ends: a token
-    /// checked against keys a reload has since replaced is not cached into the new epoch.
-    final class VerifiedUserTokens: Sendable {
-        static let capacity = 100_000
-        private struct Table {
-            var count = 0
-            var epoch: UInt64 = 0
-            /// By app, then token.
-            var apps: [String: [String: (subject: String, expires: Date)]] = [:]
-        }
-        private let table = Mutex(Table())
-
-        func subject(app: String, token: String, now: Date) -> String? {
-            table.withLock { table in
-                guard let entry = table.apps[app]?[token] else { return nil }
-                return entry.expires > now ? entry.subject : nil
-            }
-        }
-
-        /// The key epoch now: read it before reading the keys a token is checked against.
-        var epoch: UInt64 { table.withLock { $0.epoch } }
-
-        /// Forgets every token and starts a new epoch: after a reload, a token signed with a key
-        /// no longer configured must not stay accepted.
-        func forget() {
-            table.withLock { table in
-                table.epoch &+= 1
-                table.count = 0
-                table.apps = [:]
-            }
-        }
-
-        /// Keeps a checked token, unless the keys changed since `epoch` was read (then `false`).
-        @discardableResult
-        func remember(app: String, token: String, subject: String, expires: Date, epoch: UInt64) -> Bool {
-            table.withLock { table in
-                guard table.epoch == epoch else { return false }
-                if table.count >= Self.capacity {
-                    table.count = 0
-                    table.apps = [:]
-                }
-                if table.apps[app, default: [:]].updateValue((subject, expires), forKey: token) == nil { table.count += 1 }
-                return true
-            }
-        }
-    }
 
     /// The apps were reloaded: user tokens are checked again against the keys now configured.
     func appsReloaded() { verifiedUserTokens.forget() }
@@ -122,6 +74,9 @@ public struct Authenticator: Sendable {
         }
         guard let app else {
             throw Self.unauthorized("a user token cannot be used here; this operation needs an API key")
+        }
+        guard credential.utf8.count <= Self.maxUserTokenBytes else {
+            throw Self.unauthorized("the user token is longer than \(Self.maxUserTokenBytes) bytes, the most accepted")
         }
         // The epoch before the keys: a reload between here and `remember` makes the result uncached.
         let epoch = verifiedUserTokens.epoch
@@ -188,12 +143,12 @@ public struct Authenticator: Sendable {
     }
 
     /// The user of a user token of `app` that was checked before (signature, claims, subject) and
-    /// has not expired: a lookup, no cryptography, no I/O. `nil` for any other credential, which
-    /// ``authenticate(_:app:)`` then checks in full.
+    /// has not expired: a lookup and a SHA-256 of the token, no signature check, no I/O. `nil` for
+    /// any other credential, which ``authenticate(_:app:)`` then checks in full.
     func rememberedUser(_ credential: String, app: String, now: Date) -> Principal? {
-        guard apps.entry(app)?.userTokenKeys != nil, let subject = verifiedUserTokens.subject(app: app, token: credential, now: now) else {
-            return nil
-        }
+        guard credential.utf8.count <= Self.maxUserTokenBytes, apps.entry(app)?.userTokenKeys != nil,
+            let subject = verifiedUserTokens.subject(app: app, token: credential, now: now)
+        else { return nil }
         return .user(app: app, userID: subject)
     }
 

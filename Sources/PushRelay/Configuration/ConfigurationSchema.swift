@@ -32,6 +32,7 @@ public enum ConfigurationSchema {
         _ = EventForwarderSettings(config: reader.scoped(to: "events"))
         _ = RetentionSettings(config: reader.scoped(to: "retention"))
         _ = ConsoleSettings(config: reader.scoped(to: "console"))
+        _ = AuthSettings(config: reader.scoped(to: "auth"))
         _ = try ManagedAppStoreSettings(config: reader.scoped(to: "apps_store"))
         _ = reader.string(forKey: "data.directory", default: DatabaseConfiguration.defaultDataDirectory)
         _ = reader.string(forKey: "config.file")

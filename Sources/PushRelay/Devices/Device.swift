@@ -75,8 +75,9 @@ public protocol DeviceRepository: Sendable {
     /// user more than `maxPerUser` active devices is `.tooManyDevices`.
     func upsert(_ registration: DeviceRegistration, onlyForUser: String?, claimUnowned: Bool, maxPerUser: Int) async throws -> DeviceUpsert
     func get(app: String, token: String) async throws -> Device?
-    /// Deletes the device; with `onlyForUser`, only if it is that user's.
-    func delete(app: String, token: String, onlyForUser: String?) async throws -> DeviceDeletion
+    /// Deletes the device; with `onlyForUser`, only if it is that user's, or linked to no user and
+    /// `claimUnowned` (the rule of ``upsert(_:onlyForUser:claimUnowned:maxPerUser:)``).
+    func delete(app: String, token: String, onlyForUser: String?, claimUnowned: Bool) async throws -> DeviceDeletion
     func list(app: String, user: String) async throws -> [Device]
 }
 
@@ -96,4 +97,6 @@ public enum DeviceDeletion: Sendable, Hashable {
     case deleted
     case notFound
     case ownedByAnotherUser
+    /// The device exists, linked to no user, and a user token may not unregister it.
+    case unowned
 }

@@ -113,7 +113,8 @@ struct DeviceController<Repository: DeviceRepository, Context: RequestContext>: 
         } else {
             try principal.requireAppKey(app, scope: .devicesWrite)
         }
-        switch try await repository.delete(app: app, token: token, onlyForUser: onlyForUser) {
+        let claimUnowned = authenticator.apps.app(app)?.userTokens?.claimUnownedDevices ?? false
+        switch try await repository.delete(app: app, token: token, onlyForUser: onlyForUser, claimUnowned: claimUnowned) {
         case .deleted:
             context.logger.info("device unregistered", metadata: ["push.app": "\(app)", "push.token": "\(Redaction.token(token))"])
             return .noContent
@@ -121,6 +122,11 @@ struct DeviceController<Repository: DeviceRepository, Context: RequestContext>: 
             return .noContent
         case .ownedByAnotherUser:
             throw Authenticator.forbidden("this device is registered to another user")
+        case .unowned:
+            throw Authenticator.forbidden(
+                "this device is registered to no user; a user token may not unregister it (the app's user_tokens.claim_unowned_devices is off): "
+                    + "unregister it with an app key"
+            )
         }
     }
 

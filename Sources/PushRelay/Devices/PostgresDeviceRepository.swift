@@ -82,20 +82,21 @@ public struct PostgresDeviceRepository: DeviceRepository {
             .first.map { try Self.device($0, offset: 0) }
     }
 
-    public func delete(app: String, token: String, onlyForUser: String?) async throws -> DeviceDeletion {
+    public func delete(app: String, token: String, onlyForUser: String?, claimUnowned: Bool) async throws -> DeviceDeletion {
         let result = try await client.query(
             """
             WITH target AS (SELECT user_id FROM devices WHERE app_id = $1 AND token = $2),
             gone AS (
                 DELETE FROM devices WHERE app_id = $1 AND token = $2
-                AND ($3::text IS NULL OR user_id IS NULL OR user_id = $3) RETURNING 1
+                AND ($3::text IS NULL OR user_id = $3 OR (user_id IS NULL AND $4::boolean)) RETURNING 1
             )
-            SELECT (SELECT count(*) FROM target), (SELECT count(*) FROM gone)
+            SELECT (SELECT count(*) FROM target), (SELECT count(*) FROM target WHERE user_id IS NULL), (SELECT count(*) FROM gone)
             """,
-            [app, token, onlyForUser]
+            [app, token, onlyForUser, claimUnowned]
         )
-        let (found, deleted) = try result.first!.decode((Int, Int).self)
+        let (found, unowned, deleted) = try result.first!.decode((Int, Int, Int).self)
         if deleted > 0 { return .deleted }
+        if unowned > 0 { return .unowned }
         return found > 0 ? .ownedByAnotherUser : .notFound
     }
 

@@ -65,22 +65,27 @@ final class UnreadHub: Service, Sendable {
         /// a read that begins later begins at a generation no entry exceeds, so when the last read
         /// ends the table is emptied, and with none in flight an announcement costs no entry.
         var changedAt: [String: UInt64] = [:]
-        var etags: [String: String] = [:]
-        /// What `changedAt` and `etags` hold, in bytes (``UnreadHub/entryBytes(_:_:)``): owner ids
-        /// may be up to 1 KiB each, so a bound in entries alone would not bound memory.
+        /// The ETags by owner key, each charged ``UnreadHub/entryBytes(_:_:)`` (owner ids may be up
+        /// to 1 KiB each, so a bound in entries alone would not bound memory) and shared fairly
+        /// between apps: an app polling made-up owners evicts its own least recently used ETags,
+        /// not another app's.
+        var etags: FairCache<String, String>
+        /// What `changedAt` holds, in bytes.
         var changedBytes = 0
-        var etagBytes = 0
         let maxBytes: Int
 
-        init(maxBytes: Int) { self.maxBytes = maxBytes }
+        init(maxBytes: Int) {
+            self.maxBytes = maxBytes
+            etags = FairCache(maxBytes: maxBytes)
+        }
 
         mutating func announce(_ keys: () -> [Substring]) {
             generation += 1
-            guard readsInFlight > 0 || !etags.isEmpty else { return }
+            guard readsInFlight > 0 || etags.count > 0 else { return }
             for key in keys() {
                 let key = String(key)
                 if readsInFlight > 0, changedAt.updateValue(generation, forKey: key) == nil { changedBytes += UnreadHub.entryBytes(key, 8) }
-                if let old = etags.removeValue(forKey: key) { etagBytes -= UnreadHub.entryBytes(key, old.utf8.count) }
+                etags.removeValue(for: key)
             }
             // Every owner announced while reads are in flight would stay here: past the bound,
             // start over as for `*` (the next poll of each owner queries once).
@@ -91,19 +96,12 @@ final class UnreadHub: Service, Sendable {
             generation += 1
             everythingAt = generation
             changedAt.removeAll(keepingCapacity: false)
-            etags.removeAll(keepingCapacity: false)
+            etags.removeAll()
             changedBytes = 0
-            etagBytes = 0
         }
 
-        mutating func remember(_ key: String, _ etag: String) {
-            let bytes = UnreadHub.entryBytes(key, etag.utf8.count)
-            if etagBytes + bytes > maxBytes {
-                etags.removeAll(keepingCapacity: false)
-                etagBytes = 0
-            }
-            if let old = etags.updateValue(etag, forKey: key) { etagBytes -= UnreadHub.entryBytes(key, old.utf8.count) }
-            etagBytes += bytes
+        mutating func remember(_ key: String, app: String, _ etag: String) {
+            etags.insert(etag, for: key, group: app, bytes: UnreadHub.entryBytes(key, etag.utf8.count))
         }
 
         mutating func endRead() {
@@ -116,11 +114,12 @@ final class UnreadHub: Service, Sendable {
     }
 
     /// What one cache entry costs: its key and value and, per entry, the dictionary's slot and
-    /// the strings' storage headers (measured to about this on 64-bit Linux).
-    static func entryBytes(_ key: String, _ valueBytes: Int) -> Int { key.utf8.count + valueBytes + 96 }
+    /// the strings' storage headers and the cache's list links (about this on 64-bit Linux).
+    static func entryBytes(_ key: String, _ valueBytes: Int) -> Int { key.utf8.count + valueBytes + 160 }
 
-    /// Bytes of the ETag cache, and apart of the announcements kept while reads are in flight;
-    /// past it the cache starts over (the next poll of each owner queries once).
+    /// Bytes of the ETag cache (shared fairly between apps: past it, the app holding the most
+    /// loses its least recently used ETags), and apart of the announcements kept while reads are
+    /// in flight (past it they start over, as for `*`).
     let maxCacheBytes: Int
 
     /// Bytes the ETag cache may hold unless configured (`unread.etag_cache_mb`).
@@ -220,11 +219,14 @@ final class UnreadHub: Service, Sendable {
     var subscriberCount: Int { streams.withLock { $0.subscribers.count } }
 
     /// Bytes the ETag cache and the announcements kept for reads in flight hold now.
-    var cachedBytes: Int { versions.withLock { $0.etagBytes + $0.changedBytes } }
+    var cachedBytes: Int { versions.withLock { $0.etags.bytes + $0.changedBytes } }
+
+    /// Bytes of the ETag cache that `app`'s owners hold.
+    func cachedBytes(app: String) -> Int { versions.withLock { $0.etags.bytes(of: app) } }
 
     /// The ETag of the owner's counts as last served, if no change was announced since.
     func cachedETag(app: String, owner: String) -> String? {
-        versions.withLock { $0.listening ? $0.etags[Self.key(app: app, owner: owner)] : nil }
+        versions.withLock { $0.listening ? $0.etags.value(for: Self.key(app: app, owner: owner)) : nil }
     }
 
     /// Taken before reading an owner's counts; hand it to ``remember(app:owner:etag:since:)``, or
@@ -246,7 +248,7 @@ final class UnreadHub: Service, Sendable {
         versions.withLock { versions in
             defer { versions.endRead() }
             guard versions.listening, versions.everythingAt <= generation, versions.changedAt[key, default: 0] <= generation else { return }
-            versions.remember(key, etag)
+            versions.remember(key, app: app, etag)
         }
     }
 

@@ -86,6 +86,22 @@ struct CommandLineTests {
         #expect(format.status == 78 && format.error.contains("unknown log format 'jsn'"), "\(format.error)")
     }
 
+    @Test("no part of a password libpq cannot read reaches an error or a summary: % not percent-encoding, @ not written %40")
+    func unreadablePasswords() throws {
+        let directory = try Self.directory()
+        try Self.app.write(toFile: directory + "/relay.yaml", atomically: true, encoding: .utf8)
+        for password in ["pa%zzSecret9", "pa@ssSecret9", "p@ss@Secret9"] {
+            let environment = ["DATABASE_URL": "postgresql://relay:\(password)@127.0.0.1:1/relay"]
+            let migrate = try Self.run(["migrate", "--config", "relay.yaml"], in: directory, environment: environment)
+            #expect(migrate.status == 78, "\(password): \(migrate.error)")
+            #expect(migrate.error.contains("%40"), "the relay says how to write it: \(migrate.error)")
+            let check = try Self.run(["config", "check", "--config", "relay.yaml"], in: directory, environment: environment)
+            for text in [migrate.output, migrate.error, check.output, check.error] {
+                #expect(!text.contains("Secret9") && !text.contains("ss@") && !text.contains("zz"), "\(password): \(text)")
+            }
+        }
+    }
+
     @Test("health exits 0 when the relay's /health (or /ready) answers 200, and 1 with the reason otherwise")
     func health() async throws {
         let directory = try Self.directory()

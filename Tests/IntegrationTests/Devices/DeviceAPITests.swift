@@ -238,7 +238,7 @@ struct DeviceAPITests {
         }
     }
 
-    @Test("a user token cannot take over a device registered to no user, unless the app sets user_tokens.claim_unowned_devices")
+    @Test("a user token can neither take over nor unregister a device registered to no user, unless the app sets user_tokens.claim_unowned_devices")
     func unownedDevices() async throws {
         for claim in [false, true] {
             var made = try await TestApp.make()
@@ -262,6 +262,12 @@ struct DeviceAPITests {
                     body: jsonBody(webhook(devices: [(Self.androidToken, "android")]))
                 )
                 #expect(hook.status == .accepted)
+                for token in [Self.iosToken, Self.androidToken] where !claim {
+                    let removal = try await client.execute(uri: Self.path(token), method: .delete, headers: bearer(alice))
+                    #expect(removal.status == .forbidden, "\(String(buffer: removal.body))")
+                    #expect(removal.errorBody?.message.contains("claim_unowned_devices") == true)
+                }
+                #expect(try await test.count("SELECT count(*) FROM devices WHERE user_id IS NULL") == 2)
                 for (token, platform) in [(Self.iosToken, "ios"), (Self.androidToken, "android")] {
                     let claimed = try await client.execute(
                         uri: Self.path(token),
@@ -286,6 +292,14 @@ struct DeviceAPITests {
                     body: jsonBody(#"{"platform":"android"}"#)
                 )
                 #expect(fresh.status == .created)
+                // Where the app lets a user token claim such a device, it may unregister one too.
+                if claim {
+                    let orphan = String(repeating: "c", count: 64)
+                    let put = try await client.execute(uri: Self.path(orphan), method: .put, headers: bearer(key), body: jsonBody(#"{"platform":"ios"}"#))
+                    #expect(put.status == .created)
+                    #expect(try await client.execute(uri: Self.path(orphan), method: .delete, headers: bearer(alice)).status == .noContent)
+                    #expect(try await test.count("SELECT count(*) FROM devices WHERE token = '\(orphan)'") == 0)
+                }
             }
         }
     }

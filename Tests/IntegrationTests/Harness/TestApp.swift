@@ -72,14 +72,22 @@ struct TestApp {
     }
 
     /// A user JWT for `support`, signed with its configured key.
-    static func userToken(_ user: String, expiresIn: TimeInterval = 600, key: String = userTokenKey) async throws -> String {
+    /// A user token of `user` signed with `key`; `padding` adds a claim of that many bytes, as an
+    /// app's backend may put any claim in a token it signs.
+    static func userToken(_ user: String, expiresIn: TimeInterval = 600, key: String = userTokenKey, padding: Int = 0) async throws -> String {
         struct Claims: JWTPayload {
             var sub: SubjectClaim
             var exp: ExpirationClaim
+            var pad: String?
             func verify(using algorithm: some JWTAlgorithm) async throws {}
         }
         let keys = await JWTKeyCollection().add(hmac: HMACKey(from: key), digestAlgorithm: .sha256)
-        return try await keys.sign(Claims(sub: .init(value: user), exp: .init(value: Date().addingTimeInterval(expiresIn))))
+        let claims = Claims(
+            sub: .init(value: user),
+            exp: .init(value: Date().addingTimeInterval(expiresIn)),
+            pad: padding > 0 ? String(repeating: "p", count: padding) : nil
+        )
+        return try await keys.sign(claims)
     }
 
     func count(_ sql: String, _ parameters: [any PostgresEncodable] = []) async throws -> Int {

@@ -603,6 +603,23 @@ struct UnreadTests {
         }
     }
 
+    @Test("a user token longer than the most accepted is refused with 401 before it is checked, one within it is accepted")
+    func oversizedUserTokens() async throws {
+        let test = try await TestApp.make()
+        try await test.application().test(.router) { client in
+            let within = try await TestApp.userToken("ivy", padding: 2000)
+            #expect(within.utf8.count <= Authenticator.maxUserTokenBytes)
+            #expect(try await client.execute(uri: "/v1/apps/support/users/ivy/unread", method: .get, headers: bearer(within)).status == .ok)
+            // A valid signature and claims, padded past the bound (45 kB padded many instances' caches).
+            let padded = try await TestApp.userToken("ivy", padding: 45_000)
+            for _ in 0..<2 {
+                let answer = try await client.execute(uri: "/v1/apps/support/users/ivy/unread", method: .get, headers: bearer(padded))
+                #expect(answer.status == .unauthorized)
+                #expect(answer.errorBody?.message.contains("longer than \(Authenticator.maxUserTokenBytes) bytes") == true, "\(String(buffer: answer.body))")
+            }
+        }
+    }
+
     @Test("devices without a user are counted under their token")
     func tokenOwner() async throws {
         let test = try await TestApp.make()

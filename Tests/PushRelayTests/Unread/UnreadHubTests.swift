@@ -47,13 +47,38 @@ struct UnreadHubTests {
                 hub.remember(app: "a", owner: owner, etag: "\"0123456789abcdef01234567\"", since: read)
                 #expect(hub.cachedBytes <= 256 << 10)
             }
-            // Some of the last owners are still cached: the bound starts the cache over, it does not stop it.
+            // The last owners are still cached: past the bound the oldest go, one at a time.
             #expect(hub.cachedETag(app: "a", owner: String(repeating: "x", count: 1000) + "1999") != nil)
             // Announcements kept while a read is in flight count too.
             let inFlight = hub.beginRead()
             for index in 0..<2000 { hub.changed(app: "a", owner: String(repeating: "y", count: 1000) + "\(index)") }
             #expect(hub.cachedBytes <= 2 * (256 << 10))
             hub.abandonRead(since: inFlight)
+        }
+    }
+
+    @Test("one app filling the ETag cache evicts its own least recently used ETags: another app's within its share stay")
+    func cacheSharedFairly() async throws {
+        try await Self.withHub(maxCacheBytes: 256 << 10) { hub, _ in
+            let etag = "\"0123456789abcdef01234567\""
+            for owner in ["alice", "bob", "carol"] {
+                hub.remember(app: "quiet", owner: owner, etag: etag, since: hub.beginRead())
+            }
+            let quietBytes = hub.cachedBytes(app: "quiet")
+            // About 58,000 made-up owners' worth of a 64 MiB cache, scaled to this one's 256 KiB.
+            for index in 0..<5000 {
+                hub.remember(app: "noisy", owner: "made-up-\(index)", etag: etag, since: hub.beginRead())
+                #expect(hub.cachedBytes <= 256 << 10)
+                // The noisy app polls one owner of its own again and again: recently used, kept.
+                if index % 100 == 0 { #expect(hub.cachedETag(app: "noisy", owner: "made-up-0") == etag) }
+            }
+            for owner in ["alice", "bob", "carol"] {
+                #expect(hub.cachedETag(app: "quiet", owner: owner) == etag, "\(owner)'s ETag was evicted by another app")
+            }
+            #expect(hub.cachedBytes(app: "quiet") == quietBytes)
+            #expect(hub.cachedETag(app: "noisy", owner: "made-up-0") == etag, "used again, not evicted")
+            #expect(hub.cachedETag(app: "noisy", owner: "made-up-1") == nil, "the least recently used went first")
+            #expect(hub.cachedETag(app: "noisy", owner: "made-up-4999") == etag)
         }
     }
 
