@@ -204,7 +204,8 @@ struct RelayParts {
                 events: eventForwarder,
                 authenticator: authenticator,
                 webhooks: webhooks,
-                deliveryEnabled: delivery.enabled
+                deliveryEnabled: delivery.enabled,
+                outbox: DeliveryQueue(client: database.client)
             ),
             fileApps: apps.fileNow,
             managed: apps.managed,
@@ -304,7 +305,9 @@ struct RelayParts {
                 settings: RetentionSettings(config: reader.scoped(to: "retention")),
                 metrics: metrics,
                 logger: logger,
-                clock: clock
+                clock: clock,
+                served: { [directory = apps.directory] in directory.ids },
+                maxAge: delivery.maxAge
             )
         )
         app.addServices(writer)

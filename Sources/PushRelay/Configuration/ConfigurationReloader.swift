@@ -52,6 +52,8 @@ public actor ConfigurationReloader {
         var authenticator: Authenticator
         var webhooks: WebhookSettings
         var deliveryEnabled: Bool
+        /// Where a removed app's queued deliveries are ended.
+        var outbox: DeliveryQueue
     }
 
     /// `nil` when the relay was started without a configuration file (the demo, tests).
@@ -204,6 +206,7 @@ public actor ConfigurationReloader {
             "changed": "\(outcome.changed.joined(separator: ","))", "restart_needed": "\(outcome.restartNeeded.joined(separator: ","))",
         ]
         logger.notice("configuration reloaded", metadata: metadata)
+        await endDeliveries(ofRemovedApps: outcome.removed, trigger: "\(trigger)")
         return outcome
     }
 
@@ -221,7 +224,9 @@ public actor ConfigurationReloader {
             guard next != managedApps else { return }
             Self.report(listing.unusable, logger: logger)
             let old = Set(managedApps.map(\.id))
-            try await install(Self.merge(file: fileApps.apps, managed: next, logger: logger))
+            let served = Set(apps.map(\.id))
+            let merged = Self.merge(file: fileApps.apps, managed: next, logger: logger)
+            try await install(merged)
             logger.notice(
                 "managed apps reloaded",
                 metadata: [
@@ -231,8 +236,32 @@ public actor ConfigurationReloader {
                 ]
             )
             managedApps = next
+            await endDeliveries(ofRemovedApps: served.subtracting(merged.map(\.id)).sorted(), trigger: "managed")
         } catch {
             logger.error("managed apps not reloaded; the apps in use are unchanged", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// Ends the queued deliveries of apps no longer served (``DeliveryQueue/endDeliveries(ofRemovedApps:)``):
+    /// nothing would send them, and an encrypted app's text would stay. Every instance that
+    /// removes the app runs it (the first ends them; the others find none). A failure is logged:
+    /// retention ends what is left once it is older than any instance would send
+    /// (``RetentionService``).
+    private func endDeliveries(ofRemovedApps removed: [String], trigger: String) async {
+        guard !removed.isEmpty else { return }
+        do {
+            let (ended, erased) = try await parts.outbox.endDeliveries(ofRemovedApps: removed)
+            logger.notice(
+                "queued deliveries of removed apps ended",
+                metadata: ["trigger": "\(trigger)", "removed": "\(removed.joined(separator: ","))", "push.deliveries_ended": "\(ended)",
+                    "push.texts_erased": "\(erased)"]
+            )
+        } catch {
+            logger.log(
+                level: PostgresError.logLevel(for: error),
+                "queued deliveries of removed apps not ended; retention ends them once past delivery.max_age_seconds",
+                metadata: ["trigger": "\(trigger)", "removed": "\(removed.joined(separator: ","))", "error": "\(error)"]
+            )
         }
     }
 

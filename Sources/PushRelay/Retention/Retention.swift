@@ -56,6 +56,8 @@ struct RetentionReport: Sendable, Equatable {
     var zendeskForwarded = 0
     /// Encrypted notifications whose text was erased here (their deliveries had all ended).
     var erasedTexts = 0
+    /// Deliveries of apps no longer served ended here (``DeliveryQueue/endUnservedDeliveries(served:maxAge:limit:)``).
+    var unservedEnded = 0
     var seconds = 0.0
     /// False when another instance took the lease over before the run was through.
     var complete = false
@@ -182,9 +184,24 @@ final class RetentionService: Service, Sendable {
     private let logger: Logger
     /// Times the interval between runs, the pauses between batches and the lease's renewal.
     private let clock: RelayClock
+    /// The apps this instance serves now, and the age past which any instance serving an app
+    /// expires its deliveries (`delivery.max_age_seconds`): deliveries of other apps due since
+    /// before that end as their app's removal ends them. `nil`: not this service's concern.
+    private let served: (@Sendable () -> [String])?
+    private let maxAge: Duration
 
-    init(client: PostgresClient, settings: RetentionSettings, metrics: RelayMetrics, logger: Logger, clock: RelayClock = .system) {
+    init(
+        client: PostgresClient,
+        settings: RetentionSettings,
+        metrics: RelayMetrics,
+        logger: Logger,
+        clock: RelayClock = .system,
+        served: (@Sendable () -> [String])? = nil,
+        maxAge: Duration = .seconds(86400)
+    ) {
         self.clock = clock
+        self.served = served
+        self.maxAge = maxAge
         queue = DeliveryQueue(client: client)
         store = RetentionStore(client: client)
         leases = Leases(client: client, owner: leaseOwnerName(role: "retention"))
@@ -209,7 +226,7 @@ final class RetentionService: Service, Sendable {
                                 "push.deliveries_pruned": "\(report.deliveries)", "push.notifications_pruned": "\(report.notifications)",
                                 "push.events_pruned": "\(report.events)", "push.jobs_pruned": "\(report.jobs)",
                                 "push.job_tokens_pruned": "\(report.jobTokens)", "push.zendesk_forwarded_pruned": "\(report.zendeskForwarded)",
-                                "push.texts_erased": "\(report.erasedTexts)",
+                                "push.texts_erased": "\(report.erasedTexts)", "push.unserved_deliveries_ended": "\(report.unservedEnded)",
                                 "push.seconds": "\(report.seconds)",
                             ]
                         )
@@ -242,6 +259,17 @@ final class RetentionService: Service, Sendable {
         func stopped() -> RetentionReport {
             report.seconds = (clock.now() - started).timeInterval
             return report
+        }
+        if let served {
+            // Ended first, so the steps below erase their texts and, in time, prune them.
+            while true {
+                try Task.checkCancellation()
+                guard try await lease.hold(with: leases) else { return stopped() }
+                let ended = try await queue.endUnservedDeliveries(served: served(), maxAge: maxAge, limit: settings.batchSize)
+                report.unservedEnded += ended
+                if ended < settings.batchSize { break }
+                try await pause()
+            }
         }
         var cursor: Int64 = 0
         while true {

@@ -40,12 +40,14 @@ struct DeployConfigTests {
         let route = try #require(lines.first { $0.hasPrefix("http-request set-var(txn.route)") })
         #expect(route.contains("'path,"), "the route starts from the path, which has no query string")
         let substitutions = Self.regsubs(route)
-        #expect(substitutions.count >= 2)
+        #expect(substitutions.count >= 3)
         let secret = "s3cr3t-0123456789abcdef"
         let token = "6b1c0f5e8d2a4b7c9e3f1a0d5c8b2e4f6a9d1c3b5e7f0a2d4c6b8e1f3a5c7d9e"
         for path in [
             "/v1/webhooks/zendesk/demo/\(secret)", "//v1//webhooks//zendesk/demo//\(secret)/", "/v1/webhooks/zendesk/demo/\(secret)/extra",
             "/v1/apps/demo/devices/\(token)", "/v1/apps/demo//devices///\(token)",
+            // A device without a user is counted under its token: its unread paths carry it.
+            "/v1/apps/demo/users/\(token)/unread", "//v1//apps/demo///users//\(token)/read-all",
         ] {
             var logged = path
             for (pattern, template) in substitutions {

@@ -3,9 +3,12 @@ import Foundation
 import Security
 
 /// Push keys in the keychain: one generic password item (service `service`, account
-/// `push-relay-keys`) holding the kept keys, accessible after the first unlock
-/// (`kSecAttrAccessibleAfterFirstUnlock`), so the Notification Service Extension can read it while
-/// the device is locked.
+/// `push-relay-keys`) holding the kept keys, accessible after the first unlock on this device only
+/// (`kSecAttrAccessibleAfterFirstUnlockThisDeviceOnly`). After the first unlock, so the
+/// Notification Service Extension can read it while the device is locked; this device only,
+/// because an end-to-end key belongs to its device: the item is left out of backups and does not
+/// move to a new phone. A restored or new phone has no key, so its app's next registration creates
+/// and sends one; pushes encrypted for the old key show the generic text until then.
 ///
 /// The app and the extension must share the item: give both targets the Keychain Sharing
 /// capability with the same group and pass it as `accessGroup` with the team prefix
@@ -54,7 +57,7 @@ public struct KeychainPushKeyStore: PushKeyStore {
 
     /// Updates the item, or adds it when there is none.
     private func store(_ data: Data) throws {
-        let values: [String: Any] = [kSecValueData as String: data, kSecAttrAccessible as String: kSecAttrAccessibleAfterFirstUnlock]
+        let values: [String: Any] = [kSecValueData as String: data, kSecAttrAccessible as String: kSecAttrAccessibleAfterFirstUnlockThisDeviceOnly]
         var status = SecItemUpdate(query as CFDictionary, values as CFDictionary)
         if status == errSecItemNotFound { status = SecItemAdd(query.merging(values) { $1 } as CFDictionary, nil) }
         guard status == errSecSuccess else { throw Self.error("write", status) }
