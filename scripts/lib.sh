@@ -44,6 +44,7 @@ pip_install() {
 # Builds of the named products (push-relay, push-relay-bench) in $bin: release builds, or debug
 # ones with PUSH_RELAY_BUILD=debug (to check a script quickly; not for figures).
 build="${PUSH_RELAY_BUILD:-release}"
+unset PUSH_RELAY_BUILD  # the relay refuses PUSH_RELAY_* variables it does not know
 bin=".build/$build"
 build_products() {
     local product

@@ -152,10 +152,18 @@ struct DeliveryQueue: Sendable {
             FROM live GROUP BY app_id, owner, ticket_id
         ),
         counted AS (
-            INSERT INTO unread_counters AS u (app_id, owner, ticket_id, unread, notification_ids)
-            SELECT app_id, owner, ticket_id, added, ids FROM increments ORDER BY app_id, owner, ticket_id
+            INSERT INTO unread_counters AS u (app_id, owner, ticket_id, unread, notification_ids, dropped_up_to)
+            SELECT app_id, owner, ticket_id, added, ids[greatest(1, cardinality(ids) - \(Self.keptUnreadIDs - 1)):],
+                   CASE WHEN cardinality(ids) > \(Self.keptUnreadIDs) THEN ids[cardinality(ids) - \(Self.keptUnreadIDs)] END
+            FROM increments ORDER BY app_id, owner, ticket_id
             ON CONFLICT (app_id, owner, ticket_id) DO UPDATE
-            SET unread = u.unread + excluded.unread, notification_ids = u.notification_ids || excluded.notification_ids, updated_at = now()
+            SET unread = u.unread + excluded.unread,
+                notification_ids = (u.notification_ids || excluded.notification_ids)[
+                    greatest(1, cardinality(u.notification_ids) + cardinality(excluded.notification_ids) - \(Self.keptUnreadIDs - 1)):],
+                dropped_up_to = greatest(u.dropped_up_to, excluded.dropped_up_to, (
+                    SELECT max(id) FROM unnest((u.notification_ids || excluded.notification_ids)[
+                        :cardinality(u.notification_ids) + cardinality(excluded.notification_ids) - \(Self.keptUnreadIDs)]) AS dropped(id))),
+                updated_at = now()
         ),
         totals AS MATERIALIZED (
             SELECT o.app_id, o.owner,
@@ -196,34 +204,52 @@ struct DeliveryQueue: Sendable {
         ORDER BY n.ord
         """
 
+    /// How many notification ids an unread count keeps (its newest): a webhook rewrites the row,
+    /// which stays this small however many replies are unread (migration 0016).
+    static let keptUnreadIDs = 32
+
     /// Clears one ticket (or every ticket when `ticket` is nil) of an owner's unread counts, in one
-    /// statement: every notification counted, or with `upTo`, those with an id up to it (and any
-    /// counted before ids were kept), so a reply stored after what the reader saw stays counted.
+    /// statement: every notification counted, or with `upTo`, those with an id up to it, so a reply
+    /// stored after what the reader saw stays counted. Of those counted past the newest
+    /// ``keptUnreadIDs`` (without their ids), a read up to an id clears them when none is newer
+    /// than it (`dropped_up_to`), and keeps them otherwise; those counted before ids were kept
+    /// (0006) are older than any id.
     /// When a count went down, every other active device of the owner gets a `badge_sync` delivery
     /// (its badge is read when it is sent, so it is current), and listeners are notified.
     /// - Returns: the owner's new total and how many devices will be synced.
     func markRead(app: String, owner: String, ticket: String?, upTo: Int64? = nil, readOn device: String?) async throws -> (total: Int, synced: Int) {
         let row = try await client.query(
             """
-            WITH before AS MATERIALIZED (
-                SELECT ticket_id, unread,
-                       CASE WHEN $5::bigint IS NULL THEN '{}'::bigint[]
-                            ELSE ARRAY(SELECT id FROM unnest(notification_ids) AS n(id) WHERE id > $5) END AS kept
+            WITH locked AS MATERIALIZED (
+                SELECT ticket_id, unread, notification_ids, dropped_up_to
                 FROM unread_counters
                 WHERE app_id = $1 AND owner = $2 AND ($3::text IS NULL OR ticket_id = $3) AND unread > 0
                 FOR UPDATE
             ),
+            before AS MATERIALIZED (
+                SELECT ticket_id, unread, kept, cardinality(kept) + unidentified AS left_unread,
+                       CASE WHEN unidentified > 0 THEN dropped_up_to END AS dropped_up_to
+                FROM (
+                    SELECT ticket_id, unread, dropped_up_to,
+                           CASE WHEN $5::bigint IS NULL THEN '{}'::bigint[]
+                                ELSE ARRAY(SELECT id FROM unnest(notification_ids) AS n(id) WHERE id > $5) END AS kept,
+                           -- Counted without an id: kept only when some may be newer than the reader saw.
+                           CASE WHEN $5::bigint IS NOT NULL AND dropped_up_to > $5 THEN unread - cardinality(notification_ids) ELSE 0 END
+                               AS unidentified
+                    FROM locked
+                ) counts
+            ),
             emptied AS (
                 DELETE FROM unread_counters u USING before b
-                WHERE u.app_id = $1 AND u.owner = $2 AND u.ticket_id = b.ticket_id AND cardinality(b.kept) = 0
+                WHERE u.app_id = $1 AND u.owner = $2 AND u.ticket_id = b.ticket_id AND b.left_unread = 0
                 RETURNING b.unread AS removed
             ),
             reduced AS (
-                UPDATE unread_counters u SET notification_ids = b.kept, unread = cardinality(b.kept), updated_at = now()
+                UPDATE unread_counters u SET notification_ids = b.kept, unread = b.left_unread, dropped_up_to = b.dropped_up_to, updated_at = now()
                 FROM before b
                 WHERE u.app_id = $1 AND u.owner = $2 AND u.ticket_id = b.ticket_id
-                  AND cardinality(b.kept) > 0 AND cardinality(b.kept) < b.unread
-                RETURNING b.unread - cardinality(b.kept) AS removed
+                  AND b.left_unread > 0 AND b.left_unread < b.unread
+                RETURNING b.unread - b.left_unread AS removed
             ),
             cleared AS (
                 SELECT removed FROM emptied UNION ALL SELECT removed FROM reduced

@@ -340,6 +340,57 @@ struct UnreadTests {
         }
     }
 
+    @Test("an unread count keeps its newest ids only, however many replies are unread: counts stay exact, and reads up to a point clear what they saw")
+    func boundedReadUpTo() async throws {
+        let test = try await TestApp.make()
+        try await test.application().test(.router) { client in
+            let key = try await test.key(app: "support")
+            try await Self.register(client, key: key, token: "android-erin", platform: "android", user: "erin")
+            func reply() async throws -> Int64 {
+                let response = try await client.execute(
+                    uri: Self.webhookURL,
+                    method: .post,
+                    headers: Self.json,
+                    body: jsonBody(webhook(devices: [("android-erin", "android")], ticket: "5"))
+                )
+                #expect(response.status == .accepted)
+                return try #require((response.json?["notification_id"] as? NSNumber)?.int64Value)
+            }
+            func read(upTo: Int64) async throws -> Int? {
+                let response = try await client.execute(
+                    uri: "/v1/apps/support/users/erin/tickets/5/read",
+                    method: .post,
+                    headers: bearer(key),
+                    body: jsonBody(#"{"up_to_notification_id":\#(upTo)}"#)
+                )
+                #expect(response.status == .ok, "\(String(buffer: response.body))")
+                return response.json?["total"] as? Int
+            }
+            let kept = DeliveryQueue.keptUnreadIDs
+            var ids: [Int64] = []
+            for _ in 0..<(kept + 8) { ids.append(try await reply()) }
+            let row = "SELECT unread, cardinality(notification_ids), coalesce(dropped_up_to, 0) FROM unread_counters WHERE owner = 'erin'"
+            let (unread, idCount, droppedUpTo) = try #require(try await test.client.query(row).first).decode((Int, Int, Int64).self)
+            #expect(unread == kept + 8)
+            #expect(idCount == kept, "the row keeps the newest \(kept) ids, not \(kept + 8)")
+            #expect(droppedUpTo == ids[7])
+            // A read up to an older reply than the dropped ones: the newer kept ids stay, and so do
+            // the dropped ones (some may be newer than what the reader saw).
+            #expect(try await read(upTo: ids[2]) == kept + 8)
+            // Up to the newest dropped one: all eight dropped go, every kept one stays.
+            #expect(try await read(upTo: ids[7]) == kept)
+            // Up to a kept one: exact again.
+            #expect(try await read(upTo: ids[19]) == kept + 8 - 20)
+            #expect(try await test.count("SELECT count(*) FROM unread_counters WHERE owner = 'erin' AND dropped_up_to IS NOT NULL") == 0)
+            // Many more replies: the row stays the same size; read-all clears everything.
+            for _ in 0..<(2 * kept) { _ = try await reply() }
+            let (many, manyIDs, _) = try #require(try await test.client.query(row).first).decode((Int, Int, Int64).self)
+            #expect(many == kept + 8 - 20 + 2 * kept)
+            #expect(manyIDs == kept)
+            #expect(try await read(upTo: Int64.max / 2) == 0)
+        }
+    }
+
     @Test("a read up to a notification syncs the other devices to the count it leaves (at the sandbox), and the counts show it")
     func readUpToSync() async throws {
         try await DeliveryHarness.with { harness in
