@@ -179,7 +179,13 @@ struct RelayParts {
         )
         console = ConsoleSettings(config: reader.scoped(to: "console"))
         keys = APIKeyStore(client: database.client, cache: APIKeyCache(clock: clock))
-        sessions = ConsoleSessionStore(client: database.client, keys: keys, idleTimeout: console.idleTimeout, maxLifetime: console.sessionLifetime)
+        sessions = ConsoleSessionStore(
+            client: database.client,
+            keys: keys,
+            idleTimeout: console.idleTimeout,
+            maxLifetime: console.sessionLifetime,
+            maxPerKey: console.maxSessionsPerKey
+        )
         authenticator = Authenticator(
             keys: keys,
             apps: apps.directory,
@@ -225,7 +231,8 @@ struct RelayParts {
                 keys: keys,
                 sessions: sessions,
                 settings: console,
-                trustedProxies: TrustedProxies(config: reader.scoped(to: "http"))
+                trustedProxies: TrustedProxies(config: reader.scoped(to: "http")),
+                clock: clock
             )
             : nil
         let fileApps = apps.fileNow

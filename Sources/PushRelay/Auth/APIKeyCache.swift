@@ -5,9 +5,10 @@ import Synchronization
 /// request with an API key costs no database query.
 ///
 /// The copy is trusted for ``freshness`` (one second): after that, the next request reads
-/// `api_key_generation` (one row; a trigger sets it to a new random value with every change to
-/// `api_keys` and every console session opened or ended, on any instance or from the CLI) before it is
-/// answered, and the keys are loaded again only when the generation differs. Random, not a
+/// `api_key_generation` and `console_session_generation` (a row each; triggers set them to a new
+/// random value with every change to `api_keys`, and every console session opened or ended, on
+/// any instance or from the CLI) before it is answered. The keys and sessions are loaded again
+/// when the keys' generation differs, the sessions alone when only theirs does (a sign-in). Random, not a
 /// counter: after a failover to a standby that lacks the last changes, or a restore, a counter
 /// would count up again to a value an instance holds, and hide the next change from it. A key
 /// revoked anywhere therefore stops working everywhere within a second, and an idle instance
@@ -34,21 +35,29 @@ final class APIKeyCache: Sendable {
         var lastSeenAt: Date
     }
 
-    /// The keys and the console sessions of live keys, as of one generation.
+    /// The keys as of one generation, and the console sessions of live keys as of one of theirs.
     struct Snapshot: Sendable {
         var generation: Int64
         var keys: [String: Entry]
         /// False when there were more live keys than ``APIKeyCache/capacity``.
         var complete: Bool
-        var sessions: [Data: SessionEntry] = [:]
-        /// False when there were more sessions than ``APIKeyCache/capacity`` (or none were read).
-        var sessionsComplete = false
+        var sessions: Sessions = Sessions()
     }
 
-    /// How to read the database: the current generation, and the live keys with the generation they belong to.
+    /// The console sessions of live keys, by their tokens' SHA-256, as of one generation.
+    struct Sessions: Sendable {
+        var generation: Int64 = 0
+        var entries: [Data: SessionEntry] = [:]
+        /// False when there were more sessions than ``APIKeyCache/capacity`` (or none were read).
+        var complete = false
+    }
+
+    /// How to read the database: the current generations (keys, sessions); the live keys and
+    /// their sessions with the generations they belong to; the sessions alone.
     struct Loader: Sendable {
-        var generation: @Sendable () async throws -> Int64
+        var generation: @Sendable () async throws -> (keys: Int64, sessions: Int64)
         var keys: @Sendable (_ limit: Int) async throws -> Snapshot
+        var sessions: @Sendable (_ limit: Int) async throws -> Sessions
     }
 
     /// How long a check of the generation is trusted for keys the copy knows.
@@ -126,8 +135,10 @@ final class APIKeyCache: Sendable {
                 let result: Result<Snapshot, any Error>
                 do {
                     let generation = try await loader.generation()
-                    if let old, old.generation == generation {
-                        result = .success(old)
+                    if var copy = old, copy.generation == generation.keys {
+                        // A sign-in or sign-out elsewhere: the sessions alone are read again.
+                        if copy.sessions.generation != generation.sessions { copy.sessions = try await loader.sessions(capacity) }
+                        result = .success(copy)
                     } else {
                         result = .success(try await loader.keys(capacity))
                     }

@@ -87,7 +87,11 @@ public struct APIKeyStore: Sendable {
         let client = client
         return APIKeyCache.Loader(
             generation: {
-                try await client.query("SELECT generation FROM api_key_generation", prepare: true).first?.decode(Int64.self, at: 0) ?? 0
+                let row = try await client.query(
+                    "SELECT k.generation, s.generation FROM api_key_generation k, console_session_generation s",
+                    prepare: true
+                ).first
+                return try row?.decode((Int64, Int64).self) ?? (0, 0)
             },
             keys: { limit in
                 // One statement, so the keys and the generation are of one snapshot of the database.
@@ -119,35 +123,51 @@ public struct APIKeyStore: Sendable {
                     )
                     keys[record.prefix] = APIKeyCache.Entry(hash: Array(try row.decode(Data.self, at: 8)), record: record)
                 }
-                var snapshot = APIKeyCache.Snapshot(generation: generation, keys: keys, complete: rows <= limit)
-                // The sessions after the generation: content newer than the generation it is filed
-                // under only makes the next check read again.
-                (snapshot.sessions, snapshot.sessionsComplete) = try await Self.sessions(client, limit: limit)
-                return snapshot
-            }
+                // The sessions after the keys: a session of a key revoked in between is left out,
+                // and content newer than the generation it is filed under only makes the next
+                // check read again.
+                return APIKeyCache.Snapshot(
+                    generation: generation,
+                    keys: keys,
+                    complete: rows <= limit,
+                    sessions: try await Self.sessions(client, limit: limit)
+                )
+            },
+            sessions: { limit in try await Self.sessions(client, limit: limit) }
         )
     }
 
-    /// The newest `limit` console sessions of live keys (ended ones by time are left to the reader,
-    /// which knows the timeouts), by token hash; and whether that was all of them.
-    private static func sessions(_ client: PostgresClient, limit: Int) async throws -> ([Data: APIKeyCache.SessionEntry], Bool) {
+    /// The newest `limit` console sessions of live keys by use (ended ones by time are left to the
+    /// reader, which knows the timeouts), by token hash, with their generation and whether that
+    /// was all of them. One statement, so the sessions and the generation are of one snapshot.
+    private static func sessions(_ client: PostgresClient, limit: Int) async throws -> APIKeyCache.Sessions {
         let result = try await client.query(
             """
-            SELECT \(ConsoleSessionStore.Session.columns), s.token_hash, s.created_at, s.last_seen_at
-            FROM console_sessions s JOIN api_keys k ON k.id = s.key_id AND k.revoked_at IS NULL
-            ORDER BY s.last_seen_at DESC LIMIT $1
+            SELECT \(ConsoleSessionStore.Session.columns), s.token_hash, s.created_at, s.last_seen_at, g.generation
+            FROM console_session_generation g LEFT JOIN LATERAL (
+                SELECT s.* FROM console_sessions s
+                WHERE EXISTS (SELECT 1 FROM api_keys k WHERE k.id = s.key_id AND k.revoked_at IS NULL)
+                ORDER BY s.last_seen_at DESC LIMIT $1
+            ) s ON true
+            LEFT JOIN api_keys k ON k.id = s.key_id
             """,
             [limit + 1]
         )
-        var sessions: [Data: APIKeyCache.SessionEntry] = [:]
-        for (index, row) in result.rows.enumerated() where index < limit {
-            sessions[try row.decode(Data.self, at: 5)] = APIKeyCache.SessionEntry(
+        var sessions = APIKeyCache.Sessions()
+        var rows = 0
+        for row in result.rows {
+            sessions.generation = try row.decode(Int64.self, at: 8)
+            guard let hash = try row.decode(Data?.self, at: 5) else { continue }
+            rows += 1
+            guard rows <= limit else { break }
+            sessions.entries[hash] = APIKeyCache.SessionEntry(
                 session: try ConsoleSessionStore.Session(row: row),
                 createdAt: try row.decode(Date.self, at: 6),
                 lastSeenAt: try row.decode(Date.self, at: 7)
             )
         }
-        return (sessions, result.rows.count <= limit)
+        sessions.complete = rows <= limit
+        return sessions
     }
 
     /// The console session of token hash `hash` as the in-memory copy holds it, with the
@@ -159,10 +179,10 @@ public struct APIKeyStore: Sendable {
     func session(hash: Data) async throws -> (entry: APIKeyCache.SessionEntry?, generation: Int64, complete: Bool) {
         let arrival = cache.clock.now()
         var snapshot = try await cache.snapshot(notBefore: arrival - cache.freshness, rateLimited: false, loader: loader)
-        if snapshot.sessions[hash] == nil && snapshot.sessionsComplete {
+        if snapshot.sessions.entries[hash] == nil && snapshot.sessions.complete {
             snapshot = try await cache.snapshot(notBefore: arrival, rateLimited: true, loader: loader)
         }
-        return (snapshot.sessions[hash], snapshot.generation, snapshot.sessionsComplete)
+        return (snapshot.sessions.entries[hash], snapshot.sessions.generation, snapshot.sessions.complete)
     }
 
     /// The live key matching `presented`, read from the database.

@@ -22,6 +22,8 @@ public struct ConsoleSessionStore: Sendable {
     let idleTimeout: Duration
     /// A session is over this long after sign-in, however busy.
     let maxLifetime: Duration
+    /// Most sessions one key holds: a sign-in past it closes the key's oldest.
+    let maxPerKey: Int
     /// Whose generation tells when the sessions held in memory must be read again.
     let keys: APIKeyStore?
     let cache = SessionCache()
@@ -41,12 +43,14 @@ public struct ConsoleSessionStore: Sendable {
         client: PostgresClient,
         keys: APIKeyStore? = nil,
         idleTimeout: Duration = .seconds(30 * 60),
-        maxLifetime: Duration = .seconds(12 * 3600)
+        maxLifetime: Duration = .seconds(12 * 3600),
+        maxPerKey: Int = ConsoleSettings.defaultMaxSessionsPerKey
     ) {
         self.client = client
         self.keys = keys
         self.idleTimeout = idleTimeout
         self.maxLifetime = maxLifetime
+        self.maxPerKey = max(1, maxPerKey)
     }
 
     /// A live session: who it acts as, and the CSRF token its forms and unsafe requests carry.
@@ -58,18 +62,26 @@ public struct ConsoleSessionStore: Sendable {
     }
 
     /// Opens a session for the key (already verified); returns the cookie's token and the session.
+    /// In the same statement the key's sessions past ``maxPerKey`` (the oldest) and its ended ones
+    /// are removed: a key cannot hold more sessions however often it signs in, and the clean-up
+    /// reads the key's own sessions only (through `console_sessions_by_key`), however many other
+    /// keys have.
     func open(key record: APIKeyRecord) async throws -> (token: String, session: Session) {
         let token = Self.randomToken()
         let csrf = Self.randomToken()
         _ = try await client.query(
-            "INSERT INTO console_sessions (token_hash, key_id, csrf_token) VALUES ($1, $2, $3)",
-            [Self.hash(token), record.id, csrf]
-        )
-        // Old sessions are removed here rather than by a timer: sign-ins are rare.
-        _ = try await client.query(
-            "DELETE FROM console_sessions WHERE last_seen_at < now() - $1::bigint * interval '1 second' OR created_at < now() - $2::bigint * "
-                + "interval '1 second'",
-            [Int64(idleTimeout.components.seconds), Int64(maxLifetime.components.seconds)]
+            """
+            WITH opened AS (
+                INSERT INTO console_sessions (token_hash, key_id, csrf_token) VALUES ($1, $2, $3) RETURNING token_hash
+            )
+            DELETE FROM console_sessions s
+            WHERE s.key_id = $2 AND s.token_hash NOT IN (SELECT token_hash FROM opened)
+              AND (s.last_seen_at < now() - $4::bigint * interval '1 second' OR s.created_at < now() - $5::bigint * interval '1 second'
+                OR s.token_hash NOT IN (
+                    SELECT token_hash FROM console_sessions WHERE key_id = $2 ORDER BY created_at DESC, token_hash LIMIT $6::int - 1
+                ))
+            """,
+            [Self.hash(token), record.id, csrf, Int64(idleTimeout.components.seconds), Int64(maxLifetime.components.seconds), maxPerKey]
         )
         return (token, Session(principal: record.principal, csrfToken: csrf, keyPrefix: record.prefix, keyLabel: record.label))
     }

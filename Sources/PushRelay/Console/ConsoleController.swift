@@ -19,12 +19,23 @@ public struct ConsoleSettings: Sendable {
     /// came over TLS (its scheme, or `X-Forwarded-Proto: https` from one of `http.trusted_proxies`);
     /// `always` or `never` override.
     public var secureCookies: String
+    /// Most sessions one key holds; a sign-in past it closes the key's oldest (default 5, 1-100).
+    public var maxSessionsPerKey = Self.defaultMaxSessionsPerKey
+    /// Sign-ins each instance accepts per minute for one key (default 10) and from one client
+    /// address (default 30), every attempt counted; past them 429 with `Retry-After`.
+    public var signInsPerKey = 10
+    public var signInsPerAddress = 30
+
+    public static let defaultMaxSessionsPerKey = 5
 
     public init(config: ConfigReader) {
         enabled = config.bool(forKey: "enabled", default: true)
         idleTimeout = .seconds(max(60, config.int(forKey: "idle_timeout_seconds", default: 1800)))
         sessionLifetime = .seconds(max(300, config.int(forKey: "session_lifetime_seconds", default: 43_200)))
         secureCookies = config.string(forKey: "secure_cookies", default: "auto")
+        maxSessionsPerKey = min(100, max(1, config.int(forKey: "max_sessions_per_key", default: Self.defaultMaxSessionsPerKey)))
+        signInsPerKey = min(10_000, max(1, config.int(forKey: "sign_ins_per_key_per_minute", default: signInsPerKey)))
+        signInsPerAddress = min(10_000, max(1, config.int(forKey: "sign_ins_per_address_per_minute", default: signInsPerAddress)))
     }
 }
 
@@ -42,15 +53,24 @@ final class ConsoleController: Sendable {
     /// Whose `X-Forwarded-Proto` counts (`http.trusted_proxies`).
     let trustedProxies: TrustedProxies
     let pages: ConsolePages
+    /// Sign-ins per key and per client address (``ConsoleSettings/signInsPerKey``).
+    let throttle: SignInThrottle
     /// The router's responder, for the API requests the console makes (set once routes are added).
     private let responder = Mutex<RouterResponder<AppRequestContext>?>(nil)
 
-    init(keys: APIKeyStore, sessions: ConsoleSessionStore, settings: ConsoleSettings, trustedProxies: TrustedProxies = .none) throws {
+    init(
+        keys: APIKeyStore,
+        sessions: ConsoleSessionStore,
+        settings: ConsoleSettings,
+        trustedProxies: TrustedProxies = .none,
+        clock: RelayClock = .system
+    ) throws {
         self.keys = keys
         self.sessions = sessions
         self.settings = settings
         self.trustedProxies = trustedProxies
         self.pages = try ConsolePages()
+        self.throttle = SignInThrottle(perKey: settings.signInsPerKey, perAddress: settings.signInsPerAddress, clock: clock)
     }
 
     /// Adds the console's routes (HTML, not part of the OpenAPI document) to `router`.
@@ -111,6 +131,17 @@ final class ConsoleController: Sendable {
             return loginPage(request, context: context, error: "The sign-in form expired or came from another page. Try again.", status: .forbidden)
         }
         let presented = (form["key"] ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+        if let wait = throttle.admit(key: APIKey(presented: presented)?.prefix, address: clientAddress(request, context: context)) {
+            context.logger.notice("console sign-in refused: too many attempts", metadata: ["retry_after_s": "\(wait)"])
+            var response = loginPage(
+                request,
+                context: context,
+                error: "Too many sign-in attempts from here or with this key. Try again in \(wait) seconds.",
+                status: .tooManyRequests
+            )
+            response.headers[.retryAfter] = "\(wait)"
+            return response
+        }
         guard let key = APIKey(presented: presented), let record = try await keys.verify(key) else {
             context.logger.notice("console sign-in refused: unknown or revoked API key")
             return loginPage(request, context: context, error: "Unknown or revoked API key.", status: .unauthorized)
@@ -147,6 +178,18 @@ final class ConsoleController: Sendable {
     }
 
     static let forwardedProto = HTTPField.Name("X-Forwarded-Proto")!
+    static let forwardedFor = HTTPField.Name("X-Forwarded-For")!
+
+    /// The client's address, for the sign-in throttle: the peer's, or behind one of
+    /// `http.trusted_proxies`, the last address of its `X-Forwarded-For` (the one it added).
+    func clientAddress(_ request: Request, context: AppRequestContext) -> String {
+        let peer = context.channel.remoteAddress
+        if trustedProxies.contains(peer), let last = request.headers[values: Self.forwardedFor].last?.split(separator: ",").last {
+            let forwarded = last.trimmingSpacesAndTabs()
+            if !forwarded.isEmpty { return String(forwarded) }
+        }
+        return peer?.ipAddress ?? "unknown"
+    }
 
     /// Whether the visitor's request came over TLS, as ``ConsoleSettings/secureCookies`` decides:
     /// its own scheme, or `X-Forwarded-Proto: https` on a connection from one of

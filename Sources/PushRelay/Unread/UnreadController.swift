@@ -100,9 +100,10 @@ struct UnreadController<Context: RequestContext>: Sendable {
     /// connection is closed so it frees its place at once.
     @Sendable func stream(_ request: Request, context: Context) async throws -> Response {
         let (app, owner) = try await authorize(request, context: context, scope: .unreadRead)
+        let holder = await credential(of: request)
         let subscription: UnreadHub.Subscription
         do {
-            subscription = try hub.subscribe(app: app, owner: owner, credential: Self.credential(of: request))
+            subscription = try hub.subscribe(app: app, owner: owner, credential: holder)
         } catch {
             metrics.unreadStreamRefused(app: app)
             let message =
@@ -203,6 +204,17 @@ struct UnreadController<Context: RequestContext>: Sendable {
             return "token " + digest(credential)
         }
         return "session " + digest(Authenticator.sessionCookie(request) ?? "")
+    }
+
+    /// ``credential(of:)``, but a console session counts as the key it was opened with: one key's
+    /// share is the same however many sessions it opens.
+    func credential(of request: Request) async -> String {
+        if request.headers[.authorization] == nil, let sessions = authenticator.sessions, let token = Authenticator.sessionCookie(request),
+            let session = try? await sessions.session(token: token)
+        {
+            return "key " + session.keyPrefix
+        }
+        return Self.credential(of: request)
     }
 
     /// `If-None-Match` holds `*` or a list of (possibly weak) tags.

@@ -286,6 +286,63 @@ struct ConsoleTests {
         }
     }
 
+    @Test("a key holds at most console.max_sessions_per_key sessions, the oldest closed; a sign-in moves the sessions' generation, not the keys'")
+    func sessionsPerKey() async throws {
+        let test = try await TestApp.make()
+        let app = try await test.application(extra: ["console.max_sessions_per_key": .init(.int(2), isSecret: false)])
+        try await app.test(.router) { client in
+            let key = try await test.key(app: nil)
+            let other = try #require(try await Self.signIn(client, key: try await test.key(app: nil)).1)
+            func generation(_ table: String) async throws -> Int64 {
+                try #require(try await test.client.query("SELECT generation FROM \(table)").first).decode(Int64.self, at: 0)
+            }
+            let (keysBefore, sessionsBefore) = (try await generation("api_key_generation"), try await generation("console_session_generation"))
+            var browsers: [Browser] = []
+            for _ in 0..<4 { browsers.append(try #require(try await Self.signIn(client, key: key).1)) }
+            #expect(try await generation("api_key_generation") == keysBefore, "a sign-in made every instance read every key again")
+            #expect(try await generation("console_session_generation") != sessionsBefore)
+            #expect(try await test.count("SELECT count(*) FROM console_sessions") == 3, "two of the key's, one of the other key's")
+            // The two oldest of the key's ended (within the copy's second); the newest two and the other key's act.
+            for browser in browsers[..<2] {
+                #expect(
+                    try await eventually {
+                        try await client.execute(uri: "/v1/overview", method: .get, headers: browser.headers).status == .unauthorized
+                    }
+                )
+            }
+            for browser in browsers[2...] + [other] {
+                #expect(try await client.execute(uri: "/v1/overview", method: .get, headers: browser.headers).status == .ok)
+            }
+        }
+    }
+
+    @Test("sign-ins are paced per key and per client address: past either the form answers 429 with Retry-After and opens nothing")
+    func signInThrottle() async throws {
+        let test = try await TestApp.make()
+        // One attempt a minute per key, two per address: the next one refills only after 30-60 s,
+        // far longer than these requests take (the refill itself: SignInThrottleTests, on a test clock).
+        let limits: [AbsoluteConfigKey: ConfigValue] = [
+            "console.sign_ins_per_key_per_minute": .init(.int(1), isSecret: false),
+            "console.sign_ins_per_address_per_minute": .init(.int(2), isSecret: false),
+        ]
+        try await test.application(extra: limits).test(.router) { client in
+            let (key, other) = (try await test.key(app: nil), try await test.key(app: nil))
+            #expect(try await Self.signIn(client, key: key).1 != nil)
+            let refused = try await Self.signIn(client, key: key).0
+            #expect(refused.status == .tooManyRequests)
+            let wait = try #require(refused.headers[.retryAfter].flatMap { Int($0) })
+            #expect((1...60).contains(wait))
+            #expect(Self.html(refused).contains("Too many sign-in attempts"))
+            #expect(Self.cookieValue("pushrelay_session", in: refused) == nil)
+            // Another key from the same address: its first attempt is the address's second.
+            #expect(try await Self.signIn(client, key: other).1 != nil)
+            for attempt in [other, "prk_made_up_key_value"] {
+                #expect(try await Self.signIn(client, key: attempt).0.status == .tooManyRequests)
+            }
+            #expect(try await test.count("SELECT count(*) FROM console_sessions") == 2)
+        }
+    }
+
     @Test("a session ends when its key is revoked, when idle, and at sign-out")
     func sessionEnds() async throws {
         let test = try await TestApp.make()

@@ -137,6 +137,34 @@ struct StreamLimitTests {
         }
     }
 
+    @Test("one key's console sessions share its stream share: signed in twice, it still holds a credential's share", .timeLimit(.minutes(2)))
+    func sessionsShareTheirKeysShare() async throws {
+        let test = try await TestApp.make()
+        // 8 streams: a credential's share is 2.
+        let app = try await test.application(extra: ["unread.max_streams": Self.setting(8), "unread.heartbeat_seconds": Self.setting(1)])
+        try await app.test(.live) { client in
+            let port = try #require(client.port)
+            var open: [SSEReader] = []
+            defer { for stream in open { stream.hangUp() } }
+            let key = try await test.key(app: "support")
+            let first = try #require(try await ConsoleTests.signIn(client, key: key).1)
+            let second = try #require(try await ConsoleTests.signIn(client, key: key).1)
+            #expect(first.cookie != second.cookie)
+            for (index, browser) in [first, second].enumerated() {
+                let stream = try SSEReader(port: port, path: Self.streamPath("s\(index)"), header: "Cookie: \(browser.cookie)")
+                #expect(try await stream.nextEvent() != nil)
+                open.append(stream)
+            }
+            // Two streams through two sessions of one key: the key's share is used up, by any way in.
+            for header in ["Cookie: \(second.cookie)", "Authorization: Bearer \(key)"] {
+                let request = RawHTTP.request("GET", Self.streamPath("s2"), headers: [(String(header.prefix { $0 != ":" }), String(header.drop { $0 != " " }.dropFirst()))])
+                let refused = try #require(try await RawHTTP.send(port: port, request))
+                #expect(refused.status == 429, "\(header.prefix(6)): \(refused.text)")
+                #expect(refused.text.contains("this credential has 2 live streams open"), "\(refused.text)")
+            }
+        }
+    }
+
     @Test("twice max_connections streams from many users: a new connection's webhook is still 202", .timeLimit(.minutes(2)))
     func streamsCannotTakeIntakeConnections() async throws {
         // A `push-relay serve` process: HummingbirdTesting's server binds an address of its own, and

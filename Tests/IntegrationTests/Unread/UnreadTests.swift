@@ -781,7 +781,12 @@ final class SSEReader: Sendable {
     private let state = Mutex(State())
     private let fd: Int32
 
-    init(port: Int, path: String, bearer: String) throws {
+    convenience init(port: Int, path: String, bearer: String) throws {
+        try self.init(port: port, path: path, header: "Authorization: Bearer \(bearer)")
+    }
+
+    /// A stream requested with one more header line (`Cookie: …` for a console session).
+    init(port: Int, path: String, header: String) throws {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -791,7 +796,7 @@ final class SSEReader: Sendable {
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
         guard connected == 0 else { throw ConfigurationError("cannot connect to the relay") }
-        let request = "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(bearer)\r\nAccept: text/event-stream\r\n\r\n"
+        let request = "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\(header)\r\nAccept: text/event-stream\r\n\r\n"
         _ = request.withCString { send(fd, $0, strlen($0), 0) }
         let socketFD = fd
         Thread { [self] in

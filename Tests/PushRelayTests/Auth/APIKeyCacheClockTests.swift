@@ -18,7 +18,7 @@ struct APIKeyCacheClockTests {
                 generation: {
                     self.state.withLock { state in
                         state.generationReads += 1
-                        return state.generation
+                        return (state.generation, 0)
                     }
                 },
                 keys: { _ in
@@ -33,7 +33,8 @@ struct APIKeyCacheClockTests {
                             complete: true
                         )
                     }
-                }
+                },
+                sessions: { _ in APIKeyCache.Sessions() }
             )
         }
 
