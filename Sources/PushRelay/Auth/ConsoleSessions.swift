@@ -24,6 +24,8 @@ public struct ConsoleSessionStore: Sendable {
     let maxLifetime: Duration
     /// Most sessions one key holds: a sign-in past it closes the key's oldest.
     let maxPerKey: Int
+    /// ``maxPerKey`` unless configured (`console.max_sessions_per_key`).
+    public static let defaultMaxPerKey = 5
     /// Whose generation tells when the sessions held in memory must be read again.
     let keys: APIKeyStore?
     let cache = SessionCache()
@@ -44,7 +46,7 @@ public struct ConsoleSessionStore: Sendable {
         keys: APIKeyStore? = nil,
         idleTimeout: Duration = .seconds(30 * 60),
         maxLifetime: Duration = .seconds(12 * 3600),
-        maxPerKey: Int = ConsoleSettings.defaultMaxSessionsPerKey
+        maxPerKey: Int = Self.defaultMaxPerKey
     ) {
         self.client = client
         self.keys = keys

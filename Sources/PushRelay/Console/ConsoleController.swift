@@ -20,20 +20,18 @@ public struct ConsoleSettings: Sendable {
     /// `always` or `never` override.
     public var secureCookies: String
     /// Most sessions one key holds; a sign-in past it closes the key's oldest (default 5, 1-100).
-    public var maxSessionsPerKey = Self.defaultMaxSessionsPerKey
+    public var maxSessionsPerKey = ConsoleSessionStore.defaultMaxPerKey
     /// Sign-ins each instance accepts per minute for one key (default 10) and from one client
     /// address (default 30), every attempt counted; past them 429 with `Retry-After`.
     public var signInsPerKey = 10
     public var signInsPerAddress = 30
-
-    public static let defaultMaxSessionsPerKey = 5
 
     public init(config: ConfigReader) {
         enabled = config.bool(forKey: "enabled", default: true)
         idleTimeout = .seconds(max(60, config.int(forKey: "idle_timeout_seconds", default: 1800)))
         sessionLifetime = .seconds(max(300, config.int(forKey: "session_lifetime_seconds", default: 43_200)))
         secureCookies = config.string(forKey: "secure_cookies", default: "auto")
-        maxSessionsPerKey = min(100, max(1, config.int(forKey: "max_sessions_per_key", default: Self.defaultMaxSessionsPerKey)))
+        maxSessionsPerKey = min(100, max(1, config.int(forKey: "max_sessions_per_key", default: maxSessionsPerKey)))
         signInsPerKey = min(10_000, max(1, config.int(forKey: "sign_ins_per_key_per_minute", default: signInsPerKey)))
         signInsPerAddress = min(10_000, max(1, config.int(forKey: "sign_ins_per_address_per_minute", default: signInsPerAddress)))
     }
