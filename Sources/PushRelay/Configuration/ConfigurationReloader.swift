@@ -253,8 +253,10 @@ public actor ConfigurationReloader {
             let (ended, erased) = try await parts.outbox.endDeliveries(ofRemovedApps: removed)
             logger.notice(
                 "queued deliveries of removed apps ended",
-                metadata: ["trigger": "\(trigger)", "removed": "\(removed.joined(separator: ","))", "push.deliveries_ended": "\(ended)",
-                    "push.texts_erased": "\(erased)"]
+                metadata: [
+                    "trigger": "\(trigger)", "removed": "\(removed.joined(separator: ","))", "push.deliveries_ended": "\(ended)",
+                    "push.texts_erased": "\(erased)",
+                ]
             )
         } catch {
             logger.log(

@@ -295,7 +295,12 @@ struct DeviceAPITests {
                 // Where the app lets a user token claim such a device, it may unregister one too.
                 if claim {
                     let orphan = String(repeating: "c", count: 64)
-                    let put = try await client.execute(uri: Self.path(orphan), method: .put, headers: bearer(key), body: jsonBody(#"{"platform":"ios"}"#))
+                    let put = try await client.execute(
+                        uri: Self.path(orphan),
+                        method: .put,
+                        headers: bearer(key),
+                        body: jsonBody(#"{"platform":"ios"}"#)
+                    )
                     #expect(put.status == .created)
                     #expect(try await client.execute(uri: Self.path(orphan), method: .delete, headers: bearer(alice)).status == .noContent)
                     #expect(try await test.count("SELECT count(*) FROM devices WHERE token = '\(orphan)'") == 0)

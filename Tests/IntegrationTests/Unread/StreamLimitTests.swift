@@ -157,7 +157,11 @@ struct StreamLimitTests {
             }
             // Two streams through two sessions of one key: the key's share is used up, by any way in.
             for header in ["Cookie: \(second.cookie)", "Authorization: Bearer \(key)"] {
-                let request = RawHTTP.request("GET", Self.streamPath("s2"), headers: [(String(header.prefix { $0 != ":" }), String(header.drop { $0 != " " }.dropFirst()))])
+                let request = RawHTTP.request(
+                    "GET",
+                    Self.streamPath("s2"),
+                    headers: [(String(header.prefix { $0 != ":" }), String(header.drop { $0 != " " }.dropFirst()))]
+                )
                 let refused = try #require(try await RawHTTP.send(port: port, request))
                 #expect(refused.status == 429, "\(header.prefix(6)): \(refused.text)")
                 #expect(refused.text.contains("this credential has 2 live streams open"), "\(refused.text)")

@@ -340,7 +340,9 @@ struct UnreadTests {
         }
     }
 
-    @Test("an unread count keeps its newest ids only, however many replies are unread: counts stay exact, and reads up to a point clear what they saw")
+    @Test(
+        "an unread count keeps its newest ids only, however many replies are unread: counts stay exact, and reads up to a point clear what they saw"
+    )
     func boundedReadUpTo() async throws {
         let test = try await TestApp.make()
         try await test.application().test(.router) { client in
@@ -666,7 +668,10 @@ struct UnreadTests {
             for _ in 0..<2 {
                 let answer = try await client.execute(uri: "/v1/apps/support/users/ivy/unread", method: .get, headers: bearer(padded))
                 #expect(answer.status == .unauthorized)
-                #expect(answer.errorBody?.message.contains("longer than \(Authenticator.maxUserTokenBytes) bytes") == true, "\(String(buffer: answer.body))")
+                #expect(
+                    answer.errorBody?.message.contains("longer than \(Authenticator.maxUserTokenBytes) bytes") == true,
+                    "\(String(buffer: answer.body))"
+                )
             }
         }
     }

@@ -52,7 +52,7 @@ struct FairCacheTests {
                 }
             }
         }
-        var random = SplitMix(seed: 20261206)
+        var random = SplitMix(seed: 20_261_206)
         var cache = FairCache<Int, Int>(maxBytes: 500)
         var model = Model()
         for step in 0..<20_000 {
