@@ -141,13 +141,9 @@ func withDatabase(reader: ConfigReader, logger: Logger, migrate: Bool = true, _ 
     do {
         if migrate && reader.bool(forKey: "database.migrate_on_start", default: true) { try await database.migrate() }
         try await body(database)
-    } catch let error as PostgresError where error.code == .connectionSettings {
-        // A connection string libpq cannot read (exit status 78).
-        try? await database.shutdown()
-        throw DatabaseRefusal(cause: error)
-    } catch let error as PostgresError where error.code == .connectionFailed {
-        // Said plainly when the database refuses the configuration (exit status 78).
-        let refusal = await database.client.diagnoseConnection()
+    } catch let error as PostgresError where error.code == .connectionFailed || error.refusesConnection {
+        // Said plainly when the database refuses the configuration, or libpq cannot read it (exit status 78).
+        let refusal = error.refusesConnection ? error : await database.client.diagnoseConnection()
         try? await database.shutdown()
         if let refusal, refusal.refusesConnection { throw DatabaseRefusal(cause: refusal) }
         throw error
