@@ -65,8 +65,8 @@ struct DeviceController<Repository: DeviceRepository, Context: RequestContext>: 
             pushKey: try pushKey.map { try settings.pushKeys.seal($0.bytes, id: $0.id, app: app, token: token) }
         )
         // A user token takes over a device registered to no user only where the app allows it.
-        let claimUnowned = authenticator.apps.app(app)?.userTokens?.claimUnownedDevices ?? false
-        switch try await repository.upsert(registration, onlyForUser: onlyForUser, claimUnowned: claimUnowned, maxPerUser: settings.maxPerUser) {
+        switch try await repository.upsert(registration, onlyForUser: onlyForUser, claimUnowned: claimsUnowned(app), maxPerUser: settings.maxPerUser)
+        {
         case .created(let device):
             context.logger.info("device registered", metadata: ["push.app": "\(app)", "push.token": "\(Redaction.token(token))"])
             return EditedResponse(status: .created, response: device)
@@ -75,10 +75,7 @@ struct DeviceController<Repository: DeviceRepository, Context: RequestContext>: 
         case .ownedByAnotherUser:
             throw Authenticator.forbidden("this device is registered to another user")
         case .unowned:
-            throw Authenticator.forbidden(
-                "this device is registered to no user; a user token may not claim it (the app's user_tokens.claim_unowned_devices is off): "
-                    + "register it with an app key"
-            )
+            throw Self.unownedDevice(may: "claim", instead: "register")
         case .tooManyDevices(let count):
             throw APIError(
                 .conflict,
@@ -113,8 +110,7 @@ struct DeviceController<Repository: DeviceRepository, Context: RequestContext>: 
         } else {
             try principal.requireAppKey(app, scope: .devicesWrite)
         }
-        let claimUnowned = authenticator.apps.app(app)?.userTokens?.claimUnownedDevices ?? false
-        switch try await repository.delete(app: app, token: token, onlyForUser: onlyForUser, claimUnowned: claimUnowned) {
+        switch try await repository.delete(app: app, token: token, onlyForUser: onlyForUser, claimUnowned: claimsUnowned(app)) {
         case .deleted:
             context.logger.info("device unregistered", metadata: ["push.app": "\(app)", "push.token": "\(Redaction.token(token))"])
             return .noContent
@@ -123,10 +119,7 @@ struct DeviceController<Repository: DeviceRepository, Context: RequestContext>: 
         case .ownedByAnotherUser:
             throw Authenticator.forbidden("this device is registered to another user")
         case .unowned:
-            throw Authenticator.forbidden(
-                "this device is registered to no user; a user token may not unregister it (the app's user_tokens.claim_unowned_devices is off): "
-                    + "unregister it with an app key"
-            )
+            throw Self.unownedDevice(may: "unregister", instead: "unregister")
         }
     }
 
@@ -139,6 +132,20 @@ struct DeviceController<Repository: DeviceRepository, Context: RequestContext>: 
     }
 
     // MARK: Helpers
+
+    /// Whether a user token of `app` may claim, or unregister, a device registered to no user
+    /// (`user_tokens.claim_unowned_devices`).
+    private func claimsUnowned(_ app: String) -> Bool {
+        authenticator.apps.app(app)?.userTokens?.claimUnownedDevices ?? false
+    }
+
+    /// 403 for a user token's `action` on a device registered to no user, saying what an app key does instead.
+    static func unownedDevice(may action: String, instead: String) -> APIError {
+        Authenticator.forbidden(
+            "this device is registered to no user; a user token may not \(action) it (the app's user_tokens.claim_unowned_devices is off): "
+                + "\(instead) it with an app key"
+        )
+    }
 
     /// `push_key` (base64 of 32 bytes) and `push_key_id` (1-64 of `A-Z a-z 0-9 - _ .`), both or
     /// neither. The key's bytes never reach a message or a log line.
