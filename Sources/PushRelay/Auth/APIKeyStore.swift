@@ -144,12 +144,9 @@ public struct APIKeyStore: Sendable {
         let result = try await client.query(
             """
             SELECT \(ConsoleSessionStore.Session.columns), s.token_hash, s.created_at, s.last_seen_at, g.generation
-            FROM console_session_generation g LEFT JOIN LATERAL (
-                SELECT s.* FROM console_sessions s
-                WHERE EXISTS (SELECT 1 FROM api_keys k WHERE k.id = s.key_id AND k.revoked_at IS NULL)
-                ORDER BY s.last_seen_at DESC LIMIT $1
-            ) s ON true
-            LEFT JOIN api_keys k ON k.id = s.key_id
+            FROM console_session_generation g
+            LEFT JOIN (console_sessions s JOIN api_keys k ON k.id = s.key_id AND k.revoked_at IS NULL) ON true
+            ORDER BY s.last_seen_at DESC LIMIT $1
             """,
             [limit + 1]
         )
