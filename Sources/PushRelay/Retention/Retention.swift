@@ -260,16 +260,26 @@ final class RetentionService: Service, Sendable {
             report.seconds = (clock.now() - started).timeInterval
             return report
         }
-        if let served {
-            // Ended first, so the steps below erase their texts and, in time, prune them.
+        /// Deletes batch after batch until one is short, holding the lease before each; false
+        /// when the lease was lost (another instance goes on). Rows pruned from `table` are
+        /// counted in the metric; `nil` for a step that ends rows rather than deleting them.
+        func drain(_ table: String?, into total: inout Int, _ batch: () async throws -> Int) async throws -> Bool {
             while true {
                 try Task.checkCancellation()
-                guard try await lease.hold(with: leases) else { return stopped() }
-                let ended = try await queue.endUnservedDeliveries(served: served(), maxAge: maxAge, limit: settings.batchSize)
-                report.unservedEnded += ended
-                if ended < settings.batchSize { break }
+                guard try await lease.hold(with: leases) else { return false }
+                let deleted = try await batch()
+                total += deleted
+                if let table { metrics.pruned(table: table, rows: deleted) }
+                if deleted < settings.batchSize { return true }
                 try await pause()
             }
+        }
+        if let served {
+            // Ended first, so the steps below erase their texts and, in time, prune them.
+            let ended = try await drain(nil, into: &report.unservedEnded) {
+                try await queue.endUnservedDeliveries(served: served(), maxAge: maxAge, limit: settings.batchSize)
+            }
+            guard ended else { return stopped() }
         }
         var cursor: Int64 = 0
         while true {
@@ -298,19 +308,6 @@ final class RetentionService: Service, Sendable {
             guard let last = step.last, !step.done else { break }
             cursor = last
             try await pause()
-        }
-        /// Deletes batch after batch until one is short, holding the lease before each; false
-        /// when the lease was lost (another instance goes on).
-        func drain(_ table: String, into total: inout Int, _ batch: () async throws -> Int) async throws -> Bool {
-            while true {
-                try Task.checkCancellation()
-                guard try await lease.hold(with: leases) else { return false }
-                let deleted = try await batch()
-                total += deleted
-                metrics.pruned(table: table, rows: deleted)
-                if deleted < settings.batchSize { return true }
-                try await pause()
-            }
         }
         let limit = settings.batchSize
         guard try await drain("delivery_events", into: &report.events, { try await store.pruneEvents(limit: limit, days: settings.failedDays) }),
