@@ -58,15 +58,7 @@ struct FairCache<Key: Hashable, Value> {
         removeValue(for: key)
         guard entryBytes <= maxBytes else { return }
         let groupPosition = groupSlot(group)
-        let node = Node(key: key, value: value, group: groupPosition, bytes: entryBytes)
-        let position: Int
-        if let free = freeNodes.popLast() {
-            nodes[free] = node
-            position = free
-        } else {
-            nodes.append(node)
-            position = nodes.count - 1
-        }
+        let position = Self.place(Node(key: key, value: value, group: groupPosition, bytes: entryBytes), in: &nodes, reusing: &freeNodes)
         positions[key] = position
         groups[groupPosition].count += 1
         groups[groupPosition].bytes += entryBytes
@@ -91,16 +83,19 @@ struct FairCache<Key: Hashable, Value> {
 
     private mutating func groupSlot(_ name: String) -> Int {
         if let position = groupPositions[name] { return position }
-        let position: Int
-        if let free = freeGroups.popLast() {
-            groups[free] = Group(name: name)
-            position = free
-        } else {
-            groups.append(Group(name: name))
-            position = groups.count - 1
-        }
+        let position = Self.place(Group(name: name), in: &groups, reusing: &freeGroups)
         groupPositions[name] = position
         return position
+    }
+
+    /// Puts `item` in a free slot of `array`, or at its end; its index.
+    private static func place<Item>(_ item: Item, in array: inout [Item], reusing free: inout [Int]) -> Int {
+        if let slot = free.popLast() {
+            array[slot] = item
+            return slot
+        }
+        array.append(item)
+        return array.count - 1
     }
 
     /// The group holding the most bytes; of equal ones, the first by name (so the choice is the
