@@ -37,11 +37,13 @@ extension Authenticator {
         /// bookkeeping per entry (dictionary slot, list links, string header).
         static func entryBytes(subject: String) -> Int { 32 + subject.utf8.count + 8 + 160 }
 
+        /// On every poll with a user token: the text's bytes are hashed in place, not copied.
         static func key(app: String, token: String) -> SHA256Digest {
             var hash = SHA256()
-            hash.update(data: Array(app.utf8))
+            var (app, token) = (app, token)
+            app.withUTF8 { hash.update(bufferPointer: UnsafeRawBufferPointer($0)) }
             hash.update(data: [0])
-            hash.update(data: Array(token.utf8))
+            token.withUTF8 { hash.update(bufferPointer: UnsafeRawBufferPointer($0)) }
             return hash.finalize()
         }
 
