@@ -4,13 +4,15 @@
 #   vendored copy);
 # - Deploy/kubernetes/*.yaml against Kubernetes 1.30's schemas, strict (kubernetes-validate),
 #   and kustomization.yaml lists every manifest;
-# - every image is localhost/push-relay:<PushRelayVersion.current> or docker.io/library/postgres:15;
+# - every image is localhost/push-relay:<base version> (PushRelayVersion.current: the name release.sh
+#   gives the OCI archive's image, whatever the build) or docker.io/library/postgres:15;
 # - each push-relay configuration with `push-relay config check` (strict keys and types), in the
 #   environment the example gives it, with throwaway keys in place of the credential files, which
 #   must be mounted read-only where the configuration names them.
 # Usage: Deploy/examples-check.sh [--skip-config-check]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. Deploy/lib.sh
 
 K8S_VERSION=1.30
 VENV=.build/examples-venv
@@ -24,7 +26,7 @@ if ! command -v openssl >/dev/null; then
     $sudo apt-get update -qq && $sudo apt-get install -y -qq openssl
 fi
 
-version=$(sed -n 's/.*static let current = "\(.*\)".*/\1/p' Sources/PushRelay/App/PushRelayVersion.swift)
+version=$(base_version)
 [[ -n $version ]] || { echo "no version in Sources/PushRelay/App/PushRelayVersion.swift" >&2; exit 1; }
 
 # The newest build unless EXAMPLES_CHECK_BINARY names one (not PUSH_RELAY_*: push-relay refuses

@@ -9,10 +9,44 @@ debian_sources=(
     "deb http://deb.debian.org/debian-security bookworm-security main"
 )
 
-# The version in Sources/PushRelay/App/PushRelayVersion.swift.
-release_version() {
+# The base version: PushRelayVersion.current in Sources/PushRelay/App/PushRelayVersion.swift, the
+# tag the examples' images use (localhost/push-relay:BASE).
+base_version() {
     sed -n 's/.*static let current = "\(.*\)".*/\1/p' Sources/PushRelay/App/PushRelayVersion.swift
 }
+
+# Whether what a build compiles differs from HEAD (untracked files included).
+sources_modified() { [ -n "$(git status --porcelain -- Sources Package.swift Migrations Plugins)" ]; }
+
+# The commit a build is made from, as --version prints it: HEAD's 12 first hex digits, and
+# "_modified" when the sources differ from it.
+release_commit() {
+    local commit
+    commit=$(git rev-parse HEAD | cut -c1-12)
+    if sources_modified; then echo "${commit}_modified"; else echo "$commit"; fi
+}
+
+# The version of a build of this tree, compiled in by release.sh and in its artifacts' names: the
+# base version for a build of the tag v<base>; else <base>.<HEAD's commit time, UTC,
+# YYYYMMDDHHMMSS>.g<12 hex digits of HEAD>, with the time of the build instead and ".modified"
+# appended when the sources differ from HEAD. Digits, letters and dots only: a Debian version (dpkg
+# orders two builds of one base by time, each after the release <base> itself), an OCI tag and
+# a file name. base_of VERSION gives the base back.
+release_version() {
+    local base stamp
+    base=$(base_version)
+    [ -n "$base" ] || return 1
+    if sources_modified; then
+        stamp=$(date -u +%Y%m%d%H%M%S)
+        echo "$base.$stamp.g$(git rev-parse HEAD | cut -c1-12).modified"
+    elif git tag --points-at HEAD | grep -qxF "v$base"; then
+        echo "$base"
+    else
+        stamp=$(TZ=UTC git show -s --format=%cd --date=format-local:%Y%m%d%H%M%S HEAD)
+        echo "$base.$stamp.g$(git rev-parse HEAD | cut -c1-12)"
+    fi
+}
+base_of() { echo "$1" | sed -E 's/\.[0-9]{14}\.g[0-9a-f]{12}(\.modified)?$//'; }
 
 # debian_rootfs VARIANT "PACKAGE …" [TARGET_DIR]: a Debian 12 root filesystem in TARGET_DIR, from
 # a tarball cached in .build-release/rootfs/ for a day (the same variant and packages are built

@@ -2,16 +2,21 @@
 # Builds PushRelay's release artifacts into one folder (default dist/), with SHA256SUMS:
 #   push-relay-VERSION-linux-ARCH.tar.gz  the binary (Swift runtime linked in; migrations, console
 #                                         and OpenAPI document built in), the systemd units, the
-#                                         example configuration, README, CHANGELOG, LICENSE and
-#                                         DEPENDENCIES (the Debian packages it needs at run time)
+#                                         example configuration, README, docs/, CHANGELOG, LICENSE
+#                                         and DEPENDENCIES (the Debian packages it needs at run time)
 #   push-relay_VERSION_DEBARCH.deb        Debian 12 package: the binary, a push-relay system
-#                                         user, the units, /etc/push-relay
+#                                         user, the units, /etc/push-relay, the docs in
+#                                         /usr/share/doc/push-relay
 #   push-relay-VERSION-oci.tar            OCI image archive (Debian 12 libraries and the binary;
-#                                         `podman load -i`, `skopeo copy oci-archive:…`)
+#                                         `podman load -i`, `skopeo copy oci-archive:…`), named
+#                                         localhost/push-relay:BASE (the examples' tag)
 #   push-relay-kit-android-VERSION.aar    PushRelayKit for Android (Clients/PushRelayKitAndroid):
 #                                         classes.jar, AndroidManifest.xml, R.txt, proguard.txt
 #   push-relay-kit-android-VERSION.jar    the same classes, for a plain Java build
 #   push-relay-kit-android-VERSION.pom    its Maven POM (io.pushrelay:push-relay-kit-android, aar)
+# VERSION is this build's (Deploy/lib.sh, release_version: 0.1.0.20261206050200.g45e1e92a1b2c, or
+# 0.1.0 for a build of the tag v0.1.0), compiled in: --version and /ready show it. A previous
+# build's artifacts in the folder are removed, so it holds one build.
 # Usage: Deploy/release.sh [--out DIR] [--no-image]
 # Needs root (or sudo) for apt-get and the image's root filesystem; builds with the Swift toolchain
 # in .build-release/, the Android library with Clients/PushRelayKitAndroid/build.sh (its tools in
@@ -34,28 +39,35 @@ scripts/bootstrap.sh
 apt_install_missing dpkg-dev binutils
 ((with_image)) && apt_install_missing mmdebstrap podman runc uidmap
 
-version=$(release_version)
-commit=$(git rev-parse --short=12 HEAD)
-git diff --quiet HEAD -- Sources Package.swift Migrations Plugins || commit="${commit}_modified"
+version=$(release_version) || { log "no version in Sources/PushRelay/App/PushRelayVersion.swift"; exit 1; }
+base=$(base_version)
+commit=$(release_commit)
 arch=$(uname -m)
 debarch=$(dpkg --print-architecture)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
+# One build per folder: `apt-get install ./push-relay_*_amd64.deb` (docs/operations.md) takes them all.
+previous=$(cd "$out" && ls -d -- push-relay-*-linux-*.tar.gz push-relay_*_*.deb push-relay-*-oci.tar push-relay-kit-android-*.aar \
+    push-relay-kit-android-*.jar push-relay-kit-android-*.pom SHA256SUMS 2>/dev/null || true)
+if [ -n "$previous" ]; then
+    log "removing the previous build's artifacts from $out: $(echo "$previous" | xargs)"
+    (cd "$out" && echo "$previous" | xargs rm -f --)
+fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/push-relay-release.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-# 1. The binary: the Swift standard library and Foundation linked in, the commit compiled in.
+# 1. The binary: the Swift standard library and Foundation linked in, the version and commit compiled in.
 started=$SECONDS
 log "building push-relay $version ($commit), release, static Swift runtime"
-# The commit goes in through a header in the release build's own folder, found through CPATH:
-# nothing in the source tree changes (a debug build may run meanwhile), and no compiler command
-# line does (the compiler's dependency file has the header, so a new commit recompiles
+# The version and commit go in through a header in the release build's own folder, found through
+# CPATH: nothing in the source tree changes (a debug build may run meanwhile), and no compiler
+# command line does (the compiler's dependency file has the header, so a new commit recompiles
 # build_info.c alone). No debug information: the binary is stripped below, and writing it cost
 # a tenth of the compiler's CPU time per module (0.77-1.05, median 0.90, 14 interleaved pairs).
 mkdir -p .build-release/commit
-commit_define="#define PUSH_RELAY_COMMIT \"$commit\""
+commit_define=$(printf '#define PUSH_RELAY_COMMIT "%s"\n#define PUSH_RELAY_VERSION "%s"' "$commit" "$version")
 commit_header=.build-release/commit/push_relay_commit.h
-# Rewritten only when the commit changed, so an unchanged one recompiles nothing.
+# Rewritten only when the commit or version changed, so an unchanged one recompiles nothing.
 [ "$(cat "$commit_header" 2>/dev/null)" = "$commit_define" ] || echo "$commit_define" >"$commit_header"
 CPATH="$PWD/.build-release/commit${CPATH:+:$CPATH}" \
     swift build -c release --product push-relay --static-swift-stdlib -debug-info-format none --scratch-path .build-release >&2
@@ -63,7 +75,8 @@ log "built in $((SECONDS - started)) s"
 binary="$work/push-relay"
 cp .build-release/release/push-relay "$binary"
 strip --strip-unneeded "$binary"
-"$binary" --version | grep -q "commit $commit" || { log "the binary does not report commit $commit"; exit 1; }
+reported=$("$binary" --version)
+[ "$reported" = "$version (commit $commit)" ] || { log "the binary reports '$reported', not '$version (commit $commit)'"; exit 1; }
 
 # 2. What it needs at run time: Debian packages, from its ELF dependencies (dpkg-shlibdeps).
 depends=$(binary_depends "$binary") || { log "dpkg-shlibdeps found no packages for $binary"; exit 1; }
@@ -77,6 +90,7 @@ cp "$binary" "$stage/bin/push-relay"
 cp Deploy/push-relay.service Deploy/push-relay@.service "$stage/systemd/"
 cp Deploy/push-relay.example.yaml "$stage/push-relay.example.yaml"
 cp README.md CHANGELOG.md LICENSE "$stage/"
+mkdir -p "$stage/docs" && cp docs/*.md "$stage/docs/"
 {
     echo "push-relay $version (commit $commit), built $(date -u +%Y-%m-%d) on $(. /etc/os-release && echo "$PRETTY_NAME")."
     echo "Debian/Ubuntu packages it needs at run time (apt-get install …):"
@@ -96,6 +110,8 @@ for unit in push-relay.service push-relay@.service; do
 done
 install -D -m 0640 Deploy/push-relay.example.yaml "$deb/etc/push-relay/push-relay.yaml"
 install -D -m 0644 README.md "$deb/usr/share/doc/push-relay/README.md"
+# The operator's documents beside it (the README's docs/…), uncompressed so their links hold.
+install -m 0644 docs/*.md "$deb/usr/share/doc/push-relay/"
 install -D -m 0644 Deploy/push-relay.example.yaml "$deb/usr/share/doc/push-relay/examples/push-relay.example.yaml"
 gzip -9n <CHANGELOG.md >"$work/changelog.gz" && install -m 0644 "$work/changelog.gz" "$deb/usr/share/doc/push-relay/changelog.gz"
 # Machine-readable (DEP-5). The licence's full text is Debian's /usr/share/common-licenses/Apache-2.0,
@@ -165,8 +181,13 @@ if ((with_image)); then
     install -d -m 0755 "$rootfs/etc/push-relay"
     install -d -m 0750 -o 10001 -g 10001 "$rootfs/var/lib/push-relay"
     podman_env
-    image="localhost/push-relay:$version"
+    # Named with the base version, as the compose and Kubernetes examples use it (an OCI archive
+    # podman loads holds one name); the build's version is its label and in the archive's name.
+    # Here it is tagged with both.
+    image="localhost/push-relay:$base"
+    # One by one: podman 4.3's `rmi -f A B` stops at the first that does not exist.
     podman rmi -f "$image" >/dev/null 2>&1 || true
+    podman rmi -f "localhost/push-relay:$version" >/dev/null 2>&1 || true
     tar -C "$rootfs" --numeric-owner -c . | podman import \
         --change 'USER=10001:10001' \
         --change 'WORKDIR=/var/lib/push-relay' \
@@ -180,6 +201,7 @@ if ((with_image)); then
         --change 'LABEL=org.opencontainers.image.title=push-relay' \
         --change 'LABEL=org.opencontainers.image.licenses=Apache-2.0' \
         - "$image" >/dev/null
+    [ "$version" = "$base" ] || podman tag "$image" "localhost/push-relay:$version"
     rm -f "$out/push-relay-$version-oci.tar"
     podman save --format oci-archive -o "$out/push-relay-$version-oci.tar" "$image"
 fi

@@ -5,7 +5,7 @@
 #   push-relay-kit-android-VERSION.jar  the same classes, for a plain Java build
 #   push-relay-kit-android-VERSION.pom  Maven POM (io.pushrelay:push-relay-kit-android, aar)
 # Usage: Clients/PushRelayKitAndroid/build.sh [--out DIR] [--version VERSION]
-# VERSION defaults to PushRelay's (Sources/PushRelay/App/PushRelayVersion.swift). Fails on:
+# VERSION defaults to this build of PushRelay's (Deploy/lib.sh, release_version). Fails on:
 # javac --release 7 -Xlint:all -Werror (the Java 7 API, class version 51), tools/api-check.py (a
 # reference outside the Android API 36 surface or above minSdk 21), dx (it refuses Java 8
 # bytecode) and dexdump's checksum, aapt on the manifest. Installs what is missing (apt-get and
