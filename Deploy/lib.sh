@@ -87,9 +87,9 @@ debian_rootfs() {
 # packages (no apt) and the run-time packages.
 image_rootfs() { debian_rootfs essential "$2" "$1"; }
 
-# What the Debian package depends on besides the binary's libraries (its postinst's useradd, the
-# unit's ExecReload's kill).
-deb_extra_depends="passwd, procps"
+# What the Debian package depends on besides the binary's libraries: its postinst's useradd and
+# groupadd. (The units reload with `push-relay reload`, so no kill, no procps.)
+deb_extra_depends="passwd"
 
 # binary_depends BINARY [--ignore-missing-info]: the Debian packages BINARY needs at run time, as
 # a Depends field with versions (dpkg-shlibdeps on its ELF dependencies), plus ca-certificates.
