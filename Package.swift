@@ -75,6 +75,8 @@ let package = Package(
         ),
         // The commit a release build was made from (Deploy/release.sh defines it).
         .target(name: "CBuildInfo"),
+        // push-relay's setpriority: libdispatch's refused nice values are not errors (thread_nice.c).
+        .target(name: "CThreadNice"),
         // Typed wrappers for libcurl's variadic functions.
         .target(name: "CCurlShim", dependencies: ["CLibCurl"], linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]),
 
@@ -149,6 +151,7 @@ let package = Package(
             name: "push-relay",
             dependencies: [
                 "CJemalloc",
+                "CThreadNice",
                 "PushRelay",
                 "PushSandbox",
                 "CurlHTTP2",

@@ -5,15 +5,19 @@
 #   tarball  its binary on a stock Debian 12 (mmdebstrap minbase plus only the packages its
 #            DEPENDENCIES lists), in a chroot, as an unprivileged user;
 #   deb      `apt-get install ./push-relay_*.deb` into a clean Debian 12 (minbase, nothing else):
-#            dependencies pulled, user, files and units as a Debian admin expects; without
+#            dependencies pulled, user, files, docs and units as a Debian admin expects; without
 #            DATABASE_URL `serve` refuses at once (exit status 78) and creates nothing; the relay
-#            started by docs/operations.md's "Running without systemd" line, reloaded on SIGHUP,
-#            stopped on SIGTERM; then purged, checking what postrm says it keeps;
+#            started by docs/operations.md's "Running without systemd" line, reloaded on SIGHUP
+#            and by `push-relay reload --pid` (a refused file: 78), stopped on SIGTERM; then
+#            purged, checking what postrm says it keeps;
 #   systemd  a Debian 12 minbase with systemd booted in podman, docs/operations.md's Install block
 #            run in it line by line as printed (a line the test does not know fails it): the
 #            hardened units started, reloaded and stopped by systemd itself, and rated at most
-#            2.5 by `systemd-analyze security --offline=true`; a database refusing the role and
-#            no database at all stop the unit with exit status 78, not restarted;
+#            2.5 by `systemd-analyze security --offline=true`; nothing but PushRelay's log lines
+#            from the relay; a refused reload fails `systemctl reload`, at journal priority 3 or
+#            4; an earlier build upgraded as the doc's "Upgrading the package" block prints it,
+#            restarting the unit on this build; a database refusing the role and no database at
+#            all stop the unit with exit status 78 (priority 3 or 4), not restarted;
 #   image    the OCI archive loaded into podman (runc): sandbox and relay containers as a
 #            non-root user with a read-only root filesystem, configured by file and environment,
 #            `push-relay health` as the health check, a clean stop on SIGTERM;
@@ -62,14 +66,17 @@ if [ -z "$only" ] || [ "$only" = tarball ]; then
     fi
     [ -x "$kit_example" ] || { log "no push-relay-kit-example at $kit_example"; exit 1; }
 fi
-version=$(release_version)
+(cd "$dist" && sha256sum --quiet -c SHA256SUMS)
+# The build under test, from its tarball's name in SHA256SUMS (HEAD may have moved since the build):
+# each build has its own version (Deploy/lib.sh, release_version).
+version=$(sed -n 's/^[0-9a-f]*[ *]*push-relay-\(.*\)-linux-[^-]*\.tar\.gz$/\1/p' "$dist/SHA256SUMS")
+[ "$(wc -w <<<"$version")" = 1 ] || { log "FAIL: SHA256SUMS in $dist lists no tarball, or several: ${version:-none}"; exit 1; }
 debarch=$(dpkg --print-architecture)
 tarball=""
 ((relays)) && tarball=$(ls "$dist"/push-relay-"$version"-linux-*.tar.gz)
 deb="$dist/push-relay_${version}_$debarch.deb"
 archive="$dist/push-relay-$version-oci.tar"
 android="$dist/push-relay-kit-android-$version"
-(cd "$dist" && sha256sum --quiet -c SHA256SUMS)
 # The artifacts of the parts that run: each one there and listed in SHA256SUMS (checked just above).
 tested=()
 for part in tarball deb systemd image examples android; do
@@ -216,6 +223,7 @@ test_tarball() {
     prepare_root "$root"
     tar -C "$root/opt" -xzf "$tarball"
     cmp -s LICENSE "$root"/opt/push-relay-*/LICENSE || fail "tarball: no LICENSE, or not the repository's"
+    compgen -G "$root/opt/push-relay-*/docs/operations.md" >/dev/null || fail "tarball: no docs/operations.md (the README's links)"
     local binary
     binary=$(cd "$root" && ls -d opt/push-relay-*/bin/push-relay)
     chroot "$root" "/$binary" --version | grep -q "^$version (commit " || fail "tarball: --version: $(chroot "$root" "/$binary" --version)"
@@ -264,6 +272,9 @@ refused_without_database() {
     grep -q 'database\.url' "$work/deb-no-database.log" || fail "deb: serve $2 did not name database.url: $(cat "$work/deb-no-database.log")"
 }
 
+# deb_reload PID: `push-relay reload --pid PID` in the deb test's chroot, as the package's user.
+deb_reload() { chroot "$work/deb-root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin runuser -u push-relay -- push-relay reload --pid "$1"; }
+
 test_deb() {
     local root="$work/deb-root"
     log "deb: $(basename "$deb") into a clean Debian 12 (minbase)"
@@ -271,6 +282,12 @@ test_deb() {
     local copyright
     copyright=$(dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/share/doc/push-relay/copyright)
     grep -qx 'License: Apache-2.0' <<<"$copyright" || fail "deb: /usr/share/doc/push-relay/copyright does not name License: Apache-2.0"
+    # The documents postinst and the README point to, beside the README.
+    local doc contents
+    contents=$(dpkg-deb -c "$deb")
+    for doc in README.md operations.md runbooks.md configuration.md; do
+        grep -q " \./usr/share/doc/push-relay/$doc\$" <<<"$contents" || fail "deb: no /usr/share/doc/push-relay/$doc in the package"
+    done
     debian_rootfs minbase "" "$root"
     prepare_root "$root"
     cp "$deb" "$root/tmp/"
@@ -279,6 +296,7 @@ test_deb() {
         >"$work/deb-install.log" 2>&1 || fail "deb: apt-get install failed: $(tail -20 "$work/deb-install.log")"
     log "deb: apt-get install pulled $(grep -c '^Setting up' "$work/deb-install.log") packages; postinst said: $(sed -n '/^push-relay:/,/^  then /p' "$work/deb-install.log")"
     grep -q -- '--env-file /etc/push-relay/environment' "$work/deb-install.log" || fail "deb: postinst's next steps do not give the config check with --env-file"
+    grep -q '/usr/share/doc/push-relay/operations\.md' "$work/deb-install.log" || fail "deb: postinst's next steps do not point to /usr/share/doc/push-relay/operations.md"
     chroot "$root" dpkg-query -W -f='${Status}\n' push-relay | grep -q 'install ok installed' || fail "deb: not installed"
     chroot "$root" getent passwd push-relay | grep -q ':/var/lib/push-relay:/usr/sbin/nologin$' || fail "deb: no push-relay system user"
     [ "$(chroot "$root" stat -c '%U:%G %a' /etc/push-relay/push-relay.yaml)" = "root:push-relay 640" ] || fail "deb: /etc/push-relay/push-relay.yaml owner or mode"
@@ -288,9 +306,12 @@ test_deb() {
     [ -f "$root/lib/systemd/system/push-relay@.service" ] || fail "deb: no template unit"
     local exec_start reload
     exec_start=$(sed -n 's/^ExecStart=//p' "$unit")
-    reload=$(sed -n 's/^ExecReload=//p' "$unit")
     [ "$exec_start" = "/usr/bin/push-relay serve --config /etc/push-relay/push-relay.yaml" ] || fail "deb: ExecStart=$exec_start"
-    [ "$reload" = '/bin/kill -HUP $MAINPID' ] || fail "deb: ExecReload=$reload"
+    # Both units reload through push-relay reload, which waits for the relay's answer.
+    for reload in "$unit" "$root/lib/systemd/system/push-relay@.service"; do
+        reload=$(sed -n 's/^ExecReload=//p' "$reload")
+        [ "$reload" = '/usr/bin/push-relay reload --pid $MAINPID' ] || fail "deb: ExecReload=$reload"
+    done
     # What docs/operations.md's "Running without systemd" line repeats, and the unit's refusals.
     local setting
     for setting in User=push-relay WorkingDirectory=/var/lib/push-relay EnvironmentFile=-/etc/push-relay/environment \
@@ -314,7 +335,8 @@ test_deb() {
     relay_port=$(free_port)
     chroot --userspec="$uid:$gid" "$root" /usr/bin/push-relay sandbox --port "$sandbox_port" \
         --directory /var/lib/push-relay/sandbox >"$work/deb-sandbox.out" 2>"$work/deb-sandbox.err" &
-    pids+=($!)
+    local sandbox=$!
+    pids+=("$sandbox")
     wait_for "sandbox_ready $work/deb-sandbox.out" 60 || fail "deb: the sandbox printed no configuration: $(cat "$work/deb-sandbox.err")"
     { relay_config "$relay_port" "$work/deb-sandbox.out" && printf 'database:\n  embedded: false\n'; } >"$root/etc/push-relay/push-relay.yaml"
     # With the operator's apps in place, serve refuses for the missing DATABASE_URL alone, and says so.
@@ -346,9 +368,25 @@ test_deb() {
     deliver "$relay_port" "$work/deb-sandbox.out" "$root/var/lib/push-relay/sandbox/sandbox-ca.pem" deb
     kill -HUP "$relay"
     wait_for "grep -q 'configuration reloaded' $work/deb-relay.log" 20 || fail "deb: no reload after SIGHUP: $(tail -5 "$work/deb-relay.log")"
+    # `push-relay reload --pid`, as docs/operations.md gives it for a host without systemd: it waits
+    # for the relay's answer; a refused file exits 78 with the reason, and a process that is not a
+    # relay 1.
+    deb_reload "$relay" >"$work/deb-reload.out" 2>&1 || fail "deb: push-relay reload --pid exited $?: $(cat "$work/deb-reload.out")"
+    grep -q '^configuration reloaded' "$work/deb-reload.out" || fail "deb: push-relay reload printed: $(cat "$work/deb-reload.out")"
+    cp -p "$root/etc/push-relay/push-relay.yaml" "$work/deb-good.yaml"
+    echo 'no_such_setting: 1' >>"$root/etc/push-relay/push-relay.yaml"
+    local status=0
+    deb_reload "$relay" >"$work/deb-reload.out" 2>&1 || status=$?
+    [ "$status" = 78 ] && grep -q '^Error: configuration reload refused' "$work/deb-reload.out" ||
+        fail "deb: push-relay reload of a refused file exited $status: $(cat "$work/deb-reload.out")"
+    log "deb: push-relay reload --pid of a refused file: exit status 78, $(head -1 "$work/deb-reload.out")"
+    cp -p "$work/deb-good.yaml" "$root/etc/push-relay/push-relay.yaml"
+    status=0
+    deb_reload "$sandbox" >"$work/deb-reload.out" 2>&1 || status=$?
+    [ "$status" = 1 ] || fail "deb: push-relay reload --pid of a sandbox exited $status, not 1: $(cat "$work/deb-reload.out")"
     kill -TERM "$relay"
     wait "$relay" || fail "deb: serve exited $? on SIGTERM: $(tail -5 "$work/deb-relay.log")"
-    log "deb: run as docs/operations.md says without systemd (user push-relay, HOME and working directory /var/lib/push-relay): reloaded on SIGHUP, stopped cleanly on SIGTERM"
+    log "deb: run as docs/operations.md says without systemd (user push-relay, HOME and working directory /var/lib/push-relay): reloaded on SIGHUP and by push-relay reload, stopped cleanly on SIGTERM"
     # A file of the operator's: purge leaves it, and says so.
     install -m 0640 -o root -g "$gid" /dev/null "$root/etc/push-relay/operator-key.p8"
     chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq push-relay >"$work/deb-purge.log" 2>&1 ||
@@ -370,6 +408,60 @@ in_container() { podman exec pr-test-systemd "$@"; }
 unit_journal() { in_container journalctl -u "$1" -o cat --no-pager; }
 journal_cursor() { in_container journalctl -n 1 --show-cursor -o cat --no-pager | sed -n 's/^-- cursor: //p'; }
 unit_journal_since() { in_container journalctl -u "$1" --after-cursor "$2" -o cat --no-pager; }
+main_pid() { in_container systemctl show -p MainPID --value "$1"; }
+# The "version" in /ready's answer on port $1 in the systemd test's container.
+ready_version() { in_container curl -s "localhost:$1/ready" | sed -n 's/.*"version":"\([^"]*\)".*/\1/p'; }
+
+# journal_priorities UNIT CURSOR PATTERN: the syslog priority (journald's PRIORITY) of each line of
+# UNIT after CURSOR whose message matches PATTERN (a Python regular expression), one a line.
+journal_priorities() {
+    in_container journalctl -u "$1" --after-cursor "$2" -o json --no-pager | python3 -c '
+import json, re, sys
+for line in sys.stdin:
+    entry = json.loads(line)
+    message = entry.get("MESSAGE") or ""
+    if isinstance(message, list):
+        message = bytes(message).decode("utf-8", "replace")
+    if re.search(sys.argv[1], message):
+        print(entry.get("PRIORITY", "none"))
+' "$3"
+}
+# Whether there are priorities on standard input, each 3 (err) or 4 (warning) or more urgent.
+errors_or_warnings() { awk '!/^[0-4]$/ { bad = 1 } END { exit bad || NR == 0 }'; }
+
+# A PushRelay log line in text format (Sources/PushRelay/Observability/RelayLogHandler.swift):
+# `<RFC 3339 time, UTC, to the millisecond> <level> <label>: …`, journald having taken off the
+# line's priority prefix.
+log_line='^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z (trace|debug|info|notice|warning|error|critical) [^ ]+:( |$)'
+
+# earlier_deb DIR: an earlier build made from the .deb under test, in DIR: the same package with a
+# lower Version and, in its binary, the version string replaced in place by an earlier one of the
+# same length (<base>.20000101000000.g000000000000), so that --version and /ready tell the two
+# apart. Prints the earlier version. A tagged release's version (<base> alone, also elsewhere in
+# the binary) is not patched: its earlier build is Version <base>~0 with the same binary.
+earlier_deb() {
+    local dir="$1" unpacked="$work/earlier-deb" earlier
+    if [[ $version =~ \.[0-9]{14}\.g[0-9a-f]{12}(\.modified)?$ ]]; then
+        earlier="$(base_of "$version").20000101000000.g000000000000${BASH_REMATCH[1]}"
+    else
+        earlier="$version~0"
+    fi
+    rm -rf "$unpacked" && dpkg-deb -R "$deb" "$unpacked" || return 1
+    sed -i "s/^Version: .*/Version: $earlier/" "$unpacked/DEBIAN/control"
+    if [ "$earlier" != "$version~0" ]; then
+        python3 - "$unpacked/usr/bin/push-relay" "$version" "$earlier" <<'EOF' || return 1
+import sys
+path, old, new = sys.argv[1], sys.argv[2].encode() + b"\0", sys.argv[3].encode() + b"\0"
+data = open(path, "rb").read()
+if len(old) != len(new) or data.count(old) != 1:
+    sys.exit("earlier_deb: %s is %d times in the binary, not once" % (sys.argv[2], data.count(old)))
+open(path, "wb").write(data.replace(old, new))
+EOF
+    fi
+    mkdir -p "$dir"
+    dpkg-deb --root-owner-group -Znone --build "$unpacked" "$dir/push-relay_${earlier}_$debarch.deb" >/dev/null || return 1
+    echo "$earlier"
+}
 
 # The .deb under a real systemd: Debian 12 minbase with systemd, curl and the package's
 # dependencies, booted in podman (every capability, as systemd has on a host; the host's network,
@@ -391,7 +483,94 @@ refused_start() {
         fail "systemd: $what, push-relay.service ended with $status, not ExecMainStatus=78 NRestarts=0: $(unit_journal_since push-relay.service "$cursor" | tail -5)"
     wait_for "unit_journal_since push-relay.service '$cursor' | grep -q '$pattern'" 10 ||
         fail "systemd: $what, the journal does not say why: $(unit_journal_since push-relay.service "$cursor" | tail -5)"
-    log "systemd: $what: exit status 78, not restarted: $(unit_journal_since push-relay.service "$cursor" | grep -m1 "$pattern")"
+    # At journal priority err or warning, as `journalctl -p warning` (runbooks.md) shows it.
+    local priorities
+    priorities=$(journal_priorities push-relay.service "$cursor" "$pattern")
+    errors_or_warnings <<<"$priorities" || fail "systemd: $what, the lines saying why are at journal priorities ${priorities//$'\n'/ }, not 3 or 4"
+    log "systemd: $what: exit status 78, not restarted, at journal priority ${priorities//$'\n'/ }: $(unit_journal_since push-relay.service "$cursor" | grep -m1 "$pattern")"
+}
+
+# systemd_reloads PORT: push-relay.service, started and serving on PORT, reloaded by systemctl:
+# ExecReload's `push-relay reload` waits for the relay's answer, so a refused file fails systemctl
+# reload, and systemctl status and `journalctl -p warning` say why. A SIGHUP reloads too.
+systemd_reloads() {
+    local port="$1" pid cursor priorities yaml="$root/etc/push-relay/push-relay.yaml"
+    pid=$(main_pid push-relay.service)
+    cursor=$(journal_cursor)
+    in_container systemctl reload push-relay.service >"$work/systemd-reload.out" 2>&1 ||
+        fail "systemd: systemctl reload failed: $(cat "$work/systemd-reload.out"); $(unit_journal_since push-relay.service "$cursor" | tail -5)"
+    wait_for "unit_journal_since push-relay.service '$cursor' | grep -q 'configuration reloaded'" 10 ||
+        fail "systemd: no reload logged after systemctl reload: $(unit_journal_since push-relay.service "$cursor" | tail -5)"
+    cursor=$(journal_cursor)
+    in_container systemctl kill -s HUP --kill-who=main push-relay.service
+    wait_for "unit_journal_since push-relay.service '$cursor' | grep 'configuration reloaded' | grep -q SIGHUP" 20 ||
+        fail "systemd: no reload logged after SIGHUP: $(unit_journal_since push-relay.service "$cursor" | tail -5)"
+    # A file the relay refuses.
+    cp -p "$yaml" "$work/systemd-good.yaml"
+    echo 'no_such_setting: 1' >>"$yaml"
+    cursor=$(journal_cursor)
+    if in_container systemctl reload push-relay.service >"$work/systemd-reload.out" 2>&1; then
+        fail "systemd: systemctl reload of a refused file exited 0: $(unit_journal_since push-relay.service "$cursor" | tail -5)"
+    fi
+    in_container systemctl status push-relay >"$work/systemd-status.out" 2>&1 || true
+    grep -q 'configuration reload refused' "$work/systemd-status.out" ||
+        fail "systemd: systemctl status does not show why the reload failed: $(tail -8 "$work/systemd-status.out")"
+    wait_for "in_container journalctl -u push-relay.service --after-cursor '$cursor' -p warning -o cat --no-pager | grep -q 'configuration reload refused'" 10 ||
+        fail "systemd: journalctl -p warning shows no 'configuration reload refused': $(unit_journal_since push-relay.service "$cursor" | tail -5)"
+    priorities=$(journal_priorities push-relay.service "$cursor" 'configuration reload refused')
+    errors_or_warnings <<<"$priorities" || fail "systemd: the refused reload's lines are at journal priorities ${priorities//$'\n'/ }, not 3 or 4"
+    [ "$(in_container systemctl show -p ActiveState --value push-relay.service)" = active ] && [ "$(main_pid push-relay.service)" = "$pid" ] ||
+        fail "systemd: after a refused reload push-relay.service is $(in_container systemctl show -p ActiveState -p MainPID push-relay.service | xargs), not active with MainPID $pid"
+    in_container curl -sf "localhost:$port/ready" >/dev/null || fail "systemd: /ready failed after a refused reload"
+    log "systemd: systemctl reload of a refused file: exit status non-zero; systemctl status shows $(grep -o 'Error: configuration reload refused.*' "$work/systemd-status.out" | head -1 | cut -c1-140)…; journal priorities ${priorities//$'\n'/ }; still serving"
+    cp -p "$work/systemd-good.yaml" "$yaml"
+    in_container systemctl reload push-relay.service >"$work/systemd-reload.out" 2>&1 ||
+        fail "systemd: systemctl reload of the restored file failed: $(cat "$work/systemd-reload.out")"
+    in_container curl -sf "localhost:$port/ready" >/dev/null || fail "systemd: /ready failed after reloading the restored file"
+}
+
+# systemd_upgrade PORT: an earlier build of the package (earlier_deb) installed over this one and
+# running, then this build installed as docs/operations.md's "Upgrading the package" prints it: the
+# unit restarts on this build (a new MainPID; /ready's version).
+systemd_upgrade() {
+    local port="$1" earlier reported before after line steps=0 block exe
+    earlier=$(earlier_deb "$root/root/earlier") || fail "systemd: could not make an earlier build of $(basename "$deb")"
+    reported=$earlier
+    [ "$earlier" != "$version~0" ] || reported=$version
+    before=$(main_pid push-relay.service)
+    in_container sh -c "cd /root/earlier && apt-get install -y --allow-downgrades ./push-relay_${earlier}_$debarch.deb" >"$work/systemd-earlier.log" 2>&1 ||
+        fail "systemd: installing the earlier build failed: $(tail -5 "$work/systemd-earlier.log")"
+    wait_for "[ \"\$(ready_version $port)\" = '$reported' ]" 60 ||
+        fail "systemd: the earlier build $earlier does not answer /ready: $(in_container curl -s "localhost:$port/ready")"
+    [ "$(main_pid push-relay.service)" != "$before" ] || fail "systemd: installing the earlier build did not restart the unit"
+    before=$(main_pid push-relay.service)
+    block=$(doc_block docs/operations.md '### Upgrading the package') || fail "systemd: no sh block under '### Upgrading the package' in docs/operations.md"
+    while IFS= read -r line <&3; do
+        log "systemd: docs/operations.md: $line"
+        case "$line" in
+        'sha256sum -c SHA256SUMS --ignore-missing')
+            (cd "$dist" && sha256sum -c SHA256SUMS --ignore-missing) >"$work/systemd-upgrade.log" 2>&1 || fail "systemd: $line: $(tail -5 "$work/systemd-upgrade.log")"
+            ;;
+        'apt-get install ./push-relay_*_amd64.deb')
+            in_container sh -c "cd /root && $line" >>"$work/systemd-upgrade.log" 2>&1 || fail "systemd: $line: $(tail -20 "$work/systemd-upgrade.log")"
+            ;;
+        'push-relay --version')
+            [[ "$(in_container sh -c "$line")" == "$version (commit "* ]] || fail "systemd: $line after the upgrade: $(in_container sh -c "$line")"
+            ;;
+        'curl -s localhost:8080/ready')
+            wait_for "[ \"\$(ready_version $port)\" = '$version' ]" 60 ||
+                fail "systemd: /ready after the upgrade answers $(in_container curl -s "localhost:$port/ready"), not version $version"
+            ;;
+        *) fail "systemd: docs/operations.md's 'Upgrading the package' block has a line this test does not know: $line" ;;
+        esac
+        steps=$((steps + 1))
+    done 3<<<"$block"
+    ((steps == 4)) || fail "systemd: docs/operations.md's 'Upgrading the package' block has $steps lines, not the 4 this test knows"
+    after=$(main_pid push-relay.service)
+    exe=$(in_container readlink "/proc/$after/exe")
+    [ "$after" != "$before" ] && [ "$exe" = /usr/bin/push-relay ] ||
+        fail "systemd: after the upgrade the unit's MainPID is $after (before: $before), running $exe"
+    log "systemd: $earlier, then $version installed over it as docs/operations.md says: the unit restarted (MainPID $before, then $after), /ready's version $version"
 }
 
 test_systemd() {
@@ -428,8 +607,9 @@ test_systemd() {
         'sha256sum -c SHA256SUMS --ignore-missing')
             (cd "$dist" && sha256sum -c SHA256SUMS --ignore-missing) >>"$install_log" 2>&1 || fail "systemd: $line: $(tail -5 "$install_log")"
             ;;
-        "apt-get install ./push-relay_${version}_amd64.deb")
-            in_container sh -c "cd /root && apt-get install ./$(basename "$deb")" >>"$install_log" 2>&1 || fail "systemd: $line: $(tail -20 "$install_log")"
+        'apt-get install ./push-relay_*_amd64.deb')
+            # /root holds this build's .deb alone.
+            in_container sh -c "cd /root && $line" >>"$install_log" 2>&1 || fail "systemd: $line: $(tail -20 "$install_log")"
             [ "$(in_container systemctl show -p LoadState --value push-relay.service)" = loaded ] || fail "systemd: push-relay.service is not loaded"
             ;;
         'editor /etc/push-relay/push-relay.yaml')
@@ -444,10 +624,12 @@ test_systemd() {
         "echo 'DATABASE_URL=$doc_url' >> /etc/push-relay/environment")
             in_container sh -c "${line/"$doc_url"/"$(database_url systemd)"}" >>"$install_log" 2>&1 || fail "systemd: $line: $(tail -5 "$install_log")"
             ;;
-        'runuser -u push-relay -- push-relay config check --config /etc/push-relay/push-relay.yaml --env-file /etc/push-relay/environment')
+        'runuser -u push-relay -- push-relay config check --connect --config /etc/push-relay/push-relay.yaml --env-file /etc/push-relay/environment')
             in_container sh -c "$line" >"$work/systemd-check.log" 2>&1 || fail "systemd: $line: $(tail -5 "$work/systemd-check.log")"
             grep '^database: ' "$work/systemd-check.log" | grep -q 'dbname=relay_systemd' ||
                 fail "systemd: config check does not name the environment file's database: $(grep '^database' "$work/systemd-check.log")"
+            grep -q '^database: connected' "$work/systemd-check.log" ||
+                fail "systemd: config check --connect does not say it connected: $(grep '^database' "$work/systemd-check.log")"
             ;;
         'runuser -u push-relay -- push-relay keys create --admin --label ops --config /etc/push-relay/push-relay.yaml --env-file /etc/push-relay/environment')
             in_container sh -c "$line" >"$work/systemd-key.out" 2>>"$install_log" || fail "systemd: $line: $(tail -5 "$install_log")"
@@ -470,9 +652,16 @@ test_systemd() {
         fail "systemd: push-relay health --ready failed: $(unit_journal push-relay.service | tail -10)"
     [ "$(stat -c %a "$root/var/lib/push-relay")" = 750 ] || fail "systemd: /var/lib/push-relay is mode $(stat -c %a "$root/var/lib/push-relay") once started"
     deliver "$relay_port" "$output" "$root/var/lib/push-relay/sandbox/sandbox-ca.pem" systemd
-    in_container systemctl reload push-relay.service || fail "systemd: reload failed: $(unit_journal push-relay.service | tail -5)"
-    wait_for "podman exec $container journalctl -u push-relay.service -o cat | grep 'configuration reloaded' | grep -q SIGHUP" 20 ||
-        fail "systemd: no reload logged after systemctl reload: $(unit_journal push-relay.service | tail -5)"
+    local pid lines foreign
+    pid=$(main_pid push-relay.service)
+    systemd_reloads "$relay_port"
+    # Nothing but PushRelay's own log lines from the relay's process since it started: no
+    # libdispatch "Failed to set thread priority" at start, for one.
+    lines=$(in_container journalctl _SYSTEMD_UNIT=push-relay.service "_PID=$pid" -o cat --no-pager)
+    foreign=$(grep -Ev "$log_line" <<<"$lines" || true)
+    [ -n "$lines" ] && [ -z "$foreign" ] || fail "systemd: the relay wrote lines that are not PushRelay's log lines: $(head -5 <<<"$foreign")"
+    log "systemd: the relay's $(wc -l <<<"$lines") journal lines since it started are all PushRelay's log lines"
+    systemd_upgrade "$relay_port"
     in_container systemctl stop push-relay.service
     # Result=success also covers a death by SIGTERM: the main process must have exited, with 0.
     local status
@@ -485,6 +674,8 @@ test_systemd() {
         fail "systemd: push-relay@$instance_port start failed: $(unit_journal "push-relay@$instance_port.service" | tail -10)"
     wait_for "curl -sf http://127.0.0.1:$instance_port/ready" 60 ||
         fail "systemd: push-relay@$instance_port: /ready did not answer 200 in 60 s: $(unit_journal "push-relay@$instance_port.service" | tail -10)"
+    in_container systemctl reload "push-relay@$instance_port.service" >"$work/systemd-reload.out" 2>&1 ||
+        fail "systemd: systemctl reload push-relay@$instance_port failed: $(cat "$work/systemd-reload.out")"
     in_container systemctl stop "push-relay@$instance_port.service"
     status=$(in_container systemctl show -p Result -p ExecMainCode -p ExecMainStatus "push-relay@$instance_port.service" | sort | xargs)
     [ "$status" = "ExecMainCode=1 ExecMainStatus=0 Result=success" ] || fail "systemd: push-relay@$instance_port stopped with $status"
@@ -493,7 +684,7 @@ test_systemd() {
     refused=$(in_container journalctl -u 'push-relay*' -o cat --no-pager |
         grep -Ei 'not permitted|permission denied|read-only file system|bad system call|SIGSYS|errno=1\b' || true)
     [ -z "$refused" ] || fail "systemd: the journal shows refusals: $refused"
-    log "systemd: installed and started as docs/operations.md says, ready, reloaded (SIGHUP) and stopped with exit status 0; push-relay@$instance_port too"
+    log "systemd: installed and started as docs/operations.md says, ready, reloaded, upgraded and stopped with exit status 0; push-relay@$instance_port too"
     local unit rating ratings=""
     for unit in push-relay.service push-relay@.service; do
         rating=$(in_container systemd-analyze security --offline=true "/lib/systemd/system/$unit" 2>&1 |
@@ -507,6 +698,18 @@ test_systemd() {
     # unknown one is SQLSTATE 28000): exit status 78 at once, and no restart.
     echo "DATABASE_URL=postgresql://nobody@127.0.0.1:$pg_port/relay_systemd" >"$root/etc/push-relay/environment"
     refused_start "refused by the database" 'not retried.*role .nobody. does not exist'
+    # What runbooks.md has the operator run then: config check --connect names the refusal (78);
+    # a database that does not answer is exit status 1.
+    local check="runuser -u push-relay -- push-relay config check --connect --config /etc/push-relay/push-relay.yaml --env-file /etc/push-relay/environment"
+    status=0
+    in_container sh -c "$check" >"$work/systemd-connect.log" 2>&1 || status=$?
+    [ "$status" = 78 ] && grep -q 'role .nobody. does not exist' "$work/systemd-connect.log" ||
+        fail "systemd: config check --connect with a refused role exited $status: $(tail -3 "$work/systemd-connect.log")"
+    echo "DATABASE_URL=postgresql://postgres@127.0.0.1:$(free_port)/relay_systemd?connect_timeout=3" >"$root/etc/push-relay/environment"
+    status=0
+    in_container timeout 120 sh -c "$check" >"$work/systemd-connect.log" 2>&1 || status=$?
+    [ "$status" = 1 ] || fail "systemd: config check --connect with no database listening exited $status, not 1: $(tail -3 "$work/systemd-connect.log")"
+    log "systemd: config check --connect: 78 for the refused role, 1 for no database listening: $(grep -m1 '^Error' "$work/systemd-connect.log")"
     # No database at all: the environment file without DATABASE_URL; the unit's DATABASE_EMBEDDED=false
     # makes serve refuse at once, naming database.url, and create nothing.
     : >"$root/etc/push-relay/environment"
@@ -521,10 +724,17 @@ test_image() {
     log "image: $(basename "$archive") with podman (runc)"
     containers+=(pr-test-relay pr-test-sandbox)
     podman rm -f -t 0 pr-test-relay pr-test-sandbox >/dev/null 2>&1 || true
-    podman rmi -f "localhost/push-relay:$version" >/dev/null 2>&1 || true
+    # Named with the base version, the examples' tag; the build's version is its label.
+    local image
+    image="localhost/push-relay:$(base_of "$version")"
+    podman rmi -f "$image" >/dev/null 2>&1 || true
     podman load -q -i "$archive" >/dev/null
-    local image="localhost/push-relay:$version"
     [ "$(podman image inspect -f '{{.Config.User}}' "$image")" = "10001:10001" ] || fail "image: not a non-root user"
+    local label reported
+    label=$(podman image inspect -f '{{index .Labels "org.opencontainers.image.version"}}' "$image")
+    reported=$(podman run --rm "$image" --version)
+    [ "$label" = "$version" ] && [[ "$reported" == "$version (commit "* ]] ||
+        fail "image: $image is labelled version '$label' and reports '$reported', not $version"
     local licenses
     licenses=$(podman image inspect -f '{{index .Labels "org.opencontainers.image.licenses"}}' "$image")
     [ "$licenses" = Apache-2.0 ] || fail "image: label org.opencontainers.image.licenses is '$licenses', not Apache-2.0"
@@ -540,6 +750,16 @@ test_image() {
         fail "image: the sandbox printed no configuration: $(podman logs pr-test-sandbox 2>&1 | tail -5)"
     podman logs pr-test-sandbox 2>/dev/null >"$work/image-sandbox.out"
     sandbox_config "$work/image-sandbox.out" >"$config_dir/push-relay.yaml"
+    # A configuration the image's user (uid 10001) cannot read, as docs/operations.md warns: exit
+    # status 78, naming the file.
+    chmod 0600 "$config_dir/push-relay.yaml"
+    local status=0
+    podman run --rm --network host --read-only -e DATABASE_URL="$(database_url image)" \
+        -v "$config_dir:/etc/push-relay:ro" "$image" >"$work/image-unreadable.log" 2>&1 || status=$?
+    [ "$status" = 78 ] && grep -q 'push-relay\.yaml' "$work/image-unreadable.log" ||
+        fail "image: a configuration file uid 10001 cannot read: exit status $status: $(tail -3 "$work/image-unreadable.log")"
+    log "image: a configuration uid 10001 cannot read: exit status 78, $(grep -m1 'push-relay\.yaml' "$work/image-unreadable.log")"
+    chmod 0644 "$config_dir/push-relay.yaml"
     # The file holds the apps; the listener and the database come from the environment.
     podman run -d --name pr-test-relay --network host --read-only --tmpfs /tmp \
         -e DATABASE_URL="$(database_url image)" -e HTTP_HOST=127.0.0.1 -e HTTP_PORT="$relay_port" -e LOG_FORMAT=json \

@@ -1,5 +1,7 @@
 import ArgumentParser
+import CThreadNice
 import Foundation
+import Logging
 import PushRelay
 
 /// push-relay's exit statuses (docs/operations.md, "Command line"). A supervisor restarts on 1 and
@@ -26,8 +28,11 @@ enum ExitStatus: Int32 {
 extension PushRelayCommand {
     /// ArgumentParser's main, with PushRelay's exit status for a configuration error: parsing,
     /// help and usage errors are ArgumentParser's (status 0 or 64); a command's own error prints
-    /// `Error: <message>` and exits with ``ExitStatus/of(_:)``.
+    /// `Error: <message>` (at the journal's err priority when standard error is the journal) and
+    /// exits with ``ExitStatus/of(_:)``.
     static func main() async {
+        // Keeps CThreadNice's setpriority in the executable (thread_nice.c says why).
+        _ = push_relay_thread_nice_linked()
         var command: any ParsableCommand
         do {
             command = try await asyncParseAsRoot(nil)
@@ -43,10 +48,9 @@ extension PushRelayCommand {
         } catch let error as ExitCode {
             exit(withError: error)
         } catch {
-            let status = ExitStatus.of(error)
-            guard status != .failure else { exit(withError: error) }
-            FileHandle.standardError.write(Data("Error: \(error)\n".utf8))
-            Foundation.exit(status.rawValue)
+            let prefix = JournalPriority.standardErrorIsJournal ? JournalPriority.prefix(.error) : ""
+            FileHandle.standardError.write(Data("\(prefix)Error: \(error)\n".utf8))
+            Foundation.exit(ExitStatus.of(error).rawValue)
         }
     }
 }

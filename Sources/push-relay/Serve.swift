@@ -48,7 +48,7 @@ struct Serve: AsyncParsableCommand {
         logger.info(
             "starting PushRelay",
             metadata: [
-                "version": "\(PushRelayVersion.current)", "commit": "\(PushRelayVersion.commit ?? "none")", "allocator": "\(Allocator.description)",
+                "version": "\(PushRelayVersion.build)", "commit": "\(PushRelayVersion.commit ?? "none")", "allocator": "\(Allocator.description)",
                 "database": "\(Database.summary(reader: reader))", "apps": "\(demo ? DemoApp.id : apps.map(\.id).joined(separator: ","))",
             ]
         )

@@ -18,7 +18,8 @@ import Postgres
 ///
 /// The logger is passed in: logging is bootstrapped once, by the executable, never here.
 ///
-/// `reload` makes the configuration reloadable (SIGHUP, `POST /v1/admin/reload`): it reads the
+/// `reload` makes the configuration reloadable (SIGHUP, `POST /v1/admin/reload`, `push-relay reload
+/// --pid` through ``ControlSocket``): it reads the
 /// configuration again the way `reader` was made. Without it a reload is refused.
 public func buildApplication(
     reader: ConfigReader,
@@ -319,6 +320,8 @@ struct RelayParts {
         )
         app.addServices(writer)
         app.addServices(ReloadOnHangUp(reloader: reloader, logger: logger))
+        // `push-relay reload --pid` (the units' ExecReload=): a reload that answers.
+        if reloadable { app.addServices(ControlSocketService(reloader: reloader, logger: logger)) }
         if let managed = apps.managed {
             app.addServices(
                 ManagedAppWatcher(store: managed, reloader: reloader, changes: listener.events(on: [ManagedAppStore.channel]), clock: clock)

@@ -25,15 +25,19 @@ struct HealthController<Context: RequestContext>: Sendable {
 
     struct Health: ResponseEncodable {
         var status: String
+        /// This build's version (``PushRelayVersion/build``): which build a load balancer reaches.
+        var version = PushRelayVersion.build
     }
 
     struct Readiness: ResponseEncodable, Decodable {
         var status: String
         var schemaVersion: Int
         var expectedSchemaVersion: Int
+        /// This build's version (``PushRelayVersion/build``): after an upgrade, which binary answers.
+        var version = PushRelayVersion.build
 
         enum CodingKeys: String, CodingKey {
-            case status
+            case status, version
             case schemaVersion = "schema_version"
             case expectedSchemaVersion = "expected_schema_version"
         }

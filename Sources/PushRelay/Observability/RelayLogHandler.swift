@@ -27,6 +27,10 @@ import Glibc
 /// `StreamLogHandler` re-renders all its metadata on every change, and the relay sets metadata on
 /// every request (`request.id`) while most requests log nothing at the default levels. Here
 /// metadata is only merged, sorted and printed for lines that are written.
+/// Under systemd, when `JOURNAL_STREAM` says standard error is the journal, each line starts with
+/// its syslog priority (`<3>` for an error, `<4>` a warning, `<6>` info; ``JournalPriority``):
+/// journald takes the prefix off and files the line at that priority, so `journalctl -p warning`
+/// shows errors and warnings, in both formats.
 public struct RelayLogHandler: LogHandler {
     /// How lines are written: `log.format`.
     public enum Format: String, Sendable, CaseIterable {
@@ -39,6 +43,8 @@ public struct RelayLogHandler: LogHandler {
     private let label: String
     private let format: Format
     private let stream: any TextOutputStream & Sendable
+    /// Whether each line starts with its syslog priority (standard error is the journal).
+    private let journal: Bool
     public var metadata: Logger.Metadata = [:]
     public var metadataProvider: Logger.MetadataProvider?
     public var logLevel: Logger.Level = .info
@@ -46,16 +52,31 @@ public struct RelayLogHandler: LogHandler {
     var now: @Sendable () -> Double = { Date().timeIntervalSince1970 }
 
     /// Writes to standard error, one `write(2)` per line.
+    /// Lines start with their syslog priority when standard error is the journal.
     public static func standardError(label: String, format: Format = .text) -> RelayLogHandler {
-        RelayLogHandler(label: label, stream: StandardError(), metadataProvider: LoggingSystem.metadataProvider, format: format)
+        RelayLogHandler(
+            label: label,
+            stream: StandardError(),
+            metadataProvider: LoggingSystem.metadataProvider,
+            format: format,
+            journal: JournalPriority.standardErrorIsJournal
+        )
     }
 
-    /// Writes each line, with its newline, to `stream` in one call.
-    public init(label: String, stream: any TextOutputStream & Sendable, metadataProvider: Logger.MetadataProvider? = nil, format: Format = .text) {
+    /// Writes each line, with its newline, to `stream` in one call; with `journal`, after its
+    /// syslog priority (`<4>`).
+    public init(
+        label: String,
+        stream: any TextOutputStream & Sendable,
+        metadataProvider: Logger.MetadataProvider? = nil,
+        format: Format = .text,
+        journal: Bool = false
+    ) {
         self.label = label
         self.stream = stream
         self.metadataProvider = metadataProvider
         self.format = format
+        self.journal = journal
     }
 
     public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
@@ -78,11 +99,12 @@ public struct RelayLogHandler: LogHandler {
             merged["error.message"] = "\(error)"
             merged["error.type"] = "\(String(reflecting: type(of: error)))"
         }
-        let line: String
+        var line: String
         switch format {
         case .text: line = Self.textLine(time: Self.timestamp(now()), event: event, label: label, metadata: merged)
         case .json: line = Self.jsonLine(time: Self.timestamp(now()), event: event, label: label, metadata: merged)
         }
+        if journal { line = JournalPriority.prefix(event.level) + line }
         var stream = self.stream
         stream.write(line)
     }

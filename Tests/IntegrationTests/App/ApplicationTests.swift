@@ -28,7 +28,7 @@ struct ApplicationTests {
         try await app.test(.router) { client in
             try await client.execute(uri: "/health", method: .get) { response in
                 #expect(response.status == .ok)
-                #expect(String(buffer: response.body) == #"{"status":"ok"}"#)
+                #expect(String(buffer: response.body) == #"{"status":"ok","version":"\#(PushRelayVersion.build)"}"#)
             }
         }
     }
@@ -43,6 +43,7 @@ struct ApplicationTests {
                 #expect(body?["status"] as? String == "ready")
                 #expect((body?["schema_version"] as? Int ?? 0) >= 1)
                 #expect(body?["schema_version"] as? Int == body?["expected_schema_version"] as? Int)
+                #expect(body?["version"] as? String == PushRelayVersion.build, "which build answers, after an upgrade")
             }
         }
     }

@@ -204,7 +204,13 @@ struct ReloadTests {
             func reload(_ setup: Setup) async throws {
                 try Self.yaml(setup, harness: harness).write(toFile: configFile, atomically: true, encoding: .utf8)
                 reloads += 1
-                if reloads % 2 == 1 {
+                if reloads % 3 == 0 {
+                    // The units' ExecReload=: it answers, and says what changed.
+                    let asked = try Self.askReload(relay)
+                    #expect(asked.status == 0, "push-relay reload: \(asked.output)\(asked.error)")
+                    #expect(asked.output.hasPrefix("configuration reloaded: apps "), "\(asked.output)")
+                    #expect(count("configuration reloaded") >= reloads, "answered before the reload was done:\n\(log())")
+                } else if reloads % 3 == 1 {
                     relay.process.signal(SIGHUP)
                     let done = await eventually { count("configuration reloaded") >= reloads }
                     #expect(done, "reload \(reloads) by SIGHUP did not happen:\n\(log())")
@@ -316,6 +322,11 @@ struct ReloadTests {
             #expect(await eventually { count("configuration reload refused") == refusedBefore + 1 })
             let refusedLines = log().split(separator: "\n").filter { $0.contains("configuration reload refused") }
             #expect(refusedLines.last?.contains("http.prot") == true && refusedLines.last?.contains("http.port") == true, "\(refusedLines)")
+            // push-relay reload fails with the reason, so `systemctl reload` does.
+            let asked = try Self.askReload(relay)
+            #expect(asked.status == 78, "\(asked.output)\(asked.error)")
+            #expect(asked.error.contains("configuration reload refused") && asked.error.contains("http.prot"), "\(asked.error)")
+            #expect(asked.output.isEmpty)
             let viaAPI = try await relay.request("POST", "/v1/admin/reload", bearer: admin)
             #expect(viaAPI.status == 422)
             #expect(String(decoding: viaAPI.body, as: UTF8.self).contains("configuration_invalid"))
@@ -401,5 +412,15 @@ struct ReloadTests {
                 )
             }
         }
+    }
+
+    /// `push-relay reload --pid` for `relay`, as the units' ExecReload= runs it.
+    static func askReload(_ relay: RelayProcess) throws -> (status: Int32, output: String, error: String) {
+        try ChildProcess.run(
+            try RelayProcess.executable,
+            ["reload", "--pid", String(relay.process.processIdentifier)],
+            environment: ["PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"],
+            directory: NSTemporaryDirectory()
+        )
     }
 }

@@ -189,3 +189,44 @@ struct RelayLogHandlerTests {
         try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
     }
 }
+
+@Suite("Journal priorities")
+struct JournalPriorityTests {
+    @Test("to the journal, each line starts with its syslog priority, in both formats; elsewhere lines are as they were")
+    func priorityPrefix() {
+        for format in RelayLogHandler.Format.allCases {
+            let journal = Lines()
+            let plain = Lines()
+            var toJournal = Logger(label: "push-relay") { RelayLogHandler(label: $0, stream: journal, format: format, journal: true) }
+            var elsewhere = Logger(label: "push-relay") { RelayLogHandler(label: $0, stream: plain, format: format) }
+            toJournal.logLevel = .trace
+            elsewhere.logLevel = .trace
+            for level in Logger.Level.allCases {
+                toJournal.log(level: level, "a line")
+                elsewhere.log(level: level, "a line")
+            }
+            let priorities = journal.all.map { String($0.prefix(3)) }
+            #expect(priorities == ["<7>", "<7>", "<6>", "<5>", "<4>", "<3>", "<2>"], "\(format)")
+            #expect(plain.all.allSatisfy { !$0.hasPrefix("<") }, "\(format)")
+            // Past the prefix, the same line.
+            #expect(journal.all.map { String($0.dropFirst(3).drop { $0 != " " && $0 != "," }) }
+                == plain.all.map { String($0.drop { $0 != " " && $0 != "," }) })
+        }
+    }
+
+    @Test("standard error is the journal only when JOURNAL_STREAM names its device and inode")
+    func journalStream() throws {
+        var pipeEnds: [Int32] = [0, 0]
+        #expect(pipe(&pipeEnds) == 0)
+        defer { _ = pipeEnds.map { close($0) } }
+        var status = stat()
+        #expect(fstat(pipeEnds[1], &status) == 0)
+        let named = "\(status.st_dev):\(status.st_ino)"
+        #expect(JournalPriority.isJournal(descriptor: pipeEnds[1], journalStream: named))
+        // Inherited by a process whose output went elsewhere: another stream's numbers.
+        #expect(!JournalPriority.isJournal(descriptor: pipeEnds[1], journalStream: "\(status.st_dev):\(status.st_ino + 1)"))
+        #expect(!JournalPriority.isJournal(descriptor: pipeEnds[1], journalStream: nil))
+        #expect(!JournalPriority.isJournal(descriptor: pipeEnds[1], journalStream: "garbage"))
+        #expect(!JournalPriority.isJournal(descriptor: 999, journalStream: named), "a closed descriptor")
+    }
+}
