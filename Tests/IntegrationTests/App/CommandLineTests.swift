@@ -220,7 +220,33 @@ struct CommandLineTests {
             #expect(!serve.error.contains("Error:"), "said once, in the log: \(serve.error)")
             let keys = try Self.run(["keys", "list", "--config", "relay.yaml"], in: directory)
             #expect(keys.status == 78 && keys.error.contains("SQLSTATE \(state)"), "\(keys.error)")
+            // config check says "configuration OK" without connecting; with --connect it fails as serve does.
+            let check = try Self.run(["config", "check", "--config", "relay.yaml"], in: directory)
+            #expect(check.status == 0, "\(check.error)")
+            let connect = try Self.run(["config", "check", "--connect", "--config", "relay.yaml"], in: directory)
+            #expect(connect.status == 78 && connect.error.contains("SQLSTATE \(state)"), "\(field): \(connect.error)")
+            #expect(!connect.output.contains("configuration OK"), "\(connect.output)")
         }
+    }
+
+    @Test("config check --connect says where the schema stands on a database that takes the role, and exits 1 on one it cannot reach")
+    func configCheckConnect() async throws {
+        let directory = try Self.directory()
+        let conninfo = try await TestDatabase.makeDatabase()
+        try ("database:\n  url: \"\(conninfo)\"\n" + Self.app).write(toFile: directory + "/relay.yaml", atomically: true, encoding: .utf8)
+        let fresh = try Self.run(["config", "check", "--connect", "--config", "relay.yaml"], in: directory)
+        #expect(fresh.status == 0, "\(fresh.error)")
+        #expect(fresh.output.contains("database: connected to PostgreSQL "), "\(fresh.output)")
+        #expect(fresh.output.contains("(takes writes); schema at version 0 of "), "\(fresh.output)")
+        #expect(try Self.run(["migrate", "--config", "relay.yaml"], in: directory).status == 0)
+        let current = try Self.run(["config", "check", "--connect", "--config", "relay.yaml"], in: directory)
+        #expect(current.status == 0 && current.output.contains("as this build needs"), "\(current.output)\(current.error)")
+        let port = try EmbeddedPostgres.freePort()
+        try ("database:\n  url: \"host=127.0.0.1 port=\(port) dbname=relay user=relay connect_timeout=2\"\n" + Self.app)
+            .write(toFile: directory + "/nowhere.yaml", atomically: true, encoding: .utf8)
+        let nowhere = try Self.run(["config", "check", "--connect", "--config", "nowhere.yaml"], in: directory)
+        #expect(nowhere.status == 1, "\(nowhere.output)\(nowhere.error)")
+        #expect(nowhere.error.contains("Error: database: cannot connect to host=127.0.0.1 port=\(port)"), "\(nowhere.error)")
     }
 
     @Test("a key file that cannot be read says why: no such file, or permission denied with its owner and mode")
