@@ -67,7 +67,9 @@ public struct Database: Sendable {
                     """
                     no database is configured: set database.url in the configuration file (or DATABASE_URL) to the relay's \
                     database. Without it this command uses the embedded cluster of `push-relay serve`, and there is none in \
-                    \(directory)/postgres (--data-dir names another directory)
+                    \(directory)/postgres (--data-dir names another directory). Where the Debian package is installed, run it as \
+                    the service does: runuser -u push-relay -- push-relay … --config /etc/push-relay/push-relay.yaml --env-file \
+                    /etc/push-relay/environment
                     """
                 )
             }

@@ -24,6 +24,23 @@ enum YAMLConfigFile {
         return values
     }
 
+    /// Where the key at `path` (`["http", "prot"]`) is written in the YAML file at `file`: its
+    /// line and column, counted from 1. `nil` when the file cannot be read again or has no such key.
+    static func position(of path: [String], inFile file: String) -> (line: Int, column: Int)? {
+        guard let data = try? ConfiguredFile.read(file, what: "cannot read the configuration file"),
+            var node = try? Yams.compose(yaml: String(decoding: data, as: UTF8.self))
+        else { return nil }
+        var mark: Mark?
+        for component in path {
+            guard case .mapping(let mapping) = node,
+                let entry = mapping.first(where: { $0.key.string == component })
+            else { return nil }
+            mark = entry.key.mark
+            node = entry.value
+        }
+        return mark.map { ($0.line, $0.column) }
+    }
+
     private static func flatten(_ mapping: [String: Any], path: [String], into values: inout [AbsoluteConfigKey: ConfigValue], file: String) throws {
         for (key, value) in mapping {
             let keyPath = path + [key]
