@@ -86,11 +86,12 @@ struct Config: AsyncParsableCommand {
                     ).rows.first
                     let version = try row?.decode(String.self, at: 0) ?? "?"
                     let writable = try row?.decode(Bool.self, at: 1) ?? false
+                    let pending = "serve applies the rest at start (database.migrate_on_start), or run push-relay migrate"
                     let schema =
                         applied >= latest
-                        ? "schema at version \(applied), as this build needs"
-                        : "schema at version \(applied) of \(latest): serve applies the rest at start (database.migrate_on_start), or run push-relay migrate"
-                    print("database: connected to PostgreSQL \(version) (\(writable ? "takes writes" : "read-only: serve would not be ready")); \(schema)")
+                        ? "schema at version \(applied), as this build needs" : "schema at version \(applied) of \(latest): \(pending)"
+                    let writes = writable ? "takes writes" : "read-only: serve would not be ready"
+                    print("database: connected to PostgreSQL \(version) (\(writes)); \(schema)")
                     guard writable else {
                         throw CommandError("database: \(summary) is read-only (a standby?); the relay needs the primary")
                     }

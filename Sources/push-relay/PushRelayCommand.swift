@@ -16,7 +16,9 @@ struct PushRelayCommand: AsyncParsableCommand {
             `push-relay config check` validates a file without serving.
             """,
         version: PushRelayVersion.full,
-        subcommands: [Serve.self, Migrate.self, Config.self, Reload.self, Keys.self, Devices.self, Jobs.self, Sandbox.self, Health.self, Version.self],
+        subcommands: [
+            Serve.self, Migrate.self, Config.self, Reload.self, Keys.self, Devices.self, Jobs.self, Sandbox.self, Health.self, Version.self,
+        ],
         defaultSubcommand: nil
     )
 }

@@ -72,7 +72,9 @@ public enum ConfigurationSchema {
     static func checkFileKeys(_ keys: some Sequence<String>, file: String) throws {
         let known = Set(knownKeys)
         for key in keys.sorted() where !known.contains(key) {
-            let place = YAMLConfigFile.position(of: key.split(separator: ".").map(String.init), inFile: file).map { " (line \($0.line), column \($0.column))" }
+            let place = YAMLConfigFile.position(of: key.split(separator: ".").map(String.init), inFile: file).map {
+                " (line \($0.line), column \($0.column))"
+            }
             throw ConfigurationError("\(file): unknown key '\(key)'\(place ?? "")\(nearestNameSuggestion(for: key, among: knownKeys + ["apps"]))")
         }
     }

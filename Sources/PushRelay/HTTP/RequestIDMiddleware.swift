@@ -6,8 +6,9 @@ import NIOCore
 import NIOHTTP1
 
 /// Gives every request an id: the caller's `X-Request-Id` when it is short and plain, a new UUID
-/// otherwise. The id goes into the logger's metadata (`request.id`) and back in the response header,
-/// so a helpdesk retry can be matched to the relay's log lines.
+/// otherwise. The id goes into the logger's metadata (`request.id`, in place of Hummingbird's
+/// `hb.request.id`) and back in the response header, so a helpdesk retry can be matched to the
+/// relay's log lines.
 struct RequestIDMiddleware<Context: RequestContext>: RouterMiddleware {
     static var headerName: HTTPField.Name { HTTPField.Name("X-Request-Id")! }
 
@@ -15,6 +16,9 @@ struct RequestIDMiddleware<Context: RequestContext>: RouterMiddleware {
         let id = request.headers[Self.headerName].flatMap(Self.acceptable) ?? Self.newID()
         var context = context
         context.logger[metadataKey: "request.id"] = .string(id)
+        // Hummingbird's own id for the request: one id per line, as on the fast paths' lines, which
+        // never had it. (Hummingbird reads it only for `RequestContext.id`, which PushRelay does not use.)
+        context.logger[metadataKey: "hb.request.id"] = nil
         var response = try await next(request, context)
         response.headers[Self.headerName] = id
         return response

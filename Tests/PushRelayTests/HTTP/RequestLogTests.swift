@@ -44,4 +44,18 @@ struct RequestLogTests {
         #expect(Log.route("NotFound", parameters: Parameters()) == "(no route)")
         #expect(Log.route(nil, parameters: Parameters()) == "(no route)")
     }
+
+    @Test("a request's log lines carry one id, request.id, the one answered in X-Request-Id: not Hummingbird's hb.request.id")
+    func oneRequestID() async throws {
+        let router = Router(context: BasicRequestContext.self)
+        router.middlewares.add(RequestIDMiddleware())
+        router.get("keys") { _, context in
+            "hb.request.id=\(context.logger[metadataKey: "hb.request.id"]?.description ?? "none") request.id=\(context.logger[metadataKey: "request.id"]?.description ?? "none")"
+        }
+        try await Application(router: router).test(.router) { client in
+            try await client.execute(uri: "/keys", method: .get, headers: [RequestIDMiddleware<BasicRequestContext>.headerName: "abc-123"]) {
+                #expect(String(buffer: $0.body) == "hb.request.id=none request.id=abc-123")
+            }
+        }
+    }
 }

@@ -209,8 +209,10 @@ struct JournalPriorityTests {
             #expect(priorities == ["<7>", "<7>", "<6>", "<5>", "<4>", "<3>", "<2>"], "\(format)")
             #expect(plain.all.allSatisfy { !$0.hasPrefix("<") }, "\(format)")
             // Past the prefix, the same line.
-            #expect(journal.all.map { String($0.dropFirst(3).drop { $0 != " " && $0 != "," }) }
-                == plain.all.map { String($0.drop { $0 != " " && $0 != "," }) })
+            #expect(
+                journal.all.map { String($0.dropFirst(3).drop { $0 != " " && $0 != "," }) }
+                    == plain.all.map { String($0.drop { $0 != " " && $0 != "," }) }
+            )
         }
     }
 
