@@ -359,7 +359,7 @@ func buildRouter(
         // Before any route reads a cookie: over TLS only the console's __Host- cookies count.
         router.addMiddleware { ConsoleCookieMiddleware(console: console) }
     }
-    routes.addRoutes(HealthController(client: database.client, migrator: database.migrator).endpoints)
+    routes.addRoutes(HealthController(client: database.client, migrator: database.migrator, version: PushRelayVersion.build).endpoints)
     routes.addRoutes(OpenAPIController().endpoints)
     routes.addRoutes(MetricsController(metrics: metrics).endpoints)
     routes.addRoutes(WebhookController(apps: apps, writer: writer, settings: settings, metrics: metrics).endpoints)

@@ -16,25 +16,32 @@ struct HealthController<Context: RequestContext>: Sendable {
     /// The database's answers as of at most a second ago: the applied schema version and whether
     /// it takes writes.
     let recent: RecentResult<(applied: Int, writable: Bool)>
+    /// This build's version (`PushRelayVersion.build`), in both answers: after an upgrade, which
+    /// binary answers.
+    let version: String
 
-    init(client: PostgresClient, migrator: Migrator, recent: RecentResult<(applied: Int, writable: Bool)> = RecentResult()) {
+    init(
+        client: PostgresClient,
+        migrator: Migrator,
+        version: String,
+        recent: RecentResult<(applied: Int, writable: Bool)> = RecentResult()
+    ) {
         self.client = client
         self.migrator = migrator
+        self.version = version
         self.recent = recent
     }
 
     struct Health: ResponseEncodable {
         var status: String
-        /// This build's version (``PushRelayVersion/build``): which build a load balancer reaches.
-        var version = PushRelayVersion.build
+        var version: String
     }
 
     struct Readiness: ResponseEncodable, Decodable {
         var status: String
         var schemaVersion: Int
         var expectedSchemaVersion: Int
-        /// This build's version (``PushRelayVersion/build``): after an upgrade, which binary answers.
-        var version = PushRelayVersion.build
+        var version: String
 
         enum CodingKeys: String, CodingKey {
             case status, version
@@ -50,7 +57,7 @@ struct HealthController<Context: RequestContext>: Sendable {
     }
 
     @Sendable func health(_ request: Request, context: Context) async throws -> Health {
-        Health(status: "ok")
+        Health(status: "ok", version: version)
     }
 
     @Sendable func ready(_ request: Request, context: Context) async throws -> Readiness {
@@ -82,6 +89,6 @@ struct HealthController<Context: RequestContext>: Sendable {
                 headers: [.retryAfter: "5"]
             )
         }
-        return Readiness(status: "ready", schemaVersion: applied, expectedSchemaVersion: expected)
+        return Readiness(status: "ready", schemaVersion: applied, expectedSchemaVersion: expected, version: version)
     }
 }
