@@ -112,6 +112,9 @@ public struct Database: Sendable {
     /// TLS that cannot work as asked) ends the wait at once with a ``DatabaseRefusal``: waiting
     /// cannot fix it. Other errors, and the last one, are thrown.
     public func migrateWaiting(upTo limit: Duration, logger: Logger) async throws {
+        // One connection first, outside the pool: a database that refuses the configuration is
+        // said to refuse it, without the pool's "database unavailable" warning before.
+        if let cause = await client.diagnoseConnection(), cause.refusesConnection { throw DatabaseRefusal(cause: cause) }
         let giveUp = ContinuousClock.now + limit
         var delay = Duration.seconds(1)
         while true {

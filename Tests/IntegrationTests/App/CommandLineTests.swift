@@ -218,6 +218,7 @@ struct CommandLineTests {
             #expect(serve.status == 78, "\(field): \(serve.error)")
             #expect(serve.error.contains("SQLSTATE \(state)") && serve.error.contains("not retried"), "\(serve.error)")
             #expect(!serve.error.contains("trying again"), "\(serve.error)")
+            #expect(!serve.error.contains("database unavailable"), "a refusal is not an outage: \(serve.error)")
             #expect(!serve.error.contains("Error:"), "said once, in the log: \(serve.error)")
             let keys = try Self.run(["keys", "list", "--config", "relay.yaml"], in: directory)
             #expect(keys.status == 78 && keys.error.contains("SQLSTATE \(state)"), "\(keys.error)")
