@@ -319,6 +319,12 @@ test_deb() {
         grep -qx -- "$setting" "$unit" || fail "deb: push-relay.service has no $setting"
     done
     chroot "$root" push-relay --version | grep -q "^$version (commit " || fail "deb: --version"
+    # A bare `keys create` on the package host (no --config, --env-file): refused (78), saying how to run it.
+    local status=0
+    chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin sh -c 'cd / && push-relay keys create --admin --label ops' >"$work/deb-keys.log" 2>&1 ||
+        status=$?
+    [ "$status" = 78 ] && grep -q -- '--env-file /etc/push-relay/environment' "$work/deb-keys.log" ||
+        fail "deb: a bare keys create exited $status: $(cat "$work/deb-keys.log")"
     local uid gid
     uid=$(chroot "$root" id -u push-relay)
     gid=$(chroot "$root" id -g push-relay)
@@ -375,7 +381,7 @@ test_deb() {
     grep -q '^configuration reloaded' "$work/deb-reload.out" || fail "deb: push-relay reload printed: $(cat "$work/deb-reload.out")"
     cp -p "$root/etc/push-relay/push-relay.yaml" "$work/deb-good.yaml"
     echo 'no_such_setting: 1' >>"$root/etc/push-relay/push-relay.yaml"
-    local status=0
+    status=0
     deb_reload "$relay" >"$work/deb-reload.out" 2>&1 || status=$?
     [ "$status" = 78 ] && grep -q '^Error: configuration reload refused' "$work/deb-reload.out" ||
         fail "deb: push-relay reload of a refused file exited $status: $(cat "$work/deb-reload.out")"
