@@ -75,6 +75,8 @@ let package = Package(
         ),
         // The commit a release build was made from (Deploy/release.sh defines it).
         .target(name: "CBuildInfo"),
+        // Whether a descriptor is the journal stream systemd names (JournalPriority).
+        .target(name: "CJournalStream"),
         // push-relay's setpriority: libdispatch's refused nice values are not errors (thread_nice.c).
         .target(name: "CThreadNice"),
         // Typed wrappers for libcurl's variadic functions.
@@ -125,6 +127,7 @@ let package = Package(
             name: "PushRelay",
             dependencies: [
                 "CBuildInfo",
+                "CJournalStream",
                 "Postgres",
                 "CurlHTTP2",
                 "StrictJSON",

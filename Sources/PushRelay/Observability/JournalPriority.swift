@@ -1,5 +1,5 @@
+import CJournalStream
 import Foundation
-import Glibc
 import Logging
 
 /// Syslog priorities for lines written to the systemd journal through a unit's standard output
@@ -36,8 +36,6 @@ public enum JournalPriority {
         guard let journalStream else { return false }
         let parts = journalStream.split(separator: ":", omittingEmptySubsequences: false)
         guard parts.count == 2, let device = UInt64(parts[0]), let inode = UInt64(parts[1]) else { return false }
-        var status = stat()
-        guard fstat(descriptor, &status) == 0 else { return false }
-        return UInt64(status.st_dev) == device && UInt64(status.st_ino) == inode
+        return push_relay_is_stream(descriptor, device, inode) == 1
     }
 }
