@@ -7,15 +7,25 @@ import Synchronization
 /// The way `push-relay reload --pid PID` asks a running relay to reload its configuration and
 /// hears the answer (the packaged units' `ExecReload=`), where SIGHUP cannot answer.
 ///
-/// `serve` listens on an abstract Unix socket named after its process ID, `push-relay/<pid>/control`:
-/// nothing on disk to create, clean up or share between instances, and the unit's sandbox allows
-/// it (`RestrictAddressFamilies=` has AF_UNIX). The kernel says who connects (`SO_PEERCRED`); only
+/// `serve` listens on an abstract Unix socket named after its PID namespace and process ID,
+/// `push-relay/<pid namespace inode>/<pid>/control`: nothing on disk to create, clean up or share
+/// between instances, and the unit's sandbox allows it (`RestrictAddressFamilies=` has AF_UNIX).
+/// Abstract names are per network namespace; the PID namespace in the name keeps apart two relays
+/// that share one but not their process IDs (containers on the host's network, both PID 1). The kernel says who connects (`SO_PEERCRED`); only
 /// the relay's own user and root are answered. One request a connection, one at a time: the
 /// client writes `reload` and a newline, the relay reloads as on SIGHUP and writes one JSON line,
 /// ``Answer``, then closes.
 public enum ControlSocket {
-    /// The socket's name for the relay with process ID `pid`.
-    public static func name(pid: Int32) -> String { "push-relay/\(pid)/control" }
+    /// The socket's name for the relay with process ID `pid` in this process's PID namespace.
+    public static func name(pid: Int32) -> String { "push-relay/\(pidNamespace)/\(pid)/control" }
+
+    /// This process's PID namespace: the inode number in `/proc/self/ns/pid` (`pid:[4026531836]`),
+    /// or `-` where it cannot be read.
+    static let pidNamespace: String = {
+        guard let link = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/ns/pid") else { return "-" }
+        let digits = link.filter(\.isNumber)
+        return digits.isEmpty ? "-" : digits
+    }()
 
     /// The one request there is.
     public static let reloadRequest = "reload\n"
