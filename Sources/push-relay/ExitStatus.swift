@@ -48,9 +48,13 @@ extension PushRelayCommand {
         } catch let error as ExitCode {
             exit(withError: error)
         } catch {
+            // ArgumentParser's own errors (help, a command group run without a subcommand) and
+            // other failures are ArgumentParser's to print; PushRelay's are printed here.
+            let status = ExitStatus.of(error)
+            guard status != .failure || error is CommandError else { exit(withError: error) }
             let prefix = JournalPriority.standardErrorIsJournal ? JournalPriority.prefix(.error) : ""
             FileHandle.standardError.write(Data("\(prefix)Error: \(error)\n".utf8))
-            Foundation.exit(ExitStatus.of(error).rawValue)
+            Foundation.exit(status.rawValue)
         }
     }
 }

@@ -81,6 +81,10 @@ struct CommandLineTests {
         let bad = try Self.run(["config", "check", "--config", "bad.yaml"], in: directory)
         #expect(bad.status == 78)
         #expect(bad.error.contains("unknown key 'http.prot' (line 2, column 3); did you mean 'http.port'?"), "\(bad.error)")
+        for help in [["--help"], ["help", "config"], ["config"], ["reload", "--help"]] {
+            let run = try Self.run(help, in: directory)
+            #expect(run.status == 0 && run.output.contains("USAGE: push-relay"), "\(help): \(run.status) \(run.output)\(run.error)")
+        }
         let version = try Self.run(["--version"], in: directory)
         #expect(version.status == 0 && version.output.contains(PushRelayVersion.current))
         let format = try Self.run(["config", "check", "--config", "relay.yaml"], in: directory, environment: ["LOG_FORMAT": "jsn"])
