@@ -11,8 +11,8 @@ import Synchronization
 /// `push-relay/<pid namespace inode>/<pid>/control`: nothing on disk to create, clean up or share
 /// between instances, and the unit's sandbox allows it (`RestrictAddressFamilies=` has AF_UNIX).
 /// Abstract names are per network namespace; the PID namespace in the name keeps apart two relays
-/// that share one but not their process IDs (containers on the host's network, both PID 1). The kernel says who connects (`SO_PEERCRED`); only
-/// the relay's own user and root are answered. One request a connection, one at a time: the
+/// that share one but not their process IDs (containers on the host's network, both PID 1). The
+/// kernel says who connects (`SO_PEERCRED`); only the relay's own user and root are answered. One request a connection, one at a time: the
 /// client writes `reload` and a newline, the relay reloads as on SIGHUP and writes one JSON line,
 /// ``Answer``, then closes.
 public enum ControlSocket {
@@ -46,34 +46,42 @@ public enum ControlSocket {
         }
     }
 
-    /// Fills `address` with the abstract socket name for `pid` and returns its length.
-    static func address(pid: Int32, into address: inout sockaddr_un) -> socklen_t {
+    /// A new stream socket that `attach` (`bind` or `connect`) gave the control socket name of
+    /// `pid`; -1, with `errno` set, when either failed.
+    static func socket(forPID pid: Int32, _ attach: (Int32, UnsafePointer<sockaddr>, socklen_t) -> Int32) -> Int32 {
+        let socket = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard socket >= 0 else { return -1 }
+        var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         // An abstract name: a NUL, then the name, not NUL-terminated; the length says where it ends.
         let bytes = [UInt8(0)] + Array(name(pid: pid).utf8)
         withUnsafeMutableBytes(of: &address.sun_path) { path in
             path.copyBytes(from: bytes.prefix(path.count))
         }
-        return socklen_t(MemoryLayout<sa_family_t>.size + bytes.count)
+        let length = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count)
+        let attached = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { attach(socket, $0, length) }
+        }
+        guard attached == 0 else {
+            let error = errno
+            close(socket)
+            errno = error
+            return -1
+        }
+        return socket
     }
 
     /// Connects to the relay with process ID `pid`, asks it to reload and returns its answer.
     /// Throws ``Unreachable`` when there is no such relay or it does not answer within `timeout`
     /// seconds.
     public static func requestReload(pid: Int32, timeout: Int = 120) throws -> Answer {
-        let socket = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard socket >= 0 else { throw Unreachable(description: "cannot open a Unix socket: \(errorText())") }
-        defer { close(socket) }
-        var address = sockaddr_un()
-        let length = Self.address(pid: pid, into: &address)
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(socket, $0, length) }
-        }
-        guard connected == 0 else {
+        let socket = Self.socket(forPID: pid, connect)
+        guard socket >= 0 else {
             let reason = errno == ECONNREFUSED ? "nothing listens on its control socket" : errorText()
             if kill(pid, 0) != 0 && errno == ESRCH { throw Unreachable(description: "no process has ID \(pid)") }
             throw Unreachable(description: "process \(pid) is not a push-relay serve of this version (\(reason))")
         }
+        defer { close(socket) }
         setTimeout(socket, seconds: timeout)
         guard writeAll(socket, Array(reloadRequest.utf8)) else {
             throw Unreachable(description: "cannot write to process \(pid)'s control socket: \(errorText())")
@@ -91,7 +99,7 @@ public enum ControlSocket {
         guard let line = answer.split(separator: UInt8(ascii: "\n")).first,
             let decoded = try? JSONDecoder().decode(Answer.self, from: Data(line))
         else {
-            throw Unreachable(description: "process \(pid) gave no answer within \(timeout) s")
+            throw Unreachable(description: "process \(pid) closed its control socket without an answer, or gave none within \(timeout) s")
         }
         return decoded
     }
@@ -133,19 +141,9 @@ struct ControlSocketService: Service {
     let logger: Logger
 
     func run() async throws {
-        let listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let listener = ControlSocket.socket(forPID: getpid()) { bind($0, $1, $2) == 0 ? listen($0, 8) : -1 }
         guard listener >= 0 else {
             logger.warning("no control socket: push-relay reload cannot reach this relay", metadata: ["error": "\(ControlSocket.errorText())"])
-            return
-        }
-        var address = sockaddr_un()
-        let length = ControlSocket.address(pid: getpid(), into: &address)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) }
-        }
-        guard bound == 0, listen(listener, 8) == 0 else {
-            logger.warning("no control socket: push-relay reload cannot reach this relay", metadata: ["error": "\(ControlSocket.errorText())"])
-            close(listener)
             return
         }
         let (reloader, logger) = (reloader, logger)
