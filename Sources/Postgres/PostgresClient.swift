@@ -95,11 +95,18 @@ public final class PostgresClient: Service, Sendable {
     private let pool: ConnectionPoolState
     private let logger: Logger
     /// Reports outages once; the listener reports into it too (``PostgresListener``).
-    let trouble = TroubleLog()
+    let trouble: TroubleLog
 
-    public init(configuration: PostgresClientConfiguration, logger: Logger) {
+    /// - Parameter now: the clock ``recentWriteRefusal(within:)``'s window runs on; tests pass one
+    ///   they move.
+    public init(
+        configuration: PostgresClientConfiguration,
+        logger: Logger,
+        now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }
+    ) {
         self.configuration = configuration
         self.logger = logger
+        self.trouble = TroubleLog(now: now)
         self.threadPool = NIOThreadPool(numberOfThreads: configuration.maxConnections)
         self.threadPool.start()
         self.pool = ConnectionPoolState(maxConnections: configuration.maxConnections)
@@ -150,6 +157,10 @@ public final class PostgresClient: Service, Sendable {
 
     /// Why the server refused to write within the last `window` (read-only, disk full, out of
     /// memory or connections), if it did: such a server is up but cannot take the work.
+    ///
+    /// The refusal is recorded before the failed call throws, so whoever answers that failure
+    /// finds it here; the window runs on the client's clock (`now`), not on the time its callers
+    /// happen to take.
     public func recentWriteRefusal(within window: Duration = .seconds(15)) -> String? {
         trouble.recentRefusal(within: window)
     }
@@ -308,6 +319,12 @@ final class TroubleLog: Sendable {
     private let state = Mutex(State())
     /// Whether an outage is open, read without the lock on every success.
     private let troubled = Atomic<Bool>(false)
+    /// The clock refusals are stamped and aged with.
+    private let now: @Sendable () -> ContinuousClock.Instant
+
+    init(now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) {
+        self.now = now
+    }
 
     /// `began` is when the failed work started: work that started before the last recovery failed
     /// in the outage that ended (a connection attempt made during it, timing out just after), and
@@ -317,8 +334,9 @@ final class TroubleLog: Sendable {
         guard let error = error as? PostgresError, error.isUnavailable, error.code != .poolClosed else { return }
         let cause = error.unavailableCause ?? error.message
         let refused = error.sqlState.map { $0 == "25006" || $0.hasPrefix("53") || $0 == "58030" } ?? false
+        let at = now()
         let (began, changed) = state.withLock { state -> (Bool, Bool) in
-            if refused { state.refusal = (cause, .now) }
+            if refused { state.refusal = (cause, at) }
             if !refused, state.cause == nil, let recovered = state.recovered, began < recovered { return (false, false) }
             guard state.cause != cause else { return (false, false) }
             let began = state.cause == nil
@@ -338,10 +356,11 @@ final class TroubleLog: Sendable {
 
     func succeeded(logger: Logger) {
         guard troubled.load(ordering: .acquiring) else { return }
+        let at = now()
         let ended = state.withLock { state -> (cause: String, length: Duration)? in
             // A server refusing writes still answers reads: only time clears a refusal, or every
             // read between two refused writes would log twice.
-            if let refusal = state.refusal, refusal.cause == state.cause, ContinuousClock.now - refusal.at < .seconds(60) { return nil }
+            if let refusal = state.refusal, refusal.cause == state.cause, at - refusal.at < .seconds(60) { return nil }
             defer {
                 state.cause = nil
                 state.since = nil
@@ -358,8 +377,9 @@ final class TroubleLog: Sendable {
     }
 
     func recentRefusal(within window: Duration) -> String? {
-        state.withLock { state in
-            guard let refusal = state.refusal, ContinuousClock.now - refusal.at < window else { return nil }
+        let at = now()
+        return state.withLock { state in
+            guard let refusal = state.refusal, at - refusal.at < window else { return nil }
             return refusal.cause
         }
     }

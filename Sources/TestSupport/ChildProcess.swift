@@ -104,6 +104,28 @@ public final class ChildProcess: Sendable {
 
     /// Waits until it exits, up to the hang ceiling; then kills it (and records why). Returns
     /// ``terminationStatus``.
+    ///
+    /// The wait sleeps as a task, holding no thread: the concurrency pool has one thread per core,
+    /// and a child waited for on one of them stalls every other task of the test process (an
+    /// in-process relay's, another test's) for the child's whole life, which a loaded machine
+    /// stretches to many seconds.
+    @discardableResult
+    public func waitUntilExit() async -> Int32 {
+        let deadline = ContinuousClock.now + hangCeiling
+        while isRunning && ContinuousClock.now < deadline {
+            // A cancelled task's sleep returns at once: the wait then blocks briefly instead of spinning.
+            if (try? await Task.sleep(for: .milliseconds(10))) == nil { usleep(10_000) }
+        }
+        if isRunning {
+            print("ChildProcess: pid \(processIdentifier) still running after \(hangCeiling); killing it")
+            kill()
+            _ = reap(blocking: true)
+        }
+        return terminationStatus ?? -1
+    }
+
+    /// ``waitUntilExit()`` holding the calling thread, for where nothing can be awaited (a `defer`):
+    /// a child asked to stop there exits within moments.
     @discardableResult
     public func waitUntilExit() -> Int32 {
         let deadline = ContinuousClock.now + hangCeiling
@@ -123,7 +145,7 @@ public final class ChildProcess: Sendable {
         _ arguments: [String],
         environment: [String: String]? = nil,
         directory: String? = nil
-    ) throws -> (status: Int32, output: String, error: String) {
+    ) async throws -> (status: Int32, output: String, error: String) {
         let base = (NSTemporaryDirectory() as NSString).appendingPathComponent("child-\(UUID().uuidString.prefix(8))")
         defer {
             unlink(base + ".out")
@@ -137,7 +159,7 @@ public final class ChildProcess: Sendable {
             error: base + ".err",
             directory: directory
         )
-        let status = child.waitUntilExit()
+        let status = await child.waitUntilExit()
         let read = { (path: String) in (try? String(contentsOfFile: path, encoding: .utf8)) ?? "" }
         return (status, read(base + ".out"), read(base + ".err"))
     }

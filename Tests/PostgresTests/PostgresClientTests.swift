@@ -19,13 +19,17 @@ struct PostgresClientTests {
     func poolUnderConcurrency() async throws {
         let marker = "pool-\(UUID().uuidString.prefix(8))"
         let conninfo = try await TestDatabase.makeDatabase()
-        // Forty callers take turns on three connections: on a loaded machine the last waits longer
-        // than the default 10 s, and how long is not what this test is about.
+        // Forty callers take turns on three connections: on a loaded machine the last waited over 60 s
+        // (each turn also waits for the observer's one connection), and how long is not what this
+        // test is about. Both pools' waits bound a hang only.
         let client = PostgresClient(
-            configuration: .init(conninfo: conninfo, maxConnections: 3, acquireTimeout: .seconds(60), applicationName: marker),
+            configuration: .init(conninfo: conninfo, maxConnections: 3, acquireTimeout: hangCeiling, applicationName: marker),
             logger: TestDatabase.logger
         )
-        let observer = PostgresClient(configuration: .init(conninfo: conninfo, maxConnections: 1), logger: TestDatabase.logger)
+        let observer = PostgresClient(
+            configuration: .init(conninfo: conninfo, maxConnections: 1, acquireTimeout: hangCeiling),
+            logger: TestDatabase.logger
+        )
         let results = try await withThrowingTaskGroup(of: (Int, Int32, Int).self) { group in
             for caller in 0..<40 {
                 group.addTask {
@@ -50,6 +54,32 @@ struct PostgresClientTests {
         #expect(client.openConnections <= 3)
         await client.close()
         await observer.close()
+    }
+
+    @Test("a refused write is on record when the failed call throws, and for 15 s of the client's clock after it")
+    func refusalWindow() async throws {
+        let conninfo = try await TestDatabase.makeDatabase()
+        let time = ManualTime()
+        let client = PostgresClient(configuration: .init(conninfo: conninfo, maxConnections: 1), logger: TestDatabase.logger, now: { time.now })
+        try await client.query("CREATE TABLE refusal_probe (n int)")
+        #expect(client.recentWriteRefusal() == nil)
+        do {
+            try await client.withConnection { session in
+                try await session.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
+                try await session.execute("INSERT INTO refusal_probe VALUES (1)")
+            }
+            Issue.record("a read-only session took the write")
+        } catch let error as PostgresError {
+            #expect(error.sqlState == "25006")
+            // Whoever answers this failure (a webhook's 503) finds it on record for `/ready`.
+            #expect(client.recentWriteRefusal() == "the database is read-only")
+        }
+        // However long the callers take in real time, the window is the clock's.
+        time.advance(by: .seconds(14))
+        #expect(client.recentWriteRefusal() == "the database is read-only")
+        time.advance(by: .seconds(1))
+        #expect(client.recentWriteRefusal() == nil)
+        await client.close()
     }
 
     @Test("prepared statements are planned per execution unless they ask for a cached plan, on the same connection")

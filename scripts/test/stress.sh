@@ -2,11 +2,18 @@
 # Runs the Swift suites N times while busy loops hold every core, as a loaded CI machine would,
 # and prints each run's result, its seconds and the tests that failed: a test that fails here
 # depends on the machine's speed. The batches are scripts/test.sh's (the main batch, then the
-# multi-process suites, then PushRelayKit's), built once before the first run.
-# Usage: scripts/test/stress.sh [runs (3)] [busy loops (one per core)]
+# multi-process suites, then PushRelayKit's), built once before the first run; with --main, the
+# main batch alone (the one with every suite in parallel, where a stall shows first).
+# Usage: scripts/test/stress.sh [--main] [runs (3)] [busy loops (one per core)]
+#   scripts/test/stress.sh --main 3 4    the main batch 3 times under four busy loops
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 
+main_only=false
+if [ "${1:-}" = --main ]; then
+    main_only=true
+    shift
+fi
 runs="${1:-3}"
 loops="${2:-$(nproc)}"
 [[ "$runs" =~ ^[0-9]+$ && "$loops" =~ ^[0-9]+$ ]] || usage
@@ -23,7 +30,8 @@ for ((i = 0; i < loops; i++)); do
     (while :; do :; done) &
     busy+=($!)
 done
-log "$runs runs with $loops busy loops on $(nproc) cores; logs in $work while it runs"
+batches=$($main_only && echo "the main batch" || echo "all three batches")
+log "$runs runs of $batches with $loops busy loops on $(nproc) cores; logs in $work while it runs"
 
 cluster_suites='ScaleOutTests|FailoverTests'
 client_suite='PushRelayKitRelayTests'
@@ -35,8 +43,10 @@ for ((run = 1; run <= runs; run++)); do
     {
         reap=(scripts/test/reap.py --timeout 1800 --)  # fails a batch that hangs or leaves a process behind
         "${reap[@]}" swift test --skip-build --skip "$cluster_suites|$client_suite" || status=1
-        "${reap[@]}" swift test --skip-build --filter "$cluster_suites" || status=1
-        "${reap[@]}" swift test --skip-build --filter "$client_suite" || status=1
+        if ! $main_only; then
+            "${reap[@]}" swift test --skip-build --filter "$cluster_suites" || status=1
+            "${reap[@]}" swift test --skip-build --filter "$client_suite" || status=1
+        fi
     } >"$log" 2>&1
     failed=$(sed -n 's/^✘ Test "\(.*\)" failed.*/\1/p' "$log" | sort -u)
     line=$(printf 'run %d: %s in %d s' "$run" "$([ "$status" -eq 0 ] && echo passed || echo FAILED)" $((SECONDS - start)))
@@ -45,5 +55,5 @@ for ((run = 1; run <= runs; run++)); do
     log "$line"
 done
 stop_busy
-log "summary ($runs runs, $loops busy loops, $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ)):"
+log "summary ($runs runs of $batches, $loops busy loops, $(nproc) cores, $(git rev-parse --short HEAD), $(date -u +%Y-%m-%dT%H:%MZ)):"
 printf '%s\n' "${results[@]}" >&2

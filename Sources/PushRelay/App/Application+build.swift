@@ -42,7 +42,7 @@ func buildApplication(
     let fileApps: [AppConfiguration]
     if let apps { fileApps = apps } else { fileApps = try await AppConfiguration.loadChecked(reader: reader) }
     let appsStore = try ManagedAppStoreSettings(config: reader.scoped(to: "apps_store"))
-    let database = try await Database.open(reader: reader, logger: logger)
+    let database = try await Database.open(reader: reader, logger: logger, now: clock.now)
     // The one cleanup path: whatever fails once the database is open closes the pool (and stops
     // an embedded server this process started).
     do {

@@ -23,12 +23,20 @@ public struct Database: Sendable {
     /// - Parameter createEmbedded: whether an embedded cluster may be created when `database.url`
     ///   is unset and none exists yet. `serve` may (the demo); the commands that act on a relay's
     ///   data may not, so they never quietly work on a database of their own.
-    public static func open(reader: ConfigReader, logger: Logger, createEmbedded: Bool = true) async throws -> Database {
+    /// - Parameter now: the clock the pool's refusal window runs on (``PostgresClient/recentWriteRefusal(within:)``);
+    ///   tests pass one they move.
+    public static func open(
+        reader: ConfigReader,
+        logger: Logger,
+        createEmbedded: Bool = true,
+        now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }
+    ) async throws -> Database {
         try await open(
             configuration: DatabaseConfiguration(config: reader.scoped(to: "database")),
             dataDirectory: reader.string(forKey: "data.directory", default: defaultDataDirectory),
             logger: logger,
-            createEmbedded: createEmbedded
+            createEmbedded: createEmbedded,
+            now: now
         )
     }
 
@@ -47,7 +55,8 @@ public struct Database: Sendable {
         configuration: DatabaseConfiguration,
         dataDirectory: String,
         logger: Logger,
-        createEmbedded: Bool = true
+        createEmbedded: Bool = true,
+        now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }
     ) async throws -> Database {
         let migrator = Migrator(migrations: try migrations(configuration), logger: logger)
         var embedded: EmbeddedPostgres?
@@ -83,7 +92,8 @@ public struct Database: Sendable {
                 acquireTimeout: configuration.acquireTimeout,
                 connection: configuration.connection
             ),
-            logger: logger
+            logger: logger,
+            now: now
         )
         var database = Database(client: client, migrator: migrator, embedded: embedded, startedEmbedded: started)
         database.listenerProbeInterval = configuration.listenerProbeInterval

@@ -20,7 +20,7 @@ struct JobUploadTests {
     @Test("a text upload over jobs.max_upload_bytes is 413 with a JSON error, and nothing is stored")
     func uploadBound() async throws {
         let test = try await TestApp.make()
-        try await test.application(extra: ["jobs.max_upload_bytes": .init(.int(1000), isSecret: false)]).test(.live) { client in
+        try await test.application(extra: ["jobs.max_upload_bytes": .init(.int(1000), isSecret: false)]).testLive { client in
             let admin = try await test.key(app: nil)
             let small = (0..<50).map { "tok-\($0)" }.joined(separator: "\n")
             let accepted = try await client.execute(uri: Self.url, method: .post, headers: AdminTests.text(admin), body: ByteBuffer(string: small))
@@ -36,7 +36,7 @@ struct JobUploadTests {
             #expect(try await test.count("SELECT count(*) FROM job_tokens WHERE token = 'tok-299'") == 0)
         }
         // Streamed without a Content-Length: counted as it arrives.
-        try await test.application(extra: ["jobs.max_upload_bytes": .init(.int(1000), isSecret: false)]).test(.live) { client in
+        try await test.application(extra: ["jobs.max_upload_bytes": .init(.int(1000), isSecret: false)]).testLive { client in
             let admin = try await test.key(app: nil)
             let jobs = try await test.count("SELECT count(*) FROM jobs")
             var chunked = "POST \(Self.url) HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(admin)\r\nContent-Type: text/plain\r\n"
@@ -56,7 +56,7 @@ struct JobUploadTests {
     @Test("while an upload trickles in, no connection is in a transaction or a COPY for it; then the job is stored whole")
     func uploadHoldsNoConnection() async throws {
         let test = try await TestApp.make()
-        try await test.application().test(.live) { client in
+        try await test.application().testLive { client in
             let admin = try await test.key(app: nil)
             let lines = (0..<2000).map { "trickle-\($0)\n" }.joined()
             let body = Array(lines.utf8)

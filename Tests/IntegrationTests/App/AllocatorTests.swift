@@ -5,8 +5,8 @@ import Testing
 /// `push-relay` is linked with jemalloc so that jemalloc serves its allocations (Allocator.swift).
 @Suite struct AllocatorTests {
     /// `push-relay version`'s allocator line, run with `environment` added to this process's.
-    private func allocatorLine(environment: [String: String] = [:]) throws -> String {
-        let run = try ChildProcess.run(
+    private func allocatorLine(environment: [String: String] = [:]) async throws -> String {
+        let run = try await ChildProcess.run(
             try RelayProcess.executable,
             ["version"],
             environment: ProcessInfo.processInfo.environment.merging(environment) { $1 }
@@ -16,14 +16,14 @@ import Testing
         return try #require(lines.first { $0.hasPrefix("allocator: ") })
     }
 
-    @Test func jemallocServesTheRelaysAllocations() throws {
-        #expect(try allocatorLine().hasPrefix("allocator: jemalloc 5."))
+    @Test func jemallocServesTheRelaysAllocations() async throws {
+        #expect(try await allocatorLine().hasPrefix("allocator: jemalloc 5."))
     }
 
     /// The check looks at what serves allocations, not at what is linked: with the C library
     /// loaded first, its malloc wins and the line says so.
-    @Test func anotherAllocatorInFrontIsReported() throws {
-        let line = try allocatorLine(environment: ["LD_PRELOAD": "libc.so.6"])
+    @Test func anotherAllocatorInFrontIsReported() async throws {
+        let line = try await allocatorLine(environment: ["LD_PRELOAD": "libc.so.6"])
         #expect(line.hasPrefix("allocator: not jemalloc"))
     }
 }

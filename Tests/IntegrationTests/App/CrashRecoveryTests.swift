@@ -48,7 +48,7 @@ struct RelayProcess {
         guard healthy else {
             let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
             process.kill()
-            process.waitUntilExit()
+            await process.waitUntilExit()
             throw ConfigurationError("push-relay did not become healthy; its output:\n\(output)")
         }
         return relay
@@ -57,7 +57,7 @@ struct RelayProcess {
     func request(_ method: String, _ path: String, body: String? = nil, bearer: String? = nil) async throws -> (status: Int, body: Data) {
         var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
         request.httpMethod = method
-        request.timeoutInterval = 10
+        request.timeoutInterval = TimeInterval(hangCeiling.components.seconds)  // bounds a hang only
         if let bearer { request.setValue("Bearer \(bearer)", forHTTPHeaderField: "Authorization") }
         if let body {
             request.httpBody = Data(body.utf8)
@@ -67,11 +67,19 @@ struct RelayProcess {
         return ((response as? HTTPURLResponse)?.statusCode ?? 0, data)
     }
 
-    func kill() {
+    func kill() async {
         process.kill()
-        process.waitUntilExit()
+        await process.waitUntilExit()
     }
 
+    func stop() async {
+        if process.isRunning {
+            process.interrupt()
+            await process.waitUntilExit()
+        }
+    }
+
+    /// ``stop()`` for a `defer`, holding the thread until the relay has exited (moments after SIGINT).
     func stop() {
         if process.isRunning {
             process.interrupt()
@@ -118,7 +126,7 @@ struct CrashRecoveryTests {
         }
         #expect(accepted == 10)
         #expect(await eventually { harness.state.requests(service: "apns").count >= 10 })
-        first.kill()
+        await first.kill()
         // The killed relay left claimed rows behind.
         let sending = try await harness.test.count("SELECT count(*) FROM deliveries WHERE status = 'sending'")
         #expect(sending > 0)
@@ -127,7 +135,7 @@ struct CrashRecoveryTests {
         let done = try await eventually {
             try await harness.test.count("SELECT count(*) FROM deliveries WHERE status = 'delivered'") == tokens.count
         }
-        second.stop()
+        await second.stop()
         await harness.shutdown()
         #expect(done, "log: \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
         let answered = Set(

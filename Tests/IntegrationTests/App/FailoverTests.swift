@@ -40,7 +40,7 @@ struct ReplicatedPostgres {
         chmod(standbyDirectory + "/pgdata", 0o700)
         if let user = getpwnam("postgres"), geteuid() == 0 { chown(standbyDirectory + "/pgdata", user.pointee.pw_uid, user.pointee.pw_gid) }
         try FileManager.default.copyItem(atPath: root + "/primary/password", toPath: standbyDirectory + "/password")
-        try run(
+        try await run(
             bin + "/pg_basebackup",
             [
                 "-D", standbyDirectory + "/pgdata", "-R", "-X", "stream", "-c", "fast",
@@ -74,8 +74,8 @@ struct ReplicatedPostgres {
     }
 
     /// Promotes the standby to primary.
-    func promote() throws {
-        try Self.run(Self.bin + "/pg_ctl", ["promote", "-w", "-D", standby.dataDirectory])
+    func promote() async throws {
+        try await Self.run(Self.bin + "/pg_ctl", ["promote", "-w", "-D", standby.dataDirectory])
     }
 
     func shutdown() async {
@@ -84,11 +84,11 @@ struct ReplicatedPostgres {
     }
 
     /// Runs a PostgreSQL tool as the server's user (`postgres` when the tests run as root).
-    static func run(_ executable: String, _ arguments: [String]) throws {
+    static func run(_ executable: String, _ arguments: [String]) async throws {
         let run =
             geteuid() == 0
-            ? try ChildProcess.run("/usr/sbin/runuser", ["-u", "postgres", "--", executable] + arguments)
-            : try ChildProcess.run(executable, arguments)
+            ? try await ChildProcess.run("/usr/sbin/runuser", ["-u", "postgres", "--", executable] + arguments)
+            : try await ChildProcess.run(executable, arguments)
         guard run.status == 0 else {
             throw PostgresError(code: .embeddedServer, message: "\(executable) failed (\(run.status)): \(run.output)\(run.error)")
         }
@@ -144,7 +144,7 @@ struct FailoverTests {
                     group.addTask {
                         var number = 0
                         while !record.stopped {
-                            try? await RawConnection.with(port: port, timeout: .seconds(60)) { connection in
+                            try? await RawConnection.with(port: port) { connection in
                                 while !record.stopped {
                                     number += 1
                                     let body = Array(webhook(devices: [(apnsToken(), "ios")], ticket: "\(worker)-\(number)").utf8)
@@ -179,7 +179,7 @@ struct FailoverTests {
         try await database.primary.stop(immediate: true)
         let stopped = ContinuousClock.now
         try await Task.sleep(for: .seconds(2))
-        try database.promote()
+        try await database.promote()
         let promoted = ContinuousClock.now
         // Until ready again, then two more seconds of load.
         _ = await eventually {
@@ -212,7 +212,7 @@ struct FailoverTests {
             "failover: statuses \(statuses); \(acknowledged.count) acknowledged, \(found ?? -1) found after the promotion"
         )
         await client.close()
-        relay.stop()
+        await relay.stop()
         await database.shutdown()
     }
 }

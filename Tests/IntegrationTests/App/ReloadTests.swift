@@ -206,7 +206,7 @@ struct ReloadTests {
                 reloads += 1
                 if reloads % 3 == 0 {
                     // The units' ExecReload=: it answers, and says what changed.
-                    let asked = try Self.askReload(relay)
+                    let asked = try await Self.askReload(relay)
                     #expect(asked.status == 0, "push-relay reload: \(asked.output)\(asked.error)")
                     #expect(asked.output.hasPrefix("configuration reloaded: apps "), "\(asked.output)")
                     #expect(count("configuration reloaded") >= reloads, "answered before the reload was done:\n\(log())")
@@ -323,7 +323,7 @@ struct ReloadTests {
             let refusedLines = log().split(separator: "\n").filter { $0.contains("configuration reload refused") }
             #expect(refusedLines.last?.contains("http.prot") == true && refusedLines.last?.contains("http.port") == true, "\(refusedLines)")
             // push-relay reload fails with the reason, so `systemctl reload` does.
-            let asked = try Self.askReload(relay)
+            let asked = try await Self.askReload(relay)
             #expect(asked.status == 78, "\(asked.output)\(asked.error)")
             #expect(asked.error.contains("configuration reload refused") && asked.error.contains("http.prot"), "\(asked.error)")
             #expect(asked.output.isEmpty)
@@ -415,8 +415,8 @@ struct ReloadTests {
     }
 
     /// `push-relay reload --pid` for `relay`, as the units' ExecReload= runs it.
-    static func askReload(_ relay: RelayProcess) throws -> (status: Int32, output: String, error: String) {
-        try ChildProcess.run(
+    static func askReload(_ relay: RelayProcess) async throws -> (status: Int32, output: String, error: String) {
+        try await ChildProcess.run(
             try RelayProcess.executable,
             ["reload", "--pid", String(relay.process.processIdentifier)],
             environment: ["PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"],

@@ -48,10 +48,15 @@ struct RelayCluster {
     /// Stops instance `index` with SIGTERM (graceful) and starts it again on a new port.
     mutating func restart(_ index: Int) async throws {
         relays[index].process.terminate()
-        relays[index].process.waitUntilExit()
+        await relays[index].process.waitUntilExit()
         relays[index] = try await Self.launch(configFile: configFile, directory: harness.directory, index: index)
     }
 
+    func stopAll() async {
+        for relay in relays { await relay.stop() }
+    }
+
+    /// ``stopAll()`` for a `defer`.
     func stopAll() {
         for relay in relays { relay.stop() }
     }
@@ -121,7 +126,7 @@ enum ClusterLoad {
                         let port = current[slot % current.count]
                         // A connection per run of webhooks; a refused or closed one leaves the item unacknowledged.
                         do {
-                            try await RawConnection.with(port: port, timeout: .seconds(120)) { connection in
+                            try await RawConnection.with(port: port) { connection in
                                 while number < items.count {
                                     let item = items[number]
                                     let body = Array(webhook(devices: [(item.token, item.platform)], ticket: "\(number)").utf8)
@@ -302,7 +307,7 @@ struct ScaleOutTests {
             try await Task.sleep(for: .seconds(2))
             let victim = cluster.relays[0]
             let pid = victim.process.processIdentifier
-            victim.kill()
+            await victim.kill()
             ports.removeFirst()
             let inFlight = Set(
                 try await harness.test.client.query(
@@ -347,7 +352,7 @@ struct ScaleOutTests {
             // A stream reads the counts again only when the hub signals a change (heartbeats read
             // nothing), and the hub hears of another instance's change only by its NOTIFY: the new
             // total arriving at all is the check. The connection's timeout only bounds a hang.
-            try await RawConnection.with(port: first, timeout: .seconds(hangCeiling.components.seconds)) { connection in
+            try await RawConnection.with(port: first) { connection in
                 try await connection.send(
                     RawConnection.request("GET", "/v1/apps/support/users/sse-user/unread/stream", headers: [("Authorization", "Bearer \(user)")])
                 )

@@ -50,7 +50,7 @@ struct KitRelay {
     }
 
     func shutdown() async {
-        process.stop()
+        await process.stop()
         await harness.shutdown()
     }
 
@@ -366,7 +366,7 @@ struct PushRelayKitRelayTests {
             try await relay.reply(ticket: "5", to: [token])
             #expect(await log.reaches(1))
 
-            relay.process.stop()
+            await relay.process.stop()
             #expect(await eventually { log.errors.count >= 2 }, "\(log.events)")
             #expect(log.errors.allSatisfy { if case .network = $0 { true } else { false } }, "\(log.errors)")
             await #expect {
@@ -445,7 +445,7 @@ struct PushRelayKitRelayTests {
         let run = try await KitRelay.with { relay in
             let (baseURL, keyFile) = (relay.baseURL, relay.userTokenKeyFile)
             return try await Task.detached {
-                try CommandLineTests.run(
+                try await CommandLineTests.run(
                     [
                         "--relay", baseURL.absoluteString, "--app", "support", "--webhook-secret", TestApp.webhookSecret,
                         "--user-token-key-file", keyFile, "--delay", "1",

@@ -120,7 +120,7 @@ struct ConsoleTests {
     func trustedProxies(proxies: [String], trusted: Bool) async throws {
         let test = try await TestApp.make()
         let extra: [AbsoluteConfigKey: ConfigValue] = ["http.trusted_proxies": .init(.stringArray(proxies), isSecret: false)]
-        try await test.application(extra: extra).test(.live) { client in
+        try await test.application(extra: extra).testLive { client in
             let admin = try await test.key(app: nil)
             let https: HTTPFields = [HTTPField.Name("X-Forwarded-Proto")!: "https"]
             let page = try await client.execute(uri: "/console/login", method: .get, headers: https)

@@ -844,7 +844,7 @@ struct DeliveryTests {
             let passwordFile = harness.directory + "/other.p12.password"
             try "p12-password-42\n".write(toFile: passwordFile, atomically: true, encoding: .utf8)
             let other = try certificates.issueAPNsClientCertificate(topic: "com.example.other", directory: harness.directory, name: "other")
-            let openssl = try ChildProcess.run(
+            let openssl = try await ChildProcess.run(
                 "/usr/bin/env",
                 [
                     "openssl", "pkcs12", "-export", "-in", other.certificateFile, "-inkey", other.keyFile, "-out", p12, "-passout",

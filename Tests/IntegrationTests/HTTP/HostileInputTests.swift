@@ -50,7 +50,7 @@ struct HostileRelay {
         return HostileRelay(relay: relay, test: test, apiKey: apiKey, directory: directory)
     }
 
-    func send(_ bytes: [UInt8], timeout: Duration = .seconds(30)) async throws -> RawHTTP.Answer? {
+    func send(_ bytes: [UInt8], timeout: Duration = hangCeiling) async throws -> RawHTTP.Answer? {
         try await RawHTTP.send(port: port, bytes, timeout: .nanoseconds(Int64(timeout.components.seconds) * 1_000_000_000))
     }
 }

@@ -76,10 +76,10 @@ struct SlowClientTests {
     func acceptedSocketOptions() async throws {
         let test = try await TestApp.make()
         let app = try await test.application(extra: ["http.tcp_user_timeout_seconds": .init(.int(24), isSecret: false)])
-        try await app.test(.live) { client in
+        try await app.testLive { client in
             let port = try #require(client.port)
             // Once a request is answered the connection is set up: its options are read then.
-            let options = try await RawConnection.with(port: port, timeout: .seconds(20)) { connection in
+            let options = try await RawConnection.with(port: port) { connection in
                 try await connection.send(RawConnection.request("GET", "/health"))
                 #expect(try await connection.next()?.status == 200)
                 return Self.serverSocketOptions(port: port, peerPort: try #require(connection.localPort))
@@ -94,14 +94,14 @@ struct SlowClientTests {
     func refusalsCloseTheConnection() async throws {
         let test = try await TestApp.make()
         let app = try await test.application(extra: ["unread.max_streams_per_owner": .init(.int(1), isSecret: false)])
-        try await app.test(.live) { client in
+        try await app.testLive { client in
             let port = try #require(client.port)
             let key = try await test.key(app: "support", scopes: [.unreadRead])
             let user = try await TestApp.userToken("alice")
             let health = RawConnection.request("GET", "/health")
             /// The refusal's answer, and the answer to a useful request sent after it on the same connection.
             func refused(_ request: [UInt8]) async throws -> (RawHTTP.Answer?, RawHTTP.Answer?) {
-                try await RawConnection.with(port: port, timeout: .seconds(20)) { connection in
+                try await RawConnection.with(port: port) { connection in
                     try await connection.send(request)
                     let first = try await connection.next()
                     try? await connection.send(health)

@@ -21,7 +21,7 @@ struct StorableInputTests {
     @Test("NUL in title, body or ticket_id is a 400 naming the field, and 40 concurrent valid webhooks all get 202")
     func nulRefusedNeighboursAccepted() async throws {
         let test = try await TestApp.make()
-        try await test.application().test(.live) { client in
+        try await test.application().testLive { client in
             try await withThrowingTaskGroup(of: (Bool, String?, Int, String?).self) { group in
                 for index in 0..<40 {
                     group.addTask {

@@ -1,6 +1,7 @@
 import Foundation
 import NIOCore
 import NIOPosix
+import TestSupport
 
 /// An HTTP/1.1 client that sends bytes exactly as given (odd paths, chunked bodies, broken
 /// framing) and reads the answer until the server closes: what a hostile client sends is not what
@@ -16,6 +17,8 @@ enum RawHTTP {
     }
 
     static let group = MultiThreadedEventLoopGroup.singleton
+    /// ``hangCeiling`` for NIO: a connection or an answer that takes longer is hung, not slow.
+    static let hangTimeout = TimeAmount.seconds(hangCeiling.components.seconds)
 
     /// Builds a request with `Connection: close` and, unless `chunks` is given, a `Content-Length`.
     static func request(
@@ -43,12 +46,12 @@ enum RawHTTP {
     }
 
     /// Sends `bytes` on a new connection and returns the answer, or `nil` when the server closed
-    /// the connection without one. Gives up after `timeout`.
-    static func send(port: Int, _ bytes: [UInt8], timeout: TimeAmount = .seconds(30)) async throws -> Answer? {
+    /// the connection without one. Gives up after `timeout` (by default when the work is hung).
+    static func send(port: Int, _ bytes: [UInt8], timeout: TimeAmount = RawHTTP.hangTimeout) async throws -> Answer? {
         let collector = Collector()
         let channel = try await ClientBootstrap(group: group)
             .channelOption(.socketOption(.so_reuseaddr), value: 1)
-            .connectTimeout(.seconds(5))
+            .connectTimeout(RawHTTP.hangTimeout)
             .channelInitializer { channel in channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(collector) } }
             .connect(host: "127.0.0.1", port: port).get()
         // The server may answer and close before it has read everything (a 413): ignore write errors.
@@ -126,9 +129,13 @@ struct RawConnection {
 
     /// Opens a connection to `port`, runs `body` with it and closes it. The connection is closed
     /// after `timeout` whatever happens, so a missing answer fails the test instead of hanging it.
-    static func with<T: Sendable>(port: Int, timeout: TimeAmount = .seconds(60), _ body: (inout RawConnection) async throws -> T) async throws -> T {
+    static func with<T: Sendable>(
+        port: Int,
+        timeout: TimeAmount = RawHTTP.hangTimeout,
+        _ body: (inout RawConnection) async throws -> T
+    ) async throws -> T {
         let channel = try await ClientBootstrap(group: RawHTTP.group)
-            .connectTimeout(.seconds(5))
+            .connectTimeout(RawHTTP.hangTimeout)
             .connect(host: "127.0.0.1", port: port) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     channel.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }

@@ -53,6 +53,11 @@ struct TestApp {
         var values: [AbsoluteConfigKey: ConfigValue] = [
             "database.url": .init(.string(conninfo), isSecret: true),
             "database.max_connections": .init(.int(6), isSecret: false),
+            // The pool's waits bound a hang only (a test of a timeout sets its own): a loaded
+            // machine takes many seconds for a connection or a statement that takes milliseconds idle.
+            "database.acquire_timeout_seconds": .init(.int(Int(hangCeiling.components.seconds)), isSecret: false),
+            "database.connect_timeout_seconds": .init(.int(Int(hangCeiling.components.seconds)), isSecret: false),
+            "database.statement_timeout_ms": .init(.int(Int(hangCeiling.components.seconds) * 1000), isSecret: false),
             // Intake tests look at deliveries as intake left them; delivery tests turn this on.
             "delivery.enabled": .init(.bool(false), isSecret: false),
         ]

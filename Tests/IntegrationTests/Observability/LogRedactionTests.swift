@@ -77,7 +77,7 @@ struct LogRedactionTests {
                 try await relay.test.count("SELECT count(*) FROM deliveries WHERE status IN ('pending', 'sending')") == 0
                     && harness.state.requests(service: "zendesk").count >= 1
             }
-            relay.relay.stop()
+            await relay.relay.stop()
             let log = relay.log
             #expect(done, "\(log.suffix(3000))")
             #expect(log.contains("http.route"))

@@ -83,7 +83,8 @@ struct OutageLogTests {
             logger: logger
         )
         let clock = ContinuousClock()
-        try await app.test(.live) { client in
+        // From the freeze until the load stopped: the outage the log reports lies within it.
+        let observed = try await app.testLive { client -> Duration in
             let port = try #require(client.port)
             final class Load: Sendable {
                 let stop = Atomic<Bool>(false)
@@ -91,7 +92,7 @@ struct OutageLogTests {
                 let acceptedAfterThaw = Atomic<Bool>(false)
             }
             let load = Load()
-            try await withThrowingTaskGroup(of: Void.self) { group in
+            return try await withThrowingTaskGroup(of: Void.self) { group in
                 for worker in 0..<3 {
                     group.addTask {
                         var index = 0
@@ -104,26 +105,24 @@ struct OutageLogTests {
                                 headers: [("Content-Type", "application/json")],
                                 body: Array(body.utf8)
                             )
-                            let status = try await RawHTTP.send(port: port, request, timeout: .seconds(15))?.status
+                            let status = try await RawHTTP.send(port: port, request)?.status
                             if status == 202, load.thawed.load(ordering: .relaxed) { load.acceptedAfterThaw.store(true, ordering: .relaxed) }
                             try await Task.sleep(for: .milliseconds(status == 202 ? 20 : 100))
                         }
                     }
                 }
                 try await Task.sleep(for: .seconds(1))
+                let frozen = clock.now
                 proxy.freeze()
                 try await Task.sleep(for: .seconds(5))
                 proxy.thaw()
                 load.thawed.store(true, ordering: .relaxed)
-                let thawedAt = clock.now
-                while !load.acceptedAfterThaw.load(ordering: .relaxed), clock.now - thawedAt < .seconds(15) {
-                    try await Task.sleep(for: .milliseconds(100))
-                }
+                let accepted = await eventually { load.acceptedAfterThaw.load(ordering: .relaxed) }
+                #expect(accepted, "no webhook accepted after the thaw")
                 try await Task.sleep(for: .seconds(2))
                 load.stop.store(true, ordering: .relaxed)
                 try await group.waitForAll()
-                let accepted = load.acceptedAfterThaw.load(ordering: .relaxed)
-                #expect(accepted, "no webhook accepted within 15 s of the thaw")
+                return clock.now - frozen
             }
         }
 
@@ -145,8 +144,10 @@ struct OutageLogTests {
         #expect(availableAgain.count == 1, "\(availableAgain.map(\.metadata))")
         #expect(availableAgain.first?.level == "notice")
         let outage = try #require(availableAgain.first?.metadata["db.outage_ms"].flatMap { Int($0) })
-        // Measured from the first failure, which comes a statement timeout and its grace (3 s) into the freeze.
-        #expect((1000...15000).contains(outage), "the outage lasted \(outage) ms by the log, the freeze 5000 ms")
+        // Measured from the first failure (a statement timeout and its grace into the freeze, on an
+        // idle machine) to the first success after the thaw: within what the test observed.
+        let observedMilliseconds = observed.components.seconds * 1000 + observed.components.attoseconds / 1_000_000_000_000_000
+        #expect(outage > 0 && outage <= observedMilliseconds, "the outage lasted \(outage) ms by the log, \(observed) from freeze to end")
         // Nothing else above info: what failed meanwhile is said at debug, if at all.
         let loud = parsed.filter { ["warning", "error", "critical"].contains($0.level) && $0.message != "database unavailable" }
         #expect(loud.isEmpty, "\(loud.map { "\($0.level) \($0.message) \($0.metadata)" })")

@@ -37,13 +37,19 @@ struct SandboxProcess {
         let printed = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
         guard ready else {
             if process.isRunning { process.interrupt() }
-            process.waitUntilExit()
+            await process.waitUntilExit()
             Issue.record("push-relay sandbox printed no configuration; it printed:\n\(printed)")
             throw CancellationError()
         }
         return SandboxProcess(process: process, output: output, printed: printed)
     }
 
+    func stop() async {
+        if process.isRunning { process.interrupt() }
+        await process.waitUntilExit()
+    }
+
+    /// ``stop()`` for a `defer`, holding the thread until the sandbox has exited.
     func stop() {
         if process.isRunning { process.interrupt() }
         process.waitUntilExit()
@@ -217,7 +223,7 @@ struct SandboxCommandTests {
         let files = [before.caFile, before.keyFile, directory + "/sandbox-ca-key.pem"]
         let contents = try files.map { try String(contentsOfFile: $0, encoding: .utf8) }
         let accountBefore = try JSONDecoder().decode(ServiceAccount.self, from: Data(contentsOf: URL(fileURLWithPath: before.serviceAccountFile)))
-        first.stop()
+        await first.stop()
 
         let second = try await SandboxProcess.start(directory: directory)
         defer { second.stop() }

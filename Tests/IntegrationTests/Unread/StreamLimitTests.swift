@@ -56,7 +56,7 @@ struct StreamLimitTests {
             "database.acquire_timeout_seconds": .init(.double(Double(Self.acquireSeconds)), isSecret: false),
         ])
         let token = try await TestApp.userToken("alice")
-        try await app.test(.live) { client in
+        try await app.testLive { client in
             let port = try #require(client.port)
             var open: [SSEReader] = []
             defer { for stream in open { stream.hangUp() } }
@@ -102,7 +102,7 @@ struct StreamLimitTests {
         let test = try await TestApp.make()
         // 8 streams: a credential's default share is 2, an app's 6.
         let app = try await test.application(extra: ["unread.max_streams": Self.setting(8), "unread.heartbeat_seconds": Self.setting(1)])
-        try await app.test(.live) { client in
+        try await app.testLive { client in
             let port = try #require(client.port)
             var open: [SSEReader] = []
             defer { for stream in open { stream.hangUp() } }
@@ -142,7 +142,7 @@ struct StreamLimitTests {
         let test = try await TestApp.make()
         // 8 streams: a credential's share is 2.
         let app = try await test.application(extra: ["unread.max_streams": Self.setting(8), "unread.heartbeat_seconds": Self.setting(1)])
-        try await app.test(.live) { client in
+        try await app.testLive { client in
             let port = try #require(client.port)
             var open: [SSEReader] = []
             defer { for stream in open { stream.hangUp() } }
@@ -220,7 +220,7 @@ struct StreamLimitTests {
             clock: RelayClock(time)
         )
         let token = try await TestApp.userToken("carol", expiresIn: 600)
-        try await app.test(.live) { client in
+        try await app.testLive { client in
             let stream = try SSEReader(port: try #require(client.port), path: Self.streamPath("carol"), bearer: token)
             defer { stream.hangUp() }
             #expect(try await stream.nextEvent() != nil)
@@ -241,7 +241,7 @@ struct StreamLimitTests {
             extra: ["unread.heartbeat_seconds": Self.setting(1), "unread.stream_max_seconds": Self.setting(10)],
             clock: RelayClock(time)
         )
-        try await app.test(.live) { client in
+        try await app.testLive { client in
             let stream = try SSEReader(port: try #require(client.port), path: Self.streamPath("gil"), bearer: try await TestApp.userToken("gil"))
             defer { stream.hangUp() }
             #expect(try await stream.nextEvent() != nil)
@@ -261,7 +261,7 @@ struct StreamLimitTests {
         let test = try await TestApp.make()
         let app = try await test.application(extra: ["unread.heartbeat_seconds": Self.setting(1)])
         let key = try await test.key(app: "support")
-        try await app.test(.live) { client in
+        try await app.testLive { client in
             let stream = try SSEReader(port: try #require(client.port), path: Self.streamPath("dave"), bearer: key)
             defer { stream.hangUp() }
             #expect(try await stream.nextEvent() != nil)
@@ -276,7 +276,7 @@ struct StreamLimitTests {
         // Heartbeats follow the relay's clock, which the test moves a heartbeat at a time.
         let time = ManualTime()
         let app = try await test.application(extra: ["unread.heartbeat_seconds": Self.setting(1)], clock: RelayClock(time))
-        try await app.test(.live) { client in
+        try await app.testLive { client in
             let stream = try SSEReader(port: try #require(client.port), path: Self.streamPath("erin"), bearer: try await TestApp.userToken("erin"))
             defer { stream.hangUp() }
             #expect(try await stream.nextEvent() != nil)

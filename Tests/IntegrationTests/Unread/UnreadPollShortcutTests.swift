@@ -26,7 +26,7 @@ struct UnreadPollShortcutTests {
             @escaping @Sendable (_ test: TestApp, _ client: any TestClientProtocol, _ port: Int, _ user: String, _ etag: String) async throws -> Void
     ) async throws {
         let test = try await TestApp.make()
-        try await test.application(extra: extra, clock: time.map { RelayClock($0) } ?? .system).test(.live) { client in
+        try await test.application(extra: extra, clock: time.map { RelayClock($0) } ?? .system).testLive { client in
             let port = try #require(client.port)
             let key = try await test.key(app: "support")
             try await UnreadTests.register(client, key: key, token: "android-fay-1", platform: "android", user: "fay")
@@ -67,7 +67,7 @@ struct UnreadPollShortcutTests {
             // While the counters are locked: a poll that queried would wait for the lock.
             let answers = try await test.client.withTransaction { session in
                 _ = try await session.query("LOCK TABLE unread_counters IN ACCESS EXCLUSIVE MODE")
-                return try await RawConnection.with(port: port, timeout: .seconds(10)) { connection in
+                return try await RawConnection.with(port: port) { connection in
                     var answers: [RawHTTP.Answer] = []
                     for _ in 0..<3 {
                         try await connection.send(request)
@@ -109,7 +109,7 @@ struct UnreadPollShortcutTests {
             let bytes =
                 RawConnection.request("POST", "/v1/apps/support/users/fay/read-all", headers: [auth])
                 + RawConnection.request("GET", Self.pollPath, headers: [auth, ("If-None-Match", etag)])
-            let (read, poll) = try await RawConnection.with(port: port, timeout: .seconds(20)) { connection in
+            let (read, poll) = try await RawConnection.with(port: port) { connection in
                 try await connection.send(bytes)
                 return (try await connection.next(), try await connection.next())
             }
@@ -150,7 +150,7 @@ struct UnreadPollShortcutTests {
 
             // Remembered, then expired: refused, not answered from what was remembered.
             time.advance(by: .seconds(3600))
-            let expired = try await RawConnection.with(port: port, timeout: .seconds(10)) { connection in
+            let expired = try await RawConnection.with(port: port) { connection in
                 try await connection.send(
                     RawConnection.request("GET", Self.pollPath, headers: [("Authorization", "Bearer \(user)"), ("If-None-Match", etag)])
                 )
@@ -165,7 +165,7 @@ struct UnreadPollShortcutTests {
         // 2 s, not 1: on a run busy with other suites an event loop may stall for about a second.
         try await Self.withCachedPoll(extra: ["http.header_timeout_seconds": .init(.int(2), isSecret: false)]) { _, _, port, user, etag in
             let poll = RawConnection.request("GET", Self.pollPath, headers: [("Authorization", "Bearer \(user)"), ("If-None-Match", etag)])
-            let statuses = try await RawConnection.with(port: port, timeout: .seconds(20)) { connection in
+            let statuses = try await RawConnection.with(port: port) { connection in
                 try await connection.send(poll)
                 let first = try await connection.next()?.status ?? 0
                 // Past the header timeout: a connection still waiting for a head would be closed.

@@ -726,7 +726,7 @@ struct UnreadTests {
         let test = try await TestApp.make()
         let reader = Mutex<SSEReader?>(nil)
         try await test.application(extra: ["http.port": .init(.int(0), isSecret: false), "unread.heartbeat_seconds": .init(.int(1), isSecret: false)])
-            .test(.live) { client in
+            .testLive { client in
                 let key = try await test.key(app: "support")
                 try await Self.register(client, key: key, token: "android-dave-1", platform: "android", user: "dave")
                 let first = try await client.execute(

@@ -277,7 +277,7 @@ struct WebhookShortcutTests {
     @Test("on a live relay, webhooks and other requests pipelined on one connection are answered in order")
     func pipelinedLive() async throws {
         let test = try await TestApp.make()
-        try await test.application().test(.live) { client in
+        try await test.application().testLive { client in
             let port = try #require(client.port)
             let json = ("Content-Type", "application/json")
             let second = Array(
@@ -288,7 +288,7 @@ struct WebhookShortcutTests {
                 + RawConnection.request("GET", "/health")
                 + RawConnection.request("POST", Self.url, headers: [json], body: second)
                 + RawConnection.request("POST", Self.url, headers: [json], body: Array(#"{"devices":[]}"#.utf8))
-            let answers = try await RawConnection.with(port: port, timeout: .seconds(20)) { connection in
+            let answers = try await RawConnection.with(port: port) { connection in
                 try await connection.send(bytes)
                 var answers: [RawHTTP.Answer] = []
                 for _ in 0..<4 { if let answer = try await connection.next() { answers.append(answer) } }

@@ -88,10 +88,10 @@ struct DeployConfigTests {
     }
 
     @Test("haproxy -c accepts Deploy/haproxy.cfg (when HAProxy is installed)")
-    func haproxyCheck() throws {
+    func haproxyCheck() async throws {
         guard FileManager.default.isExecutableFile(atPath: "/usr/sbin/haproxy") else { return }
         // The shipped file chroots and names a stats socket of the Debian package; checked as is.
-        let run = try ChildProcess.run("/usr/sbin/haproxy", ["-c", "-f", Self.root.appendingPathComponent("Deploy/haproxy.cfg").path])
+        let run = try await ChildProcess.run("/usr/sbin/haproxy", ["-c", "-f", Self.root.appendingPathComponent("Deploy/haproxy.cfg").path])
         #expect(run.status == 0, "haproxy -c: \(run.output)\(run.error)")
     }
 
