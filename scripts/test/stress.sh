@@ -6,6 +6,7 @@
 # main batch alone (the one with every suite in parallel, where a stall shows first).
 # Usage: scripts/test/stress.sh [--main] [runs (3)] [busy loops (one per core)]
 #   scripts/test/stress.sh --main 3 4    the main batch 3 times under four busy loops
+# Exit status 1 when a run failed; a failed run's log is kept in $TMPDIR (or /tmp).
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 
@@ -36,6 +37,7 @@ log "$runs runs of $batches with $loops busy loops on $(nproc) cores; logs in $w
 cluster_suites='ScaleOutTests|FailoverTests'
 client_suite='PushRelayKitRelayTests'
 results=()
+any_failed=0
 for ((run = 1; run <= runs; run++)); do
     start=$SECONDS
     status=0
@@ -51,9 +53,17 @@ for ((run = 1; run <= runs; run++)); do
     failed=$(sed -n 's/^✘ Test "\(.*\)" failed.*/\1/p' "$log" | sort -u)
     line=$(printf 'run %d: %s in %d s' "$run" "$([ "$status" -eq 0 ] && echo passed || echo FAILED)" $((SECONDS - start)))
     [ -z "$failed" ] || line+=$'\n'$(sed 's/^/    failed: /' <<<"$failed")
+    if [ "$status" -ne 0 ]; then
+        # Kept past the run: what failed, with the lines around it.
+        kept="${TMPDIR:-/tmp}/push-relay-stress-$(date -u +%Y%m%dT%H%M%S)-run-$run.log"
+        cp "$log" "$kept"
+        line+=$'\n'"    log: $kept"
+        any_failed=1
+    fi
     results+=("$line")
     log "$line"
 done
 stop_busy
 log "summary ($runs runs of $batches, $loops busy loops, $(nproc) cores, $(git rev-parse --short HEAD), $(date -u +%Y-%m-%dT%H:%MZ)):"
 printf '%s\n' "${results[@]}" >&2
+exit "$any_failed"

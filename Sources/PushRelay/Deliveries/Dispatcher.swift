@@ -112,7 +112,15 @@ final class Dispatcher: Service, Sendable {
                         await claimAndSend(into: &sends)
                     }
                 } onGracefulShutdown: {
-                    self.machine.withLock { $0.beginShutdown() }
+                    let (claimed, waiting) = self.machine.withLock { machine in
+                        machine.beginShutdown()
+                        return (machine.inFlight.values.reduce(0, +), machine.waitingTotal)
+                    }
+                    // After the phase changed: a send answered from now on frees no sender for what waits.
+                    self.logger.info(
+                        "shutting down: the sends in flight finish, the deliveries waiting for a sender are handed back",
+                        metadata: ["push.deliveries": "\(claimed)", "push.waiting": "\(waiting)"]
+                    )
                     self.doorbell.close()
                 }
                 // Intake stops before the dispatcher, so nothing is handed over after this; these

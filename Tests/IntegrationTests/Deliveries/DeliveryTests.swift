@@ -3,6 +3,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import Logging
 import Postgres
 import PushSandbox
 import TestSupport
@@ -733,13 +734,26 @@ struct DeliveryTests {
     func shutdownDrainsSends() async throws {
         try await DeliveryHarness.with { harness in
             let ios = apnsToken()
-            harness.state.setBehaviour(SandboxBehaviour(status: 0, delayMilliseconds: 1_500), for: ios)
+            // Held until the relay is shutting down: answered before, it would free the one sender
+            // for the deliveries that must still be waiting when shutdown begins.
+            harness.state.setBehaviour(SandboxBehaviour(status: 0, delayMilliseconds: Int(hangCeiling / .milliseconds(1))), for: ios)
             // One stream, so one sender: these wait behind the slow one.
             let waiting = (0..<4).map { _ in apnsToken() }
-            try await harness.application(extra: [
-                "delivery.connections_per_host": .init(.int(1), isSecret: false),
-                "delivery.streams_per_connection": .init(.int(1), isSecret: false),
-            ]).test(.router) { client in
+            let lines = OutageLogTests.Lines()
+            var logger = Logger(label: "push-relay") { RelayLogHandler(label: $0, stream: lines, format: .text) }
+            logger.logLevel = .info
+            // Released once the dispatcher's shutdown has begun, which it logs.
+            let release = Task {
+                _ = await eventually { lines.lines.withLock { $0.contains { $0.contains("shutting down: the sends in flight finish") } } }
+                harness.state.releaseDelays()
+            }
+            try await harness.application(
+                extra: [
+                    "delivery.connections_per_host": .init(.int(1), isSecret: false),
+                    "delivery.streams_per_connection": .init(.int(1), isSecret: false),
+                ],
+                logger: logger
+            ).test(.router) { client in
                 _ = try await client.execute(
                     uri: Self.url,
                     method: .post,
@@ -756,7 +770,8 @@ struct DeliveryTests {
                 )
                 #expect(harness.requests(token: ios).isEmpty)
             }
-            // Shutdown waited for the answer (the sandbox sent it 1.5 s after the request) and stored it.
+            await release.value
+            // Shutdown waited for the answer (the sandbox sent it once shutdown had begun) and stored it.
             #expect(harness.requests(token: ios).map(\.status) == [200])
             #expect(try await harness.deliveries(token: ios).map(\.status) == ["delivered"])
             // Not sent at shutdown, and back in the queue for whichever instance comes next: due now,

@@ -121,11 +121,15 @@ struct DeliveryHarness: Sendable {
     /// The relay with delivery on, trusting the sandbox's CA.
     /// The relay on these apps and the sandbox; `clock` times what waits (tests pass a
     /// `ManualTime` they move).
-    func application(extra: [AbsoluteConfigKey: ConfigValue] = [:], clock: RelayClock = .system) async throws -> some ApplicationProtocol {
+    func application(
+        extra: [AbsoluteConfigKey: ConfigValue] = [:],
+        logger: Logger = TestDatabase.logger,
+        clock: RelayClock = .system
+    ) async throws -> some ApplicationProtocol {
         var values = Self.fastDelivery
         values["tls.ca_file"] = .init(.string(sandbox.certificates.caFile), isSecret: false)
         values.merge(extra) { $1 }
-        return try await test.application(extra: values, clock: clock)
+        return try await test.application(extra: values, logger: logger, clock: clock)
     }
 
     func shutdown() async { await sandbox.shutdown() }
