@@ -217,6 +217,9 @@ public final class PostgresClient: Service, Sendable {
     /// Connections currently open (idle or leased), for metrics and tests.
     public var openConnections: Int { pool.openCount }
 
+    /// Callers waiting for a connection to become free, for metrics and tests.
+    public var waitingCallers: Int { pool.waiterCount }
+
     private func acquire() async throws -> LibPQConnection {
         while true {
             let grant: ConnectionPoolState.Grant
@@ -414,6 +417,8 @@ final class ConnectionPoolState: Sendable {
     init(maxConnections: Int) { self.maxConnections = maxConnections }
 
     var openCount: Int { state.withLock { $0.open } }
+
+    var waiterCount: Int { state.withLock { $0.waiters.count } }
 
     func nextWaiterID() -> Int {
         state.withLock {

@@ -147,8 +147,9 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
 extension PostgresError {
     /// The level for a line about work that failed with `error`: `.debug` when it is the database
     /// being unavailable, which the pool reports once per outage ("database unavailable", then
-    /// "database available again" with its length); `level` for any other error.
+    /// "database available again" with its length), or the work being cancelled (shutdown ends a
+    /// caller still waiting for a connection); `level` for any other error.
     public static func logLevel(for error: any Error, otherwise level: Logger.Level = .warning) -> Logger.Level {
-        (error as? PostgresError)?.isUnavailable == true ? .debug : level
+        error is CancellationError || (error as? PostgresError)?.isUnavailable == true ? .debug : level
     }
 }

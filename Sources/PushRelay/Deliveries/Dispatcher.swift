@@ -322,6 +322,8 @@ final class Dispatcher: Service, Sendable {
 
     /// Counts the outcome, frees the delivery's slot and queues its row's update.
     private func finish(_ result: DeliveryResult) {
+        // Queued for the writer before it is counted: an outcome the metric shows is on its way to the table.
+        let claim = machine.withLock { $0.finished(result) }
         metrics.delivery(app: result.delivery.appID, platform: result.delivery.platform.rawValue, outcome: result.outcome)
         if result.outcome == .credential {
             metrics.activity.credentialRejected(app: result.delivery.appID, platform: result.delivery.platform.rawValue, reason: result.reason ?? "")
@@ -329,7 +331,6 @@ final class Dispatcher: Service, Sendable {
         if result.outcome == .delivered {
             metrics.deliveredAfter(app: result.delivery.appID, .seconds(max(0, clock.date().timeIntervalSince(result.delivery.createdAt))))
         }
-        let claim = machine.withLock { $0.finished(result) }
         writerBell.ring()
         if claim { doorbell.ring() }
     }

@@ -818,6 +818,14 @@ struct DeliveryTests {
                     #expect(response.status == .accepted)
                 }
                 #expect(await eventually { later.allSatisfy { harness.requests(token: $0).map(\.status) == [200] } })
+                // The relay has taken all four answers (the sandbox's record comes before): the
+                // outcomes metric counts one only once it waits for the writer.
+                #expect(
+                    try await eventually {
+                        let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+                        return metricValue(metrics, "push_relay_push_outcomes_total", ["app": "support", "outcome": "delivered"]) == 4
+                    }
+                )
                 #expect(
                     try await harness.test.count("SELECT count(*) FROM deliveries WHERE status = 'delivered'") == 1,
                     "written before the interval"
