@@ -14,7 +14,10 @@ struct JobRunnerShutdownTests {
     func shutdownWhileWaitingForAConnection() async throws {
         let conninfo = try await TestDatabase.makeDatabase()
         // One connection, held by the test: the runner's first claim waits for it.
-        let client = PostgresClient(configuration: .init(conninfo: conninfo, maxConnections: 1, acquireTimeout: hangCeiling), logger: TestDatabase.logger)
+        let client = PostgresClient(
+            configuration: .init(conninfo: conninfo, maxConnections: 1, acquireTimeout: hangCeiling),
+            logger: TestDatabase.logger
+        )
         let lines = OutageLogTests.Lines()
         var logger = Logger(label: "push-relay") { RelayLogHandler(label: $0, stream: lines, format: .text) }
         logger.logLevel = .debug

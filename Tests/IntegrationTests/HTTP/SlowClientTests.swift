@@ -201,7 +201,10 @@ struct SlowClientTests {
             return all
         }
         let valid = try #require(result.first { $0.0.hasPrefix("valid") })
-        #expect(valid.0 == "valid 202", "\(valid); the relay's log:\n\(relay.log.split(separator: "\n").filter { !$0.contains("closing a slow") }.suffix(40).joined(separator: "\n"))")
+        #expect(
+            valid.0 == "valid 202",
+            "\(valid); the relay's log:\n\(relay.log.split(separator: "\n").filter { !$0.contains("closing a slow") }.suffix(40).joined(separator: "\n"))"
+        )
         // Every slow connection was closed by the server: a head or body still trickling (cut by its
         // timeout, none could have been answered) or an idle one. Those past max_connections wait
         // in the backlog until earlier ones are cut.
