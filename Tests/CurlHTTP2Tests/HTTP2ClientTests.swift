@@ -21,9 +21,9 @@ struct HTTP2ClientTests {
     @Test("a request goes over HTTP/2 with TLS verified against the sandbox CA")
     func http2OverTLS() async throws {
         try await SandboxHarness.with { sandbox in
-            let client = try HTTP2Client(configuration: .init(caFile: sandbox.caFile))
+            let client = try HTTP2Client(configuration: .init(caFile: sandbox.caFile, connectTimeout: hangCeiling))
             let response = try await client.send(
-                HTTP2Request(url: "\(sandbox.base)/3/device/\(Self.token)", headers: Self.apnsHeaders(), body: Self.payload)
+                HTTP2Request(url: "\(sandbox.base)/3/device/\(Self.token)", headers: Self.apnsHeaders(), body: Self.payload, timeout: hangCeiling)
             )
             #expect(response.status == 200)
             #expect(response.httpVersion == 2)
@@ -38,7 +38,7 @@ struct HTTP2ClientTests {
 
     @Test("each event thread is named push-relay-curl in the kernel, so profiles and top -H tell libcurl's work apart")
     func eventThreadsAreNamed() async throws {
-        let client = try HTTP2Client(configuration: .init(eventThreads: 2))
+        let client = try HTTP2Client(configuration: .init(connectTimeout: hangCeiling, eventThreads: 2))
         // The threads name themselves as they start.
         let named = await eventually { Self.threadNames().filter { $0 == "push-relay-curl" }.count >= 2 }
         #expect(named, "thread names: \(Self.threadNames().sorted())")
@@ -58,7 +58,7 @@ struct HTTP2ClientTests {
         try await SandboxHarness.with { sandbox in
             let client = try HTTP2Client()
             let error = await #expect(throws: CurlError.self) {
-                try await client.send(HTTP2Request(url: "\(sandbox.base)/sink", body: [1]))
+                try await client.send(HTTP2Request(url: "\(sandbox.base)/sink", body: [1], timeout: hangCeiling))
             }
             #expect(error?.code == 60)  // CURLE_PEER_FAILED_VERIFICATION
             #expect(sandbox.state.sinkRequests == 0)
@@ -69,21 +69,26 @@ struct HTTP2ClientTests {
     @Test("error answers come back with status, headers and body")
     func errorAnswers() async throws {
         try await SandboxHarness.with { sandbox in
-            let client = try HTTP2Client(configuration: .init(caFile: sandbox.caFile))
+            let client = try HTTP2Client(configuration: .init(caFile: sandbox.caFile, connectTimeout: hangCeiling))
             let missingTopic = try await client.send(
-                HTTP2Request(url: "\(sandbox.base)/3/device/\(Self.token)", headers: Self.apnsHeaders(topic: nil), body: Self.payload)
+                HTTP2Request(
+                    url: "\(sandbox.base)/3/device/\(Self.token)",
+                    headers: Self.apnsHeaders(topic: nil),
+                    body: Self.payload,
+                    timeout: hangCeiling
+                )
             )
             #expect(missingTopic.status == 400)
             #expect(String(decoding: missingTopic.body, as: UTF8.self).contains("MissingTopic"))
 
             sandbox.state.setBehaviour(SandboxBehaviour(status: 429, reason: "TooManyRequests", retryAfter: 7, times: 1), for: Self.token)
             let limited = try await client.send(
-                HTTP2Request(url: "\(sandbox.base)/3/device/\(Self.token)", headers: Self.apnsHeaders(), body: Self.payload)
+                HTTP2Request(url: "\(sandbox.base)/3/device/\(Self.token)", headers: Self.apnsHeaders(), body: Self.payload, timeout: hangCeiling)
             )
             #expect(limited.status == 429)
             #expect(limited.header("retry-after") == "7")
             let again = try await client.send(
-                HTTP2Request(url: "\(sandbox.base)/3/device/\(Self.token)", headers: Self.apnsHeaders(), body: Self.payload)
+                HTTP2Request(url: "\(sandbox.base)/3/device/\(Self.token)", headers: Self.apnsHeaders(), body: Self.payload, timeout: hangCeiling)
             )
             #expect(again.status == 200)
             await client.shutdown()
@@ -93,13 +98,14 @@ struct HTTP2ClientTests {
     @Test("response headers are found whatever the case of the name; all are listed lower-cased")
     func responseHeaders() async throws {
         try await SandboxHarness.with { sandbox in
-            let client = try HTTP2Client(configuration: .init(caFile: sandbox.caFile))
+            let client = try HTTP2Client(configuration: .init(caFile: sandbox.caFile, connectTimeout: hangCeiling))
             sandbox.state.setBehaviour(SandboxBehaviour(status: 429, reason: "TooManyRequests", retryAfter: 12, times: 1), for: Self.token)
             let response = try await client.send(
                 HTTP2Request(
                     url: "\(sandbox.base)/3/device/\(Self.token)",
                     headers: Self.apnsHeaders() + [("apns-id", "0f3a2b9c-1d2e-4f50-8a6b-7c8d9e0f1a2b")],
-                    body: Self.payload
+                    body: Self.payload,
+                    timeout: hangCeiling
                 )
             )
             #expect(response.header("Retry-After") == "12")
@@ -115,14 +121,19 @@ struct HTTP2ClientTests {
     @Test("a header name or value holding a control character (CR, LF, NUL, tab, DEL) fails the request as invalid before anything is sent")
     func headerInjection() async throws {
         try await SandboxHarness.with { sandbox in
-            let client = try HTTP2Client(configuration: .init(caFile: sandbox.caFile))
+            let client = try HTTP2Client(configuration: .init(caFile: sandbox.caFile, connectTimeout: hangCeiling))
             for bad in [
                 ("apns-topic", "com.example.app\r\napns-priority: 5"), ("apns-topic", "a\u{0}b"), ("x-bad\nname", "1"),
                 ("apns-collapse-id", "zendesk-ticket-\t5"), ("apns-collapse-id", "a\u{7F}b"),
             ] {
                 let error = await #expect(throws: CurlError.self) {
                     try await client.send(
-                        HTTP2Request(url: "\(sandbox.base)/3/device/\(Self.token)", headers: Self.apnsHeaders(topic: nil) + [bad], body: Self.payload)
+                        HTTP2Request(
+                            url: "\(sandbox.base)/3/device/\(Self.token)",
+                            headers: Self.apnsHeaders(topic: nil) + [bad],
+                            body: Self.payload,
+                            timeout: hangCeiling
+                        )
                     )
                 }
                 #expect(error?.isRetryable == false)
@@ -131,7 +142,7 @@ struct HTTP2ClientTests {
             #expect(sandbox.state.requests(service: "apns").isEmpty)
             // The client still works afterwards.
             let response = try await client.send(
-                HTTP2Request(url: "\(sandbox.base)/3/device/\(Self.token)", headers: Self.apnsHeaders(), body: Self.payload)
+                HTTP2Request(url: "\(sandbox.base)/3/device/\(Self.token)", headers: Self.apnsHeaders(), body: Self.payload, timeout: hangCeiling)
             )
             #expect(response.status == 200)
             await client.shutdown()
@@ -143,11 +154,11 @@ struct HTTP2ClientTests {
     @Test("concurrent requests are multiplexed over one connection, each answered and received once")
     func multiplexing() async throws {
         try await SandboxHarness.with { sandbox in
-            let client = try HTTP2Client(configuration: .init(maxConnectionsPerHost: 1, caFile: sandbox.caFile))
+            let client = try HTTP2Client(configuration: .init(maxConnectionsPerHost: 1, caFile: sandbox.caFile, connectTimeout: hangCeiling))
             let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
                 for n in 0..<2000 {
                     group.addTask {
-                        try await client.send(HTTP2Request(url: "\(sandbox.base)/sink", body: Array("push \(n)".utf8))).status
+                        try await client.send(HTTP2Request(url: "\(sandbox.base)/sink", body: Array("push \(n)".utf8), timeout: hangCeiling)).status
                     }
                 }
                 var statuses: [Int] = []
@@ -165,11 +176,13 @@ struct HTTP2ClientTests {
     @Test("with two event threads, requests are spread over two connections (one per thread), each answered once")
     func eventThreads() async throws {
         try await SandboxHarness.with { sandbox in
-            let client = try HTTP2Client(configuration: .init(maxConnectionsPerHost: 1, caFile: sandbox.caFile, eventThreads: 2))
+            let client = try HTTP2Client(
+                configuration: .init(maxConnectionsPerHost: 1, caFile: sandbox.caFile, connectTimeout: hangCeiling, eventThreads: 2)
+            )
             let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
                 for n in 0..<400 {
                     group.addTask {
-                        try await client.send(HTTP2Request(url: "\(sandbox.base)/sink", body: Array("push \(n)".utf8))).status
+                        try await client.send(HTTP2Request(url: "\(sandbox.base)/sink", body: Array("push \(n)".utf8), timeout: hangCeiling)).status
                     }
                 }
                 var statuses: [Int] = []
@@ -183,7 +196,7 @@ struct HTTP2ClientTests {
             await client.shutdown()
             // Both threads are stopped: a request after shutdown fails at once, whichever lane it takes.
             for _ in 0..<2 {
-                await #expect(throws: CurlError.self) { try await client.send(HTTP2Request(url: "\(sandbox.base)/sink")) }
+                await #expect(throws: CurlError.self) { try await client.send(HTTP2Request(url: "\(sandbox.base)/sink", timeout: hangCeiling)) }
             }
         }
     }
@@ -196,13 +209,17 @@ struct HTTP2ClientTests {
     @Test("TLS connections read ahead (with libcurl 8.14 or later) and are tracked while open, none once the client has shut down")
     func readAhead() async throws {
         try await SandboxHarness.with { sandbox in
-            let client = try HTTP2Client(configuration: .init(maxConnectionsPerHost: 1, caFile: sandbox.caFile, eventThreads: 2))
+            let client = try HTTP2Client(
+                configuration: .init(maxConnectionsPerHost: 1, caFile: sandbox.caFile, connectTimeout: hangCeiling, eventThreads: 2)
+            )
             #expect(client.readAheadConnections == 0)
             // Enough concurrent requests that both threads open a connection; answers arrive
             // several to a read, so the check for bytes held back is exercised too.
             let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
                 for n in 0..<400 {
-                    group.addTask { try await client.send(HTTP2Request(url: "\(sandbox.base)/sink", body: Array("push \(n)".utf8))).status }
+                    group.addTask {
+                        try await client.send(HTTP2Request(url: "\(sandbox.base)/sink", body: Array("push \(n)".utf8), timeout: hangCeiling)).status
+                    }
                 }
                 return try await group.reduce(into: [Int]()) { $0.append($1) }
             }
@@ -221,7 +238,7 @@ struct HTTP2ClientTests {
     func connectionRefused() async throws {
         let client = try HTTP2Client()
         let error = await #expect(throws: CurlError.self) {
-            try await client.send(HTTP2Request(url: "https://127.0.0.1:1/sink", body: [1]))
+            try await client.send(HTTP2Request(url: "https://127.0.0.1:1/sink", body: [1], timeout: hangCeiling))
         }
         #expect(error?.isRetryable == true)
         await client.shutdown()
@@ -230,17 +247,22 @@ struct HTTP2ClientTests {
     @Test("a request whose task is already cancelled is not sent: CancellationError, and the server sees nothing")
     func cancelledBeforeSending() async throws {
         try await SandboxHarness.with { sandbox in
-            let client = try HTTP2Client(configuration: .init(caFile: sandbox.caFile))
+            let client = try HTTP2Client(configuration: .init(caFile: sandbox.caFile, connectTimeout: hangCeiling))
             // The client works: this one arrives.
             let answered = try await client.send(
-                HTTP2Request(url: "\(sandbox.base)/3/device/\(Self.token)", headers: Self.apnsHeaders(), body: Self.payload)
+                HTTP2Request(url: "\(sandbox.base)/3/device/\(Self.token)", headers: Self.apnsHeaders(), body: Self.payload, timeout: hangCeiling)
             )
             #expect(answered.status == 200)
             for _ in 0..<20 {
                 let task = Task { () async throws -> HTTP2Response in
                     withUnsafeCurrentTask { $0?.cancel() }
                     return try await client.send(
-                        HTTP2Request(url: "\(sandbox.base)/3/device/\(Self.token)", headers: Self.apnsHeaders(), body: Self.payload)
+                        HTTP2Request(
+                            url: "\(sandbox.base)/3/device/\(Self.token)",
+                            headers: Self.apnsHeaders(),
+                            body: Self.payload,
+                            timeout: hangCeiling
+                        )
                     )
                 }
                 await #expect(throws: CancellationError.self) { try await task.value }
@@ -255,12 +277,14 @@ struct HTTP2ClientTests {
     @Test("cancelling the task ends a transfer the server holds: the cancel, not an answer, ends it")
     func cancellation() async throws {
         try await SandboxHarness.with { sandbox in
-            let client = try HTTP2Client(configuration: .init(caFile: sandbox.caFile))
+            let client = try HTTP2Client(configuration: .init(caFile: sandbox.caFile, connectTimeout: hangCeiling))
             // The server holds its answer until released: only the cancel, reaching libcurl, can
             // end the send while the request is still held.
             sandbox.state.setBehaviour(SandboxBehaviour(status: 0, delayMilliseconds: 600_000), for: Self.token)
             let task = Task {
-                try await client.send(HTTP2Request(url: "\(sandbox.base)/3/device/\(Self.token)", headers: Self.apnsHeaders(), body: Self.payload))
+                try await client.send(
+                    HTTP2Request(url: "\(sandbox.base)/3/device/\(Self.token)", headers: Self.apnsHeaders(), body: Self.payload, timeout: hangCeiling)
+                )
             }
             #expect(await eventually { sandbox.state.heldNow == 1 }, "the request reached the server")
             task.cancel()
@@ -269,7 +293,7 @@ struct HTTP2ClientTests {
             sandbox.state.releaseDelays()
             await client.shutdown()
             // After shutdown, requests fail instead of hanging.
-            await #expect(throws: CurlError.self) { try await client.send(HTTP2Request(url: "\(sandbox.base)/sink")) }
+            await #expect(throws: CurlError.self) { try await client.send(HTTP2Request(url: "\(sandbox.base)/sink", timeout: hangCeiling)) }
         }
     }
 }

@@ -36,7 +36,8 @@ struct APNsKeyTests {
             HTTP2Request(
                 url: gateway + APNsHeaders.devicePath(token: apnsToken()),
                 headers: headers,
-                body: APNsPayload.alert(title: "t", body: "b", badge: nil, ticketID: "1")
+                body: APNsPayload.alert(title: "t", body: "b", badge: nil, ticketID: "1"),
+                timeout: hangCeiling
             )
         )
         let reason = (try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any])?["reason"] as? String
@@ -56,7 +57,9 @@ struct APNsKeyTests {
             let first = try await Self.tokens(keyFile: credentials.apnsKeyFile, keyID: SandboxCredentials.apnsKeyID).token()
             let second = try await Self.tokens(keyFile: credentials.apnsKeyFile, keyID: SandboxCredentials.apnsKeyID).token()
             #expect(first != second)
-            let client = try HTTP2Client(configuration: .init(maxConnectionsPerHost: 1, caFile: harness.sandbox.certificates.caFile))
+            let client = try HTTP2Client(
+                configuration: .init(maxConnectionsPerHost: 1, caFile: harness.sandbox.certificates.caFile, connectTimeout: hangCeiling)
+            )
             func push(bearer: String) async throws -> (Int, String?) { try await Self.push(client, gateway: harness.gateway, bearer: bearer) }
             #expect(try await push(bearer: first) == (200, nil))
             #expect(try await push(bearer: second) == (429, "TooManyProviderTokenUpdates"))
@@ -138,13 +141,17 @@ struct APNsKeyTests {
                 try await Self.push(client, gateway: harness.gateway, bearer: bearer)
             }
             // One connection: the first key's token ties it; the second key's is refused on it.
-            let shared = try HTTP2Client(configuration: .init(maxConnectionsPerHost: 1, caFile: harness.sandbox.certificates.caFile))
+            let shared = try HTTP2Client(
+                configuration: .init(maxConnectionsPerHost: 1, caFile: harness.sandbox.certificates.caFile, connectTimeout: hangCeiling)
+            )
             #expect(try await push(shared, bearer: first) == (200, nil))
             #expect(try await push(shared, bearer: second) == (403, "UnrelatedKeyIdInToken"))
             #expect(try await push(shared, bearer: first) == (200, nil))
             await shared.shutdown()
             // A connection of its own: the second key is accepted.
-            let own = try HTTP2Client(configuration: .init(maxConnectionsPerHost: 1, caFile: harness.sandbox.certificates.caFile))
+            let own = try HTTP2Client(
+                configuration: .init(maxConnectionsPerHost: 1, caFile: harness.sandbox.certificates.caFile, connectTimeout: hangCeiling)
+            )
             #expect(try await push(own, bearer: second) == (200, nil))
             await own.shutdown()
         }

@@ -100,7 +100,8 @@ struct SandboxCommandTests {
             HTTP2Request(
                 url: "\(printed.apnsURL)/3/device/\(apnsToken())",
                 headers: [("authorization", "bearer \(bearer)"), ("apns-topic", printed.topic), ("apns-push-type", "alert")],
-                body: Array(#"{"aps":{"alert":{"title":"t","body":"b"}}}"#.utf8)
+                body: Array(#"{"aps":{"alert":{"title":"t","body":"b"}}}"#.utf8),
+                timeout: hangCeiling
             )
         )
         let reason = (try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any])?["reason"] as? String
@@ -122,7 +123,7 @@ struct SandboxCommandTests {
         let answer = LastAnswer()
         let tokens = try await FCMAccessTokenManager(account: account) { url, form in
             let response = try await client.send(
-                HTTP2Request(url: url, headers: [("content-type", "application/x-www-form-urlencoded")], body: Array(form.utf8))
+                HTTP2Request(url: url, headers: [("content-type", "application/x-www-form-urlencoded")], body: Array(form.utf8), timeout: hangCeiling)
             )
             answer.value.withLock { $0 = (response.status, response.body) }
             return (response.status, response.body)
@@ -164,7 +165,7 @@ struct SandboxCommandTests {
         #expect(try Self.mode(printed.serviceAccountFile) == 0o600)
         #expect(try Self.mode(directory + "/sandbox-ca-key.pem") == 0o600)
 
-        let client = try HTTP2Client(configuration: .init(maxConnectionsPerHost: 1, caFile: printed.caFile))
+        let client = try HTTP2Client(configuration: .init(maxConnectionsPerHost: 1, caFile: printed.caFile, connectTimeout: hangCeiling))
         // APNs: the written key is accepted; any other key, or another team, is InvalidProviderToken.
         let pem = try String(contentsOfFile: printed.keyFile, encoding: .utf8)
         let good = try await Self.providerToken(pem: pem, keyID: printed.keyID, teamID: printed.teamID)
@@ -191,7 +192,8 @@ struct SandboxCommandTests {
             HTTP2Request(
                 url: "\(printed.fcmURL)/v1/projects/\(account.projectID)/messages:send",
                 headers: [("authorization", "Bearer \(token)"), ("content-type", "application/json")],
-                body: Array(#"{"message":{"token":"android-1","data":{"zendesk_sdk_request_id":"5"}}}"#.utf8)
+                body: Array(#"{"message":{"token":"android-1","data":{"zendesk_sdk_request_id":"5"}}}"#.utf8),
+                timeout: hangCeiling
             )
         )
         #expect(sent.status == 200)
@@ -237,7 +239,7 @@ struct SandboxCommandTests {
         // The CA file read before the restart is trusted, and the key signs accepted tokens.
         let caCopy = directory + "-ca-before.pem"
         try contents[0].write(toFile: caCopy, atomically: true, encoding: .utf8)
-        let client = try HTTP2Client(configuration: .init(caFile: caCopy))
+        let client = try HTTP2Client(configuration: .init(caFile: caCopy, connectTimeout: hangCeiling))
         let token = try await Self.providerToken(pem: contents[1], keyID: before.keyID, teamID: before.teamID)
         let (status, reason) = try await Self.push(client, after, bearer: token)
         #expect(status == 200, "\(reason ?? "")")
@@ -271,9 +273,9 @@ struct SandboxCommandTests {
         )
         #expect(accepted.status == 202)
 
-        let client = try HTTP2Client(configuration: .init(caFile: printed.caFile))
+        let client = try HTTP2Client(configuration: .init(caFile: printed.caFile, connectTimeout: hangCeiling))
         let delivered = try await eventually {
-            let received = try await client.send(HTTP2Request(url: printed.apnsURL + "/sandbox/received", method: "GET"))
+            let received = try await client.send(HTTP2Request(url: printed.apnsURL + "/sandbox/received", method: "GET", timeout: hangCeiling))
             let requests = (try? JSONSerialization.jsonObject(with: Data(received.body)) as? [String: Any])?["requests"] as? [[String: Any]] ?? []
             let ok = requests.filter { $0["status"] as? Int == 200 }
             return ok.contains { $0["service"] as? String == "apns" && ($0["path"] as? String)?.hasSuffix(ios) == true }
