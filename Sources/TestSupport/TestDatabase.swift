@@ -129,3 +129,25 @@ private actor SharedServer {
         return try await task.value
     }
 }
+
+extension PostgresClientConfiguration {
+    /// A test's pool: waiting for a free connection, opening one and running a statement end only
+    /// at the hang ceiling, unless the test passes its own `acquireTimeout`. The defaults (10 s, 5 s
+    /// and 15 s) decide the outcome on a loaded machine: a 100,000-row COPY in a debug build took
+    /// over 15 s under four busy loops.
+    public static func test(
+        conninfo: String,
+        maxConnections: Int = 10,
+        acquireTimeout: Duration = hangCeiling,
+        applicationName: String = "push-relay"
+    ) -> PostgresClientConfiguration {
+        let seconds = Int(hangCeiling.components.seconds)
+        return PostgresClientConfiguration(
+            conninfo: conninfo,
+            maxConnections: maxConnections,
+            acquireTimeout: acquireTimeout,
+            applicationName: applicationName,
+            connection: PostgresConnectionSettings(connectTimeoutSeconds: seconds, statementTimeoutMilliseconds: seconds * 1000)
+        )
+    }
+}

@@ -37,7 +37,7 @@ struct ConnectionDiagnosisTests {
         #expect(database.sqlState == "3D000" && database.refusesConnection, "\(database)")
         // The pool's own connect reports the same refusal as text only.
         let client = PostgresClient(
-            configuration: .init(conninfo: try await Self.conninfo(["dbname": "no_such_database"])),
+            configuration: .test(conninfo: try await Self.conninfo(["dbname": "no_such_database"])),
             logger: TestDatabase.logger
         )
         let diagnosed = await client.diagnoseConnection()

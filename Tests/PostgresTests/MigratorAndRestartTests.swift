@@ -14,7 +14,7 @@ struct MigratorAndRestartTests {
     @Test("migrating twice applies each migration once; the second run is a no-op")
     func idempotent() async throws {
         let conninfo = try await TestDatabase.makeDatabase()
-        let client = PostgresClient(configuration: .init(conninfo: conninfo), logger: TestDatabase.logger)
+        let client = PostgresClient(configuration: .test(conninfo: conninfo), logger: TestDatabase.logger)
         let migrator = Migrator(migrations: Self.migrations, logger: TestDatabase.logger)
         #expect(try await migrator.appliedVersion(client) == 0)
         #expect(try await migrator.migrate(client).map(\.version) == [1, 2, 3])
@@ -31,7 +31,7 @@ struct MigratorAndRestartTests {
         let applied = try await withThrowingTaskGroup(of: [Int].self) { group in
             for _ in 0..<3 {
                 group.addTask {
-                    let client = PostgresClient(configuration: .init(conninfo: conninfo), logger: TestDatabase.logger)
+                    let client = PostgresClient(configuration: .test(conninfo: conninfo), logger: TestDatabase.logger)
                     let result = try await Migrator(migrations: slow, logger: TestDatabase.logger).migrate(client).map(\.version)
                     await client.close()
                     return result
@@ -42,7 +42,7 @@ struct MigratorAndRestartTests {
             return all
         }
         #expect(applied.sorted() == [1, 2, 3, 4])
-        let client = PostgresClient(configuration: .init(conninfo: conninfo), logger: TestDatabase.logger)
+        let client = PostgresClient(configuration: .test(conninfo: conninfo), logger: TestDatabase.logger)
         #expect(try await client.query("SELECT count(*) FROM schema_migrations").first?.decode(Int.self, at: 0) == 4)
         #expect(try await client.query("SELECT count(*) FROM a").first?.decode(Int.self, at: 0) == 1)
         await client.close()
@@ -51,7 +51,7 @@ struct MigratorAndRestartTests {
     @Test("a failing migration rolls back and is not recorded; a changed one is refused")
     func failingAndChanged() async throws {
         let conninfo = try await TestDatabase.makeDatabase()
-        let client = PostgresClient(configuration: .init(conninfo: conninfo), logger: TestDatabase.logger)
+        let client = PostgresClient(configuration: .test(conninfo: conninfo), logger: TestDatabase.logger)
         let broken = [
             Self.migrations[0],
             Migration(version: 2, name: "broken", sql: "CREATE TABLE half (id int); SELECT * FROM missing_table;"),
@@ -90,7 +90,7 @@ struct MigratorAndRestartTests {
     @Test("the pool reconnects by itself after pg_ctl restart")
     func reconnectAfterRestart() async throws {
         let (cluster, conninfo) = try await TestDatabase.makeCluster()
-        let client = PostgresClient(configuration: .init(conninfo: conninfo, maxConnections: 2), logger: TestDatabase.logger)
+        let client = PostgresClient(configuration: .test(conninfo: conninfo, maxConnections: 2), logger: TestDatabase.logger)
         let before = try await client.query("SELECT pg_backend_pid()").first!.decode(Int32.self, at: 0)
 
         try await cluster.stop()

@@ -10,7 +10,7 @@ struct PostgresClientTests {
     private func client(maxConnections: Int = 4, acquireTimeout: Duration = .seconds(10)) async throws -> PostgresClient {
         let conninfo = try await TestDatabase.makeDatabase()
         return PostgresClient(
-            configuration: .init(conninfo: conninfo, maxConnections: maxConnections, acquireTimeout: acquireTimeout),
+            configuration: .test(conninfo: conninfo, maxConnections: maxConnections, acquireTimeout: acquireTimeout),
             logger: TestDatabase.logger
         )
     }
@@ -23,11 +23,11 @@ struct PostgresClientTests {
         // (each turn also waits for the observer's one connection), and how long is not what this
         // test is about. Both pools' waits bound a hang only.
         let client = PostgresClient(
-            configuration: .init(conninfo: conninfo, maxConnections: 3, acquireTimeout: hangCeiling, applicationName: marker),
+            configuration: .test(conninfo: conninfo, maxConnections: 3, acquireTimeout: hangCeiling, applicationName: marker),
             logger: TestDatabase.logger
         )
         let observer = PostgresClient(
-            configuration: .init(conninfo: conninfo, maxConnections: 1, acquireTimeout: hangCeiling),
+            configuration: .test(conninfo: conninfo, maxConnections: 1, acquireTimeout: hangCeiling),
             logger: TestDatabase.logger
         )
         let results = try await withThrowingTaskGroup(of: (Int, Int32, Int).self) { group in
@@ -60,7 +60,7 @@ struct PostgresClientTests {
     func refusalWindow() async throws {
         let conninfo = try await TestDatabase.makeDatabase()
         let time = ManualTime()
-        let client = PostgresClient(configuration: .init(conninfo: conninfo, maxConnections: 1), logger: TestDatabase.logger, now: { time.now })
+        let client = PostgresClient(configuration: .test(conninfo: conninfo, maxConnections: 1), logger: TestDatabase.logger, now: { time.now })
         try await client.query("CREATE TABLE refusal_probe (n int)")
         #expect(client.recentWriteRefusal() == nil)
         do {
@@ -163,7 +163,7 @@ struct PostgresClientTests {
     @Test("an unreachable server is a connection failure that reads as unavailable")
     func unreachableServer() async throws {
         let client = PostgresClient(
-            configuration: .init(conninfo: "host=127.0.0.1 port=1 user=nobody password=hunter2 dbname=x connect_timeout=2"),
+            configuration: .test(conninfo: "host=127.0.0.1 port=1 user=nobody password=hunter2 dbname=x connect_timeout=2"),
             logger: TestDatabase.logger
         )
         let error = await #expect(throws: PostgresError.self) { try await client.query("SELECT 1") }

@@ -9,7 +9,7 @@ struct PostgresCopyAndNotifyTests {
     @Test("COPY streams 100,000 rows, escaping tabs, newlines, backslashes and NULLs")
     func copyManyRows() async throws {
         let conninfo = try await TestDatabase.makeDatabase()
-        let client = PostgresClient(configuration: .init(conninfo: conninfo), logger: TestDatabase.logger)
+        let client = PostgresClient(configuration: .test(conninfo: conninfo), logger: TestDatabase.logger)
         try await client.query("CREATE TABLE tokens (n int, token text, note text)")
         let count = try await client.withConnection { session in
             try await session.copyIn("COPY tokens (n, token, note) FROM STDIN") { writer in
@@ -35,7 +35,7 @@ struct PostgresCopyAndNotifyTests {
     @Test("a COPY whose producer throws writes nothing")
     func copyAborted() async throws {
         let conninfo = try await TestDatabase.makeDatabase()
-        let client = PostgresClient(configuration: .init(conninfo: conninfo), logger: TestDatabase.logger)
+        let client = PostgresClient(configuration: .test(conninfo: conninfo), logger: TestDatabase.logger)
         try await client.query("CREATE TABLE tokens (token text)")
         struct ProducerFailed: Error {}
         await #expect(throws: ProducerFailed.self) {
@@ -54,7 +54,7 @@ struct PostgresCopyAndNotifyTests {
     @Test("NOTIFY reaches a running listener with its payload, and each stream only its channels")
     func listenNotify() async throws {
         let conninfo = try await TestDatabase.makeDatabase()
-        let client = PostgresClient(configuration: .init(conninfo: conninfo), logger: TestDatabase.logger)
+        let client = PostgresClient(configuration: .test(conninfo: conninfo), logger: TestDatabase.logger)
         let listener = try PostgresListener(conninfo: conninfo, channels: ["deliveries_due", "other"], logger: TestDatabase.logger)
         let events = listener.events()
         // A second consumer of the same connection, for one of its channels.

@@ -15,7 +15,7 @@ struct JobRunnerShutdownTests {
         let conninfo = try await TestDatabase.makeDatabase()
         // One connection, held by the test: the runner's first claim waits for it.
         let client = PostgresClient(
-            configuration: .init(conninfo: conninfo, maxConnections: 1, acquireTimeout: hangCeiling),
+            configuration: .test(conninfo: conninfo, maxConnections: 1, acquireTimeout: hangCeiling),
             logger: TestDatabase.logger
         )
         let lines = OutageLogTests.Lines()

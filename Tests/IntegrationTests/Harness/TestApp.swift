@@ -40,7 +40,7 @@ struct TestApp {
         let conninfo = database!
         return TestApp(
             conninfo: conninfo,
-            client: PostgresClient(configuration: .init(conninfo: conninfo, maxConnections: 2), logger: TestDatabase.logger),
+            client: PostgresClient(configuration: .test(conninfo: conninfo, maxConnections: 2), logger: TestDatabase.logger),
             apps: apps
         )
     }

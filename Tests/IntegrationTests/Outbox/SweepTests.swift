@@ -91,7 +91,7 @@ struct SweepTests {
     @Test("upgrading to 0015: deliveries waiting or in flight stay claimable, finished ones leave the due index, the sweep passes old rows once")
     func upgradeKeepsTheQueue() async throws {
         let client = PostgresClient(
-            configuration: .init(conninfo: try await TestDatabase.makeDatabase(), maxConnections: 2),
+            configuration: .test(conninfo: try await TestDatabase.makeDatabase(), maxConnections: 2),
             logger: TestDatabase.logger
         )
         let all = try Migrator.parse(EmbeddedAssets.migrations, source: "the migrations built into push-relay")

@@ -95,7 +95,7 @@ struct IntakeWriterTests {
 
     /// A writer on connections of its own: the test's two hold the lock and look at `pg_locks`.
     static func writer(_ test: TestApp, maxConcurrentWrites: Int, overlapAfter: Duration, clock: RelayClock = .system) -> IntakeWriter {
-        let client = PostgresClient(configuration: .init(conninfo: test.conninfo, maxConnections: 2), logger: TestDatabase.logger)
+        let client = PostgresClient(configuration: .test(conninfo: test.conninfo, maxConnections: 2), logger: TestDatabase.logger)
         return IntakeWriter(
             queue: DeliveryQueue(client: client),
             logger: TestDatabase.logger,
