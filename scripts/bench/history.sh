@@ -1,0 +1,704 @@
+#!/usr/bin/env bash
+# History benchmark: how the cost of the relay's operator-facing reads and of retention grows with
+# the history kept, on today's schema (deliveries and notifications unpartitioned). SQL only:
+# nothing is built and no relay runs; psql against a throwaway PostgreSQL 15 cluster (fsync on,
+# shared_buffers 256MB, autovacuum off so runs repeat: VACUUM ANALYZE is explicit).
+#
+# 1. Two databases get Migrations/*.sql as `push-relay migrate` applies them (each file in one
+#    transaction, recorded in schema_migrations with its md5): `history` and `empty`.
+# 2. `history` is seeded with about DELIVERIES deliveries and DELIVERIES/2.02 notifications over
+#    120 days (1-3 devices per notification, a badge sync per 50 notifications; 92 % delivered,
+#    3 % failed, 2 % dead_token, 1 % expired, 2 % skipped), 3 apps of 300 devices (150 users) each,
+#    the third app `encrypted` (text erased once its deliveries ended), jobs with their Zendesk
+#    tokens, then VACUUM ANALYZE; then a tail of up to 1,500 notifications in the last 5 minutes
+#    (a third of their deliveries pending, a third sending), an events backlog, unread counts,
+#    activity minutes and the sweep's watermark as a running relay leaves them.
+# 3. Each operator-facing query, its SQL as in the Swift source (interpolations expanded; the
+#    script warns when a fragment is no longer in its file), prepared as the relay prepares it
+#    (untyped parameters, plan_cache_mode force_custom_plan), runs RUNS times per database with
+#    parameters sampled from `history` (existing ids, tickets, tokens, users): p50 and p99 of
+#    EXPLAIN ANALYZE's execution time (TIMING OFF), empty and seeded, interleaved per query (a
+#    query stops early past 60 s of runs). Then
+#    EXPLAIN (ANALYZE, BUFFERS) of each on `history` once, and the overview's depth query once more
+#    with the sweep's watermark at -infinity (a cluster whose dispatchers never swept).
+# 4. Retention as RetentionService.runOnce runs it (every step in order, its statements, batch
+#    2000, 50 ms pause, a commit per statement), with delivered_days = failed_days = jobs_days =
+#    zendesk_forwarded_days = D: first D = 119 (the oldest day expired), then VACUUM, then D = 89
+#    (a month), each after a CHECKPOINT: wall seconds (pauses included), seconds in statements,
+#    rows, WAL bytes (pg_current_wal_insert_lsn: VACUUM's WAL is not flushed at once); then the
+#    VACUUM of deliveries and notifications that autovacuum would run next, its seconds and WAL.
+# 5. The table (query, empty p50/p99, seeded p50/p99, ratio, buffers, p50 planning times), the
+#    retention figures, the size of each table (before retention) and the bytes per delivery.
+# 10,000,000 deliveries seed in about 15-20 minutes on 2 cores and take about 12 GB of disk.
+#
+# Usage: scripts/bench/history.sh [deliveries (10000000)] [runs per query (200)]
+set -euo pipefail
+. "$(dirname "$0")/../lib.sh"
+
+deliveries="${1:-10000000}" runs="${2:-200}"
+if ! [[ "$deliveries" =~ ^[1-9][0-9]*$ && "$runs" =~ ^[1-9][0-9]*$ ]] || ((deliveries < 20000)); then usage; fi
+pg_bin="${PUSH_RELAY_PG_BIN:-/usr/lib/postgresql/15/bin}"
+[ -x "$pg_bin/initdb" ] || { log "no PostgreSQL 15 server programs in $pg_bin (set PUSH_RELAY_PG_BIN)"; exit 1; }
+retention_batch=2000 retention_pause_ms=50  # RetentionSettings' defaults
+query_budget_seconds=60  # a query stops after the run that passes this (the table says how many ran)
+
+# --- A bare cluster ------------------------------------------------------------------------------
+as_postgres() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+work_dir history
+cluster="$work/pg"
+stop_cluster() { [ ! -f "$cluster/postmaster.pid" ] || as_postgres "$pg_bin/pg_ctl" -D "$cluster" -m immediate stop >/dev/null 2>&1 || true; }
+trap 'stop_cluster; cleanup' EXIT
+mkdir -p "$cluster"
+[ "$(id -u)" -ne 0 ] || chown postgres "$cluster"
+as_postgres "$pg_bin/initdb" -D "$cluster" -A trust -U bench -E UTF8 --locale=C.UTF-8 >/dev/null
+port="${BENCH_PORT:-$(free_port)}"
+printf '%s\n' "port = $port" "listen_addresses = '127.0.0.1'" "unix_socket_directories = ''" "shared_buffers = 256MB" \
+    "autovacuum = off" "maintenance_work_mem = 1GB" "max_wal_size = 16GB" "checkpoint_timeout = 30min" >>"$cluster/postgresql.conf"
+as_postgres "$pg_bin/pg_ctl" -D "$cluster" -l "$cluster/server.log" -w start >/dev/null
+# The relay's session settings (LibPQConnection): UTC, and prepared statements planned per execution.
+export PGOPTIONS="-c TimeZone=UTC -c plan_cache_mode=force_custom_plan"
+psql_db() { # database, psql arguments
+    local db="$1"
+    shift
+    psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U bench -d "$db" "$@"
+}
+
+# --- The schema, as push-relay migrate makes it (Sources/Postgres/Migrator.swift) -----------------
+migrate() { # database
+    psql_db "$1" <<'SQL'
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version    bigint PRIMARY KEY,
+    name       text NOT NULL,
+    checksum   text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)
+SQL
+    local file stem
+    for file in $(find Migrations -maxdepth 1 -name '[0-9]*_*.sql' | sort -t/ -k2 -n); do
+        stem="$(basename "$file" .sql)"
+        {
+            echo "BEGIN;"
+            cat "$file"
+            printf '\n;\nINSERT INTO schema_migrations (version, name, checksum) VALUES (%d, %s, %s);\nCOMMIT;\n' \
+                "$((10#${stem%%_*}))" "'${stem#*_}'" "'$(md5sum <"$file" | cut -d' ' -f1)'"
+        } | psql_db "$1" >/dev/null
+    done
+}
+
+machine_line
+echo "PostgreSQL $("$pg_bin/postgres" --version | awk '{print $3}'), shared_buffers 256MB, fsync on, autovacuum off; $deliveries deliveries, $runs runs per query"
+for db in history empty; do psql_db postgres -c "CREATE DATABASE $db"; migrate "$db"; done
+echo "schema: $(psql_db history -At -c "SELECT count(*) || ' migrations, up to ' || max(version) FROM schema_migrations")"
+
+# --- Seeding -------------------------------------------------------------------------------------
+notifications=$((deliveries * 50 / 101))  # 2 alerts (1-3 devices) per notification, a badge sync per 50
+tail=$((notifications / 20 < 1500 ? notifications / 20 : 1500))
+history_notifications=$((notifications - tail))
+echo
+echo "seeding about $deliveries deliveries and $notifications notifications over 120 days ..."
+seed_start=$SECONDS
+# Shared by both seeding steps: the apps, the devices (slot = app * 450 + user * 3 + k, k <= 1 +
+# user % 3), a notification's ticket, app and user from its number n (a ticket's 8 replies spread
+# over 4,096 notifications), and delivery texts.
+common_sql="
+CREATE TEMP TABLE devs (slot int PRIMARY KEY, app_id text, token text, platform text, user_id text);
+INSERT INTO devs
+SELECT a * 450 + u * 3 + k, (ARRAY['acme', 'globex', 'initech'])[a + 1],
+       CASE WHEN (u + k) % 3 = 0
+            THEN left(md5('f' || a || ':' || u || ':' || k), 22) || ':APA91b' || md5('g' || a || u || k) || md5('h' || a || u || k)
+                 || md5('i' || a || u || k) || left(md5('j' || a || u || k), 27)
+            ELSE encode(sha256(convert_to(a || ':' || u || ':' || k, 'UTF8')), 'hex') END,
+       CASE WHEN (u + k) % 3 = 0 THEN 'android' ELSE 'ios' END, 'zd-' || (361000000 + a * 1000 + u)
+FROM generate_series(0, 2) a, generate_series(0, 149) u, generate_series(1, 3) k WHERE k <= 1 + u % 3;
+CREATE FUNCTION pg_temp.ticket(n bigint) RETURNS bigint IMMUTABLE LANGUAGE sql AS 'SELECT (n / 4096) * 512 + n % 512';
+"
+# Deliveries of notifications \$lo..\$hi (received at pg_temp.at(n)), in the order intake stores
+# them (ids grow with time, as retention expects). Terminal rows look like outcomes of claims made
+# at intake (next_attempt_at the lease's end); the tail (\$tail_from on) is a third pending, a third
+# sending, a third delivered.
+deliveries_sql() { # lo hi tail_from
+    cat <<SQL
+INSERT INTO deliveries (notification_id, app_id, device_token, platform, kind, due, status, attempts, next_attempt_at,
+    lease_owner, lease_expires_at, provider_id, last_error, created_at, updated_at, delivered_at)
+SELECT CASE WHEN x.badge THEN NULL ELSE n END, d.app_id, d.token, d.platform, CASE WHEN x.badge THEN 'badge_sync' ELSE 'alert' END,
+    s.due, s.status, s.attempts, s.next_at, s.lease_owner, s.lease_end,
+    CASE WHEN s.status <> 'delivered' THEN NULL
+         WHEN d.platform = 'ios' THEN upper(md5(n::text || x.k)::uuid::text)
+         ELSE 'projects/' || d.app_id || '-mobile/messages/0:' || (1764000000000000 + n * 4 + x.k) || '%' || left(md5(n::text || x.k), 16) END,
+    s.error, x.at, s.updated_at, CASE WHEN s.status = 'delivered' THEN s.updated_at END
+FROM generate_series($1::bigint, $2::bigint) n
+CROSS JOIN LATERAL (SELECT pg_temp.ticket(n) AS t) tk
+CROSS JOIN LATERAL (
+    SELECT k, false AS badge, pg_temp.at(n) AS at FROM generate_series(1, 1 + ((tk.t / 3) % 150)::int % 3) k
+    UNION ALL SELECT 1, true, pg_temp.at(n) + interval '1 ms' WHERE n % 50 = 0
+) x
+CROSS JOIN LATERAL (SELECT * FROM devs WHERE slot = (tk.t % 3) * 450 + ((tk.t / 3) % 150) * 3 + x.k) d
+CROSS JOIN LATERAL (SELECT (n * 7 + x.k * 13) % 100 AS h, (n + x.k) % 6 AS r) m
+CROSS JOIN LATERAL (
+    SELECT CASE WHEN n < $3 THEN
+                CASE WHEN m.h < 92 OR x.badge THEN 'delivered' WHEN m.h < 95 THEN 'failed' WHEN m.h < 97 THEN 'dead_token'
+                     WHEN m.h < 98 THEN 'expired' ELSE 'skipped' END
+           ELSE (ARRAY['delivered', 'delivered', 'pending', 'pending', 'sending', 'sending'])[m.r + 1] END AS status
+) st
+CROSS JOIN LATERAL (
+    SELECT st.status,
+           st.status IN ('pending', 'sending') AND NOT (st.status = 'sending' AND m.r = 4) AS due,
+           CASE st.status WHEN 'expired' THEN 12 WHEN 'skipped' THEN 0 WHEN 'pending' THEN CASE WHEN m.r = 3 THEN 2 ELSE 0 END ELSE 1 END
+               AS attempts,
+           CASE st.status WHEN 'pending' THEN CASE WHEN m.r = 3 THEN now() + interval '20 seconds' ELSE x.at END
+                          WHEN 'sending' THEN now() + interval '45 seconds'
+                          WHEN 'expired' THEN x.at + interval '20 minutes'
+                          ELSE x.at + interval '60 seconds' END AS next_at,
+           CASE WHEN st.status = 'sending' THEN 'relay-2.internal:4711:delivery' END AS lease_owner,
+           CASE WHEN st.status = 'sending' THEN now() + interval '45 seconds' END AS lease_end,
+           CASE st.status
+               WHEN 'failed' THEN CASE WHEN d.platform = 'ios' THEN 'APNs 400 BadTopic' ELSE 'FCM 400 INVALID_ARGUMENT: Request contains an invalid argument.' END
+               WHEN 'dead_token' THEN CASE WHEN d.platform = 'ios' THEN 'APNs 410 Unregistered' ELSE 'FCM 404 UNREGISTERED: Requested entity was not found.' END
+               WHEN 'expired' THEN 'older than the maximum age'
+               WHEN 'skipped' THEN 'device is invalid or unregistered'
+               WHEN 'pending' THEN CASE WHEN m.r = 3 THEN 'APNs 503 ServiceUnavailable' END END AS error,
+           CASE st.status WHEN 'expired' THEN x.at + interval '20 minutes' WHEN 'pending' THEN CASE WHEN m.r = 3 THEN now() - interval '5 seconds' ELSE x.at END
+                          WHEN 'sending' THEN now() - interval '15 seconds' ELSE x.at + interval '250 ms' END AS updated_at
+) s;
+SQL
+}
+# Notifications \$lo..\$hi; the third app's text is erased when \$erase (its deliveries ended).
+notifications_sql() { # lo hi erase
+    cat <<SQL
+INSERT INTO notifications (id, app_id, ticket_id, title, body, request_id, content, received_at) OVERRIDING SYSTEM VALUE
+SELECT n, (ARRAY['acme', 'globex', 'initech'])[pg_temp.ticket(n) % 3 + 1], (48000000 + pg_temp.ticket(n))::text,
+    CASE WHEN $3 AND pg_temp.ticket(n) % 3 = 2 THEN NULL ELSE (ARRAY['Ana', 'Bruno', 'Chen', 'Dara', 'Emeka', 'Fatima'])[n % 6 + 1] || ' replied' END,
+    CASE WHEN $3 AND pg_temp.ticket(n) % 3 = 2 THEN NULL
+         ELSE substr('Thanks for getting back to us. I have checked your order and the refund was issued today; it should reach your account within five business days. Is there anything else I can help you with?', 1 + (n % 40)::int, 40 + (n * 37 % 140)::int) END,
+    md5(n::text)::uuid::text, CASE WHEN pg_temp.ticket(n) % 3 = 2 THEN 'encrypted' ELSE 'full' END, pg_temp.at(n)
+FROM generate_series($1::bigint, $2::bigint) n;
+SQL
+}
+
+psql_db history <<SQL
+BEGIN;  -- one now() for every row
+SET LOCAL work_mem = '256MB';
+$common_sql
+INSERT INTO devices (app_id, token, platform, user_id, environment, locale, status, invalid_reason, invalidated_at, created_at, updated_at)
+SELECT app_id, token, platform, user_id, CASE WHEN platform = 'ios' THEN 'production' END, 'en-US',
+       CASE WHEN slot % 97 = 5 THEN 'invalid' ELSE 'active' END, CASE WHEN slot % 97 = 5 THEN 'APNs 410 Unregistered' END,
+       CASE WHEN slot % 97 = 5 THEN now() - interval '3 days' END, now() - interval '200 days' + slot * interval '1 hour', now() - interval '30 days'
+FROM devs;
+-- History: 120 days up to now.
+CREATE FUNCTION pg_temp.at(n bigint) RETURNS timestamptz STABLE LANGUAGE sql
+    AS 'SELECT now() - interval ''120 days'' + interval ''120 days'' * ((n - 1)::float8 / $history_notifications)';
+$(notifications_sql 1 "$history_notifications" true)
+$(deliveries_sql 1 "$history_notifications" "$((history_notifications + 1))")
+-- Jobs: one bulk unregister every 3 days, the last queued with its upload; the Zendesk queue holds
+-- what the jobs removed (forwarded) and the dead tokens of invalid devices.
+INSERT INTO jobs (id, app_id, kind, status, parameters, total, processed, removed, not_found, failed, error, created_at, started_at,
+                  finished_at, propagate_to_zendesk, batch_size)
+SELECT md5('job' || j)::uuid, (ARRAY['acme', 'globex', 'initech'])[j % 3 + 1], 'bulk_unregister',
+       CASE WHEN j = 40 THEN 'queued' WHEN j % 13 = 0 THEN 'failed' WHEN j % 17 = 0 THEN 'cancelled' ELSE 'succeeded' END,
+       jsonb_build_object('propagate_to_zendesk', j % 2 = 0), 20000, CASE WHEN j = 40 THEN 0 ELSE 20000 END,
+       CASE WHEN j = 40 THEN 0 ELSE 300 END, CASE WHEN j = 40 THEN 0 ELSE 19700 END, 0,
+       CASE WHEN j % 13 = 0 AND j <> 40 THEN 'the job failed: connection lost' END,
+       now() - interval '120 days' + j * interval '3 days', CASE WHEN j < 40 THEN now() - interval '120 days' + j * interval '3 days' + interval '2 seconds' END,
+       CASE WHEN j < 40 THEN now() - interval '120 days' + j * interval '3 days' + interval '9 seconds' END, j % 2 = 0, CASE WHEN j < 40 THEN 5000 END
+FROM generate_series(1, 40) j;
+UPDATE jobs SET created_at = now() - interval '1 minute' WHERE status = 'queued';
+INSERT INTO job_tokens (job_id, line, token) SELECT md5('job40')::uuid, i, md5('upload' || i) || md5('more' || i) FROM generate_series(1, 20000) i;
+INSERT INTO zendesk_unregister_queue (app_id, token, platform, reason, job_id, attempts, next_attempt_at, queued_at, forwarded_at)
+SELECT j.app_id, 'bulk-' || j.n || '-' || md5(i::text), 'ios', 'bulk_unregister', j.id, 1, j.finished_at, j.finished_at, j.finished_at + interval '1 minute'
+FROM (SELECT row_number() OVER (ORDER BY created_at) AS n, * FROM jobs WHERE propagate_to_zendesk AND status = 'succeeded') j, generate_series(1, 300) i;
+INSERT INTO zendesk_unregister_queue (app_id, token, platform, reason, attempts, next_attempt_at, queued_at, forwarded_at)
+SELECT app_id, token, platform, invalid_reason, 1, invalidated_at, invalidated_at, invalidated_at + interval '2 seconds'
+FROM devices WHERE status = 'invalid';
+INSERT INTO provider_tokens VALUES ('apns:TEAM123456:KEY1234567', 'eyJhbGciOiJFUzI1NiJ9.e30.sig', now() - interval '20 minutes', now() + interval '40 minutes'),
+    ('fcm:relay@acme-mobile.iam.gserviceaccount.com', 'ya29.token', now() - interval '10 minutes', now() + interval '50 minutes');
+INSERT INTO credential_rejections VALUES ('initech', 'android', now() - interval '2 days', 'FCM 401 UNAUTHENTICATED');
+SELECT setval('notifications_id_seq', $notifications) \\g /dev/null
+COMMIT;
+SQL
+echo "  history seeded in $((SECONDS - seed_start)) s; VACUUM ANALYZE ..."
+vacuum_start=$SECONDS
+psql_db history -c "VACUUM ANALYZE"
+echo "  VACUUM ANALYZE: $((SECONDS - vacuum_start)) s"
+
+# The last 5 minutes as a relay leaves them, inserted now (so their times are recent).
+psql_db history <<SQL
+BEGIN;
+SET LOCAL work_mem = '256MB';
+$common_sql
+CREATE FUNCTION pg_temp.at(n bigint) RETURNS timestamptz STABLE LANGUAGE sql
+    AS 'SELECT now() - interval ''5 minutes'' + interval ''5 minutes'' * ((n - $history_notifications)::float8 / $tail)';
+$(notifications_sql "$((history_notifications + 1))" "$notifications" false)
+$(deliveries_sql "$((history_notifications + 1))" "$notifications" "$((history_notifications + 1))")
+-- The sweep has passed every not-due delivery whose lease ended a second ago.
+UPDATE delivery_sweep SET (swept_to, swept_id) = (
+    SELECT next_attempt_at, id FROM deliveries WHERE NOT due AND next_attempt_at < now() - interval '1 second'
+    ORDER BY next_attempt_at DESC, id DESC LIMIT 1);
+-- Unread replies of the tail's owners (their users), ids of the newest 32.
+INSERT INTO unread_counters (app_id, owner, ticket_id, unread, notification_ids, updated_at)
+SELECT n.app_id, d.user_id, n.ticket_id, count(*), (array_agg(n.id ORDER BY n.id DESC))[1:32], max(n.received_at)
+FROM notifications n JOIN devs d ON d.slot = (pg_temp.ticket(n.id) % 3) * 450 + ((pg_temp.ticket(n.id) / 3) % 150) * 3 + 1
+WHERE n.id > $history_notifications GROUP BY 1, 2, 3;
+-- A receiver down for 10 minutes: globex's events wait.
+INSERT INTO delivery_events (app_id, type, delivery_id, notification_id, ticket_id, platform, token_hint, reason, at)
+SELECT d.app_id, CASE d.status WHEN 'delivered' THEN 'delivered' ELSE d.status END, d.id, d.notification_id, n.ticket_id, d.platform,
+       left(d.device_token, 6) || '…' || right(d.device_token, 4), d.last_error, d.updated_at
+FROM (SELECT * FROM deliveries ORDER BY id DESC LIMIT 20000) d LEFT JOIN notifications n ON n.id = d.notification_id
+WHERE d.app_id = 'globex' AND d.status NOT IN ('pending', 'sending') ORDER BY d.id LIMIT 2000;
+INSERT INTO activity_minutes (app_id, minute, webhooks, delivered, failed, expired, dead_token, skipped)
+SELECT app, date_trunc('minute', now()) - m * interval '1 minute', 40 + m % 7, 78 + m % 11, 2, 0, 1, 1
+FROM unnest(ARRAY['acme', 'globex', 'initech']) app, generate_series(0, 119) m;
+INSERT INTO leases VALUES ('retention', 'relay-1.internal:4711:retention', now() + interval '40 minutes'),
+    ('events:globex', 'relay-2.internal:4711:events', now() + interval '50 seconds');
+COMMIT;
+ANALYZE delivery_sweep, unread_counters, delivery_events, activity_minutes, leases;
+SQL
+echo "  seeded in $((SECONDS - seed_start)) s: $(psql_db history -At -F ' ' -c "SELECT (SELECT count(*) FROM deliveries) || ' deliveries (' ||
+    (SELECT string_agg(status || ' ' || c, ', ' ORDER BY c DESC) FROM (SELECT status, count(*) c FROM deliveries GROUP BY 1) s) || '), ' ||
+    (SELECT count(*) FROM notifications) || ' notifications, ' || (SELECT count(*) FROM devices) || ' devices, ' || (SELECT count(*) FROM jobs) || ' jobs'")"
+psql_db history -q -c "ALTER SYSTEM SET max_wal_size = '1GB'" -c "ALTER SYSTEM SET checkpoint_timeout = '5min'" -c "SELECT pg_reload_conf()" >/dev/null
+
+# --- The queries -----------------------------------------------------------------------------------
+# name -> label, source (file:line where the SQL starts), a fragment that must still be in that
+# file, the SQL (Swift interpolations expanded), and the sampled parameters' SQL (in `history`,
+# one row of EXECUTE arguments per run; i is the run).
+declare -A label source fragment sql params
+names=()
+query() { # name label source fragment; SQL on stdin
+    names+=("$1")
+    label[$1]="$2" source[$1]="$3" fragment[$1]="$4"
+    sql[$1]="$(cat)"
+}
+# Random existing rows, one per run: notifications anywhere in the 120 days.
+# (The random numbers are drawn first: a volatile expression cannot be an index condition.)
+random_notification="SELECT g.i, n.* FROM (SELECT i, 1 + floor(random() * $notifications)::bigint AS r FROM generate_series(1, $runs) i OFFSET 0) g
+    CROSS JOIN LATERAL (SELECT id, app_id, ticket_id FROM notifications WHERE id >= g.r ORDER BY id LIMIT 1) n"
+random_device="SELECT g.i, d.* FROM (SELECT i, floor(random() * (SELECT count(*) FROM devices))::int AS r FROM generate_series(1, $runs) i OFFSET 0) g
+    CROSS JOIN LATERAL (SELECT app_id, token, user_id FROM devices ORDER BY app_id, token OFFSET g.r LIMIT 1) d"
+
+# shellcheck disable=SC2016  # the fragments are SQL, with its $1, $2
+{
+query status_notification "status: notification by id" Sources/PushRelay/Status/DeliveryStatusStore.swift:170 \
+    '"SELECT \(NotificationStatusRecord.columns) FROM notifications n \(NotificationStatusRecord.countsJoin) WHERE n.id = $1 AND "' <<'SQL'
+SELECT n.id, n.ticket_id, n.title, n.received_at, n.content, c.pending, c.sending, c.delivered, c.failed, c.dead_token, c.expired, c.skipped FROM notifications n CROSS JOIN LATERAL (
+    SELECT count(*) FILTER (WHERE d.status = 'pending')::int AS pending, count(*) FILTER (WHERE d.status = 'sending')::int AS sending, count(*) FILTER (WHERE d.status = 'delivered')::int AS delivered, count(*) FILTER (WHERE d.status = 'failed')::int AS failed, count(*) FILTER (WHERE d.status = 'dead_token')::int AS dead_token, count(*) FILTER (WHERE d.status = 'expired')::int AS expired, count(*) FILTER (WHERE d.status = 'skipped')::int AS skipped
+    FROM deliveries d WHERE d.notification_id = n.id
+) c WHERE n.id = $1 AND n.app_id = $2
+SQL
+params[status_notification]="SELECT i, format('%s, %L', id, app_id) FROM ($random_notification) r"
+
+query status_notification_deliveries "status: a notification's deliveries" Sources/PushRelay/Status/DeliveryStatusStore.swift:178 \
+    'WHERE d.notification_id = $1 ORDER BY d.id LIMIT $2' <<'SQL'
+SELECT d.id, d.notification_id, n.ticket_id, d.device_token, d.platform, d.kind, d.status, d.attempts, d.last_error, d.provider_id, d.created_at, d.updated_at, d.delivered_at FROM deliveries d JOIN notifications n ON n.id = d.notification_id
+WHERE d.notification_id = $1 ORDER BY d.id LIMIT $2
+SQL
+params[status_notification_deliveries]="SELECT i, format('%s, 1000', id) FROM ($random_notification) r"
+
+query status_ticket "status: ticket's notifications (51)" Sources/PushRelay/Status/DeliveryStatusStore.swift:191 \
+    'SELECT * FROM notifications WHERE app_id = $1 AND ticket_id = $2 AND id < coalesce($3::bigint, 9223372036854775807) ORDER BY id' <<'SQL'
+SELECT n.id, n.ticket_id, n.title, n.received_at, n.content, c.pending, c.sending, c.delivered, c.failed, c.dead_token, c.expired, c.skipped FROM (
+    SELECT * FROM notifications WHERE app_id = $1 AND ticket_id = $2 AND id < coalesce($3::bigint, 9223372036854775807) ORDER BY id DESC LIMIT $4
+) n
+CROSS JOIN LATERAL (
+    SELECT count(*) FILTER (WHERE d.status = 'pending')::int AS pending, count(*) FILTER (WHERE d.status = 'sending')::int AS sending, count(*) FILTER (WHERE d.status = 'delivered')::int AS delivered, count(*) FILTER (WHERE d.status = 'failed')::int AS failed, count(*) FILTER (WHERE d.status = 'dead_token')::int AS dead_token, count(*) FILTER (WHERE d.status = 'expired')::int AS expired, count(*) FILTER (WHERE d.status = 'skipped')::int AS skipped
+    FROM deliveries d WHERE d.notification_id = n.id
+) c
+ORDER BY n.id DESC
+SQL
+params[status_ticket]="SELECT i, format('%L, %L, NULL, 51', app_id, ticket_id) FROM ($random_notification) r"
+
+query status_device "status: device's deliveries (51)" Sources/PushRelay/Status/DeliveryStatusStore.swift:214 \
+    'WHERE app_id = $1 AND hashtextextended(device_token, 0) = hashtextextended($2, 0) AND device_token = $2' <<'SQL'
+SELECT d.id, d.notification_id, n.ticket_id, d.device_token, d.platform, d.kind, d.status, d.attempts, d.last_error, d.provider_id, d.created_at, d.updated_at, d.delivered_at FROM (
+    SELECT * FROM deliveries
+    WHERE app_id = $1 AND hashtextextended(device_token, 0) = hashtextextended($2, 0) AND device_token = $2
+      AND id < coalesce($3::bigint, 9223372036854775807)
+    ORDER BY id DESC LIMIT $4
+) d
+LEFT JOIN notifications n ON n.id = d.notification_id
+ORDER BY d.id DESC
+SQL
+params[status_device]="SELECT i, format('%L, %L, NULL, 51', app_id, token) FROM ($random_device) r"
+
+query overview_activity "overview: activity per minute" Sources/PushRelay/Console/OperatorStore.swift:24 \
+    'FROM activity_minutes WHERE app_id = ANY($1) AND minute >= to_timestamp($2)' <<'SQL'
+SELECT app_id, extract(epoch FROM minute)::bigint, webhooks, delivered, failed, expired, dead_token, skipped
+FROM activity_minutes WHERE app_id = ANY($1) AND minute >= to_timestamp($2)
+SQL
+params[overview_activity]="SELECT i, format('%L, %s', '{acme,globex,initech}', extract(epoch FROM date_trunc('minute', now()))::bigint - 59 * 60)
+    FROM generate_series(1, $runs) i"
+
+query overview_depths "overview: queue depths" Sources/PushRelay/Console/OperatorStore.swift:50 \
+    '(SELECT count(*) FROM (SELECT 1 FROM delivery_events e WHERE e.app_id = a.app LIMIT $2) eq)' <<'SQL'
+SELECT a.app, q.pending, q.sending, q.retrying,
+    (SELECT count(*) FROM (SELECT 1 FROM zendesk_unregister_queue z WHERE z.app_id = a.app AND z.forwarded_at IS NULL LIMIT $2) zq),
+    (SELECT count(*) FROM (SELECT 1 FROM delivery_events e WHERE e.app_id = a.app LIMIT $2) eq)
+FROM unnest($1::text[]) AS a (app)
+CROSS JOIN LATERAL (
+    SELECT count(*) FILTER (WHERE d.status = 'pending' AND d.attempts = 0) AS pending,
+           count(*) FILTER (WHERE d.status = 'sending') AS sending,
+           count(*) FILTER (WHERE d.status = 'pending' AND d.attempts > 0) AS retrying
+    FROM (
+        -- Due deliveries, then those stored claimed at intake (not due) that the sweep
+        -- has not passed: every one waiting or in flight, each list read through its index.
+        (SELECT status, attempts FROM deliveries WHERE app_id = a.app AND due AND status IN ('pending', 'sending') LIMIT $2)
+        UNION ALL
+        (SELECT f.status, f.attempts FROM (SELECT * FROM delivery_sweep LIMIT 1) s CROSS JOIN LATERAL (
+            SELECT status, attempts FROM deliveries
+            WHERE NOT due AND (next_attempt_at, id) > (s.swept_to, s.swept_id) AND app_id = a.app AND status IN ('pending', 'sending')
+            LIMIT $2
+        ) f)
+        LIMIT $2
+    ) d
+) q
+SQL
+params[overview_depths]="SELECT i, format('%L, 100000', '{acme,globex,initech}') FROM generate_series(1, $runs) i"
+
+query jobs_list "admin: jobs list (20)" Sources/PushRelay/Admin/JobStore.swift:246 \
+    'FROM jobs j WHERE $2::text IS NULL OR j.app_id = $2 ORDER BY j.created_at DESC LIMIT $1' <<'SQL'
+SELECT j.id, j.app_id, j.kind, j.status, j.propagate_to_zendesk, j.total, j.processed, j.removed, j.not_found, j.failed,
+(SELECT count(*) FROM zendesk_unregister_queue z WHERE z.job_id = j.id AND z.forwarded_at IS NOT NULL)::bigint,
+j.error, j.created_at, j.started_at, j.finished_at FROM jobs j WHERE $2::text IS NULL OR j.app_id = $2 ORDER BY j.created_at DESC LIMIT $1
+SQL
+params[jobs_list]="SELECT i, '20, NULL' FROM generate_series(1, $runs) i"
+
+query job_get "admin: a job" Sources/PushRelay/Admin/JobStore.swift:241 \
+    'FROM jobs j WHERE j.id = $1' <<'SQL'
+SELECT j.id, j.app_id, j.kind, j.status, j.propagate_to_zendesk, j.total, j.processed, j.removed, j.not_found, j.failed,
+(SELECT count(*) FROM zendesk_unregister_queue z WHERE z.job_id = j.id AND z.forwarded_at IS NOT NULL)::bigint,
+j.error, j.created_at, j.started_at, j.finished_at FROM jobs j WHERE j.id = $1
+SQL
+params[job_get]="SELECT i, format('%L', md5('job' || (1 + floor(random() * 40 + i * 0))::int)::uuid) FROM generate_series(1, $runs) i"
+
+query device_get "devices: a device" Sources/PushRelay/Devices/PostgresDeviceRepository.swift:81 \
+    'FROM devices WHERE app_id = $1 AND token = $2", [app, token])' <<'SQL'
+SELECT app_id, token, platform, user_id, environment, locale, status, invalid_reason, created_at, updated_at, push_key IS NOT NULL, push_key_id FROM devices WHERE app_id = $1 AND token = $2
+SQL
+params[device_get]="SELECT i, format('%L, %L', app_id, token) FROM ($random_device) r"
+
+query user_devices "devices: a user's devices" Sources/PushRelay/Devices/PostgresDeviceRepository.swift:105 \
+    'FROM devices WHERE app_id = $1 AND user_id = $2 ORDER BY created_at, token' <<'SQL'
+SELECT app_id, token, platform, user_id, environment, locale, status, invalid_reason, created_at, updated_at, push_key IS NOT NULL, push_key_id FROM devices WHERE app_id = $1 AND user_id = $2 ORDER BY created_at, token
+SQL
+params[user_devices]="SELECT i, format('%L, %L', app_id, user_id) FROM ($random_device) r"
+
+query unread_summary "unread: an owner's counts" Sources/PushRelay/Unread/UnreadStore.swift:27 \
+    'SELECT ticket_id, unread FROM unread_counters WHERE app_id = $1 AND owner = $2 AND unread > 0 ORDER BY ticket_id' <<'SQL'
+SELECT ticket_id, unread FROM unread_counters WHERE app_id = $1 AND owner = $2 AND unread > 0 ORDER BY ticket_id
+SQL
+params[unread_summary]="SELECT i, format('%L, %L', app_id, user_id) FROM ($random_device) r"
+}
+
+for name in "${names[@]}"; do
+    file="${source[$name]%%:*}"
+    grep -qF -- "${fragment[$name]}" "$file" || log "warning: ${label[$name]}: its SQL is no longer in $file as copied here; check it"
+done
+
+# Parameters, sampled once in `history`, used in both databases.
+for name in "${names[@]}"; do
+    psql_db history -At -F $'\t' -c "SELECT '$name', * FROM (${params[$name]}) p"
+done >"$work/params.tsv"
+
+# measure DATABASE NAME RUNS [SETUP]: prints "p50 p99 plan_p50 buffers" (ms; buffers hit+read of
+# one more run, on `history` only), and the EXPLAIN (ANALYZE, BUFFERS) to $work/plans.txt.
+measure() {
+    local db="$1" name="$2" n="$3" setup="${4:-}"
+    {
+        echo "BEGIN;"  # rolled back: a setup's change stays in this session
+        echo "$setup"
+        echo "CREATE TEMP TABLE params (query text, i int, args text);"
+        echo "\\copy params FROM '$work/params.tsv'"
+        echo "DELETE FROM params WHERE query <> '$name' OR i > $n;"
+        echo "CREATE TEMP TABLE timings (i int, exec_ms float8, plan_ms float8);"
+        echo "PREPARE $name AS ${sql[$name]};"
+        cat <<SQL
+DO \$\$
+DECLARE r record; p json; started timestamptz := clock_timestamp();
+BEGIN
+    FOR r IN SELECT i, args FROM params ORDER BY i LOOP
+        EXECUTE format('EXPLAIN (ANALYZE, TIMING OFF, SUMMARY ON, FORMAT JSON) EXECUTE $name(%s)', r.args) INTO p;
+        INSERT INTO timings VALUES (r.i, (p -> 0 ->> 'Execution Time')::float8, (p -> 0 ->> 'Planning Time')::float8);
+        EXIT WHEN clock_timestamp() - started > interval '$query_budget_seconds seconds';
+    END LOOP;
+END
+\$\$;
+SQL
+        if [ "$db" = history ]; then
+            echo "SELECT args AS first_args FROM params ORDER BY i LIMIT 1 \\gset"
+            echo "\\o '$work/plan.txt'"
+            echo "EXPLAIN (ANALYZE, BUFFERS) EXECUTE $name(:first_args);"
+            echo "\\o"
+            cat <<SQL
+DO \$\$
+DECLARE p json;
+BEGIN
+    EXECUTE format('EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE $name(%s)', (SELECT args FROM params ORDER BY i LIMIT 1)) INTO p;
+    PERFORM set_config('bench.buffers', ((p -> 0 -> 'Plan' ->> 'Shared Hit Blocks')::bigint + (p -> 0 -> 'Plan' ->> 'Shared Read Blocks')::bigint)::text, false);
+END
+\$\$;
+SQL
+        else
+            echo "SELECT set_config('bench.buffers', '-', false) \\g /dev/null"
+        fi
+        echo "\\o '$work/result.txt'"
+        echo "SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY exec_ms)::numeric, 3), round(percentile_cont(0.99) WITHIN GROUP (ORDER BY exec_ms)::numeric, 3),
+            round(percentile_cont(0.5) WITHIN GROUP (ORDER BY plan_ms)::numeric, 3), current_setting('bench.buffers'), count(*) FROM timings;"
+        echo "\\o"
+        echo "ROLLBACK;"
+    } | psql_db "$db" -At -F ' ' >/dev/null
+    # A fifth field: "seq" when the plan reads deliveries or notifications whole.
+    if [ "$db" = history ] && grep -qE 'Seq Scan on (deliveries|notifications)' "$work/plan.txt"; then
+        echo "$(cat "$work/result.txt") seq"
+    else
+        echo "$(cat "$work/result.txt") -"
+    fi
+    if [ "$db" = history ]; then
+        { echo "--- ${label[$name]}${setup:+ ($setup)} (${source[$name]}): EXECUTE $name($(awk -F'\t' -v q="$name" '$1 == q {print $3; exit}' "$work/params.tsv"))"
+          cat "$work/plan.txt"; } >>"$work/plans.txt"
+    fi
+}
+
+echo
+echo "queries: $runs runs each with sampled parameters, empty and seeded interleaved ..."
+results=()
+round=0
+for name in "${names[@]}"; do
+    round=$((round + 1))
+    declare -A got=()
+    for db in $(alternate "$round" empty history); do got[$db]="$(measure "$db" "$name" "$runs")"; done
+    results+=("${label[$name]}|${source[$name]}|${got[empty]}|${got[history]}")
+done
+# The same depth query when the sweep never ran (delivery disabled, or dispatchers down long).
+stale="UPDATE delivery_sweep SET swept_to = '-infinity', swept_id = 0;"
+stale_runs=$((runs < 3 ? runs : 3))
+declare -A got=()
+for db in empty history; do got[$db]="$(measure "$db" overview_depths "$stale_runs" "$stale")"; done
+results+=("overview: queue depths, watermark -inf ($stale_runs runs)|${source[overview_depths]}|${got[empty]}|${got[history]}")
+
+echo
+echo "EXPLAIN (ANALYZE, BUFFERS) on history, one run each (the first sampled parameters):"
+sed 's/^/  /' "$work/plans.txt"
+
+# --- Retention -------------------------------------------------------------------------------------
+# RetentionService.runOnce (Sources/PushRelay/Retention/Retention.swift:253): each statement as in
+# its source (DeliveryQueue+Retention.swift, Retention.swift, DeliveryQueue+Zendesk.swift,
+# DeliveryQueue+Outcomes.swift), bound as the relay binds them, one transaction each, a pause after
+# each full batch. The served apps are the three; maxAge 86400 s (delivery.max_age_seconds).
+retention_procedure=$(cat <<'SQL'
+CREATE TEMP TABLE steps (run text, step text, statements int, rows bigint, seconds float8);
+CREATE PROCEDURE pg_temp.retention_run(run text, days int, batch int, pause_ms int)
+LANGUAGE plpgsql AS $proc$
+DECLARE
+    cur bigint; last bigint; got int; done boolean; t timestamptz;
+    n int; total bigint; secs float8; step text;
+    unserved text := $q$
+            WITH doomed AS (
+                SELECT id FROM deliveries
+                WHERE due AND NOT (app_id = ANY($1::text[])) AND next_attempt_at < now() - make_interval(secs => $2)
+                ORDER BY app_id, next_attempt_at LIMIT $3
+            ),
+            ended AS (
+                UPDATE deliveries d SET status = 'failed', due = false, last_error = $4, lease_owner = NULL, lease_expires_at = NULL,
+                    updated_at = now()
+                FROM doomed WHERE d.id = doomed.id AND d.due
+                RETURNING 1
+            )
+            SELECT count(*)::int FROM ended
+    $q$;
+    prune_deliveries text := $q$
+            WITH batch AS MATERIALIZED (
+                SELECT id, status, updated_at, created_at FROM deliveries WHERE id > $1 ORDER BY id LIMIT $2
+            ),
+            doomed AS (
+                DELETE FROM deliveries d USING batch b
+                WHERE d.id = b.id
+                  AND ((b.status IN ('delivered', 'skipped') AND b.updated_at < now() - make_interval(days => $3))
+                    OR (b.status IN ('failed', 'expired', 'dead_token') AND b.updated_at < now() - make_interval(days => $4)))
+                RETURNING 1
+            )
+            SELECT (SELECT max(id) FROM batch), (SELECT count(*) FROM doomed)::int,
+                   coalesce((SELECT max(created_at) FROM batch) >= now() - make_interval(days => least($3, $4)), true)
+    $q$;
+    prune_notifications text := $q$
+            WITH batch AS MATERIALIZED (
+                SELECT id, received_at FROM notifications WHERE id > $1 ORDER BY id LIMIT $2
+            ),
+            doomed AS (
+                DELETE FROM notifications n USING batch b
+                WHERE n.id = b.id AND b.received_at < now() - make_interval(days => $3)
+                  AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.notification_id = b.id)
+                RETURNING 1
+            )
+            SELECT (SELECT max(id) FROM batch), (SELECT count(*) FROM doomed)::int,
+                   coalesce((SELECT max(received_at) FROM batch) >= now() - make_interval(days => $3), true)
+    $q$;
+    drains text[] := ARRAY['delivery_events', $q$
+            WITH doomed AS (
+                DELETE FROM delivery_events WHERE id IN (
+                    SELECT id FROM delivery_events WHERE at < now() - make_interval(days => $2) ORDER BY id LIMIT $1
+                )
+                RETURNING 1
+            )
+            SELECT count(*)::int FROM doomed
+    $q$, 'job_tokens', $q$
+            WITH finished AS MATERIALIZED (
+                SELECT id FROM jobs WHERE status IN ('succeeded', 'failed', 'cancelled')
+            ),
+            tokens AS (
+                DELETE FROM job_tokens WHERE ctid IN (
+                    SELECT t.ctid FROM finished f JOIN job_tokens t ON t.job_id = f.id LIMIT $1
+                )
+                RETURNING 1
+            ),
+            batches AS (
+                DELETE FROM job_batches b USING finished f WHERE b.job_id = f.id
+            )
+            SELECT count(*)::int FROM tokens
+    $q$, 'jobs', $q$
+            WITH doomed AS (
+                DELETE FROM jobs WHERE id IN (
+                    SELECT id FROM jobs
+                    WHERE status IN ('succeeded', 'failed', 'cancelled') AND finished_at < now() - make_interval(days => $2)
+                    ORDER BY finished_at LIMIT $1
+                )
+                RETURNING id
+            ),
+            tokens AS (
+                DELETE FROM job_tokens t USING doomed d WHERE t.job_id = d.id
+            ),
+            batches AS (
+                DELETE FROM job_batches b USING doomed d WHERE b.job_id = d.id
+            )
+            SELECT count(*)::int FROM doomed
+    $q$, 'zendesk_unregister_queue', $q$
+            WITH doomed AS (
+                DELETE FROM zendesk_unregister_queue WHERE (app_id, token) IN (
+                    SELECT app_id, token FROM zendesk_unregister_queue
+                    WHERE forwarded_at < now() - make_interval(days => $2) ORDER BY forwarded_at LIMIT $1
+                )
+                RETURNING 1
+            )
+            SELECT count(*)::int FROM doomed
+    $q$, 'notification_texts', $q$
+            WITH ended AS (
+                SELECT n.id FROM notifications n
+                WHERE n.content = 'encrypted' AND n.title IS NOT NULL
+                AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.notification_id = n.id AND d.status IN ('pending', 'sending'))
+                ORDER BY n.id LIMIT $1
+            ),
+            erased AS (UPDATE notifications n SET title = NULL, body = NULL FROM ended WHERE n.id = ended.id RETURNING 1)
+            SELECT count(*)::int FROM erased
+    $q$];
+BEGIN
+    -- Deliveries of apps no longer served (a drain: batches until one is short).
+    n := 0; total := 0; secs := 0;
+    LOOP
+        t := clock_timestamp();
+        EXECUTE unserved INTO got USING ARRAY['acme', 'globex', 'initech'], 86400::float8, batch, 'the app was removed from this relay'::text;
+        COMMIT;
+        secs := secs + extract(epoch FROM clock_timestamp() - t); n := n + 1; total := total + got;
+        EXIT WHEN got < batch;
+        PERFORM pg_sleep(pause_ms / 1000.0);
+    END LOOP;
+    INSERT INTO steps VALUES (run, 'unserved deliveries ended', n, total, secs);
+    -- Deliveries, then notifications: walks from id 0 to the first batch too young.
+    FOREACH step IN ARRAY ARRAY['deliveries', 'notifications'] LOOP
+        cur := 0; n := 0; total := 0; secs := 0;
+        LOOP
+            t := clock_timestamp();
+            IF step = 'deliveries' THEN
+                EXECUTE prune_deliveries INTO last, got, done USING cur, batch, days, days;
+            ELSE
+                EXECUTE prune_notifications INTO last, got, done USING cur, batch, days;
+            END IF;
+            COMMIT;
+            secs := secs + extract(epoch FROM clock_timestamp() - t); n := n + 1; total := total + got;
+            EXIT WHEN last IS NULL OR done;
+            cur := last;
+            PERFORM pg_sleep(pause_ms / 1000.0);
+        END LOOP;
+        INSERT INTO steps VALUES (run, step, n, total, secs);
+    END LOOP;
+    FOR i IN 1 .. array_length(drains, 1) BY 2 LOOP
+        n := 0; total := 0; secs := 0;
+        LOOP
+            t := clock_timestamp();
+            IF drains[i] IN ('job_tokens', 'notification_texts') THEN
+                EXECUTE drains[i + 1] INTO got USING batch;
+            ELSE
+                EXECUTE drains[i + 1] INTO got USING batch, days;
+            END IF;
+            COMMIT;
+            secs := secs + extract(epoch FROM clock_timestamp() - t); n := n + 1; total := total + got;
+            EXIT WHEN got < batch;
+            PERFORM pg_sleep(pause_ms / 1000.0);
+        END LOOP;
+        INSERT INTO steps VALUES (run, drains[i], n, total, secs);
+    END LOOP;
+END
+$proc$;
+SQL
+)
+
+sizes() { psql_db history -At -F ' ' -c "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c
+    WHERE c.relkind = 'r' AND c.relnamespace = 'public'::regnamespace ORDER BY 2 DESC, 1"; }
+sizes >"$work/sizes.txt"
+rows_before="$(psql_db history -At -c "SELECT count(*) FROM deliveries")"
+
+echo
+echo "retention: RetentionService.runOnce with batch $retention_batch, pause $retention_pause_ms ms ..."
+retention_lines=()
+retention_run() { # label days
+    local out
+    out="$(psql_db history -At -F ' ' <<SQL
+$retention_procedure
+CHECKPOINT;
+SELECT pg_current_wal_insert_lsn() AS lsn0, clock_timestamp() AS t0 \gset
+CALL pg_temp.retention_run('$1', $2, $retention_batch, $retention_pause_ms);
+SELECT round(extract(epoch FROM clock_timestamp() - :'t0')::numeric, 1) AS wall, pg_wal_lsn_diff(pg_current_wal_insert_lsn(), :'lsn0')::bigint AS wal \gset
+SELECT '  ' || step || ': ' || rows || ' rows, ' || statements || ' statements, ' || round(seconds::numeric, 2) || ' s in statements' FROM steps ORDER BY ctid;
+SELECT 'total', :wall, round(sum(seconds)::numeric, 1), sum(rows) FILTER (WHERE step = 'deliveries'), sum(rows) FILTER (WHERE step = 'notifications'), :wal FROM steps;
+CHECKPOINT;
+SELECT pg_current_wal_insert_lsn() AS lsn1, clock_timestamp() AS t1 \gset
+VACUUM deliveries, notifications;
+SELECT 'vacuum', round(extract(epoch FROM clock_timestamp() - :'t1')::numeric, 1), pg_wal_lsn_diff(pg_current_wal_insert_lsn(), :'lsn1')::bigint;
+SQL
+)"
+    echo "$1 (days = $2):"
+    grep -v '^total \|^vacuum ' <<<"$out"
+    local total vacuum
+    total="$(grep '^total ' <<<"$out")"
+    vacuum="$(grep '^vacuum ' <<<"$out")"
+    read -r _ wall statements deleted notified wal <<<"$total"
+    read -r _ vacuum_seconds vacuum_wal <<<"$vacuum"
+    echo "  wall $wall s (pauses included), $statements s in statements, WAL $wal bytes; then VACUUM deliveries, notifications: $vacuum_seconds s, WAL $vacuum_wal bytes"
+    retention_lines+=("$(printf '%-34s %12s %11s %11s %12s %15s %11s %15s' "$1" "$deleted" "$notified" "$wall" "$statements" "$wal" "$vacuum_seconds" "$vacuum_wal")")
+}
+retention_run "(a) the oldest day expired" 119
+retention_run "(b) a month expired" 89
+
+# --- The summary -----------------------------------------------------------------------------------
+echo
+echo "=== summary: $deliveries deliveries requested, $rows_before seeded; $runs runs per query; $(date -u '+%Y-%m-%d %H:%M UTC')"
+echo "execution time (EXPLAIN ANALYZE, TIMING OFF) in ms; ratio = seeded p50 / empty p50; buffers = shared hit + read of one run on the"
+echo "seeded database (seq: its plan reads deliveries or notifications sequentially); plan e / plan s = p50 planning time (ms; a"
+echo "custom plan per execution, as the relay's) on the empty / seeded database; (s/e runs): runs cut by the ${query_budget_seconds} s budget"
+printf '%-52s %9s %9s %9s %9s %7s %12s %7s %7s  %s\n' query "empty p50" "empty p99" "seed p50" "seed p99" ratio buffers "plan e" "plan s" source
+for line in "${results[@]}"; do
+    IFS='|' read -r q src empty seeded <<<"$line"
+    read -r e50 e99 eplan _ eruns _ <<<"$empty"
+    read -r s50 s99 splan buffers sruns scan <<<"$seeded"
+    ratio="$(awk -v s="$s50" -v e="$e50" 'BEGIN { printf "%.1f", (e > 0 ? s / e : 0) }')"
+    [ "$scan" != seq ] || buffers="$buffers seq"
+    [ "$sruns" = "$eruns" ] || q="$q ($sruns/$eruns runs)"
+    printf '%-52s %9s %9s %9s %9s %7s %12s %7s %7s  %s\n' "$q" "$e50" "$e99" "$s50" "$s99" "$ratio" "$buffers" "$eplan" "$splan" "$src"
+done
+echo
+echo "retention (one run each, in order; VACUUM after each, as autovacuum would):"
+printf '%-34s %12s %11s %11s %12s %15s %11s %15s\n' run "deliveries" "notific." "wall s" "stmt s" "WAL bytes" "vacuum s" "vacuum WAL"
+printf '%s\n' "${retention_lines[@]}"
+echo
+echo "size per table before retention (pg_total_relation_size, bytes):"
+awk '{ printf "  %-28s %15s\n", $1, $2 }' "$work/sizes.txt"
+awk -v rows="$rows_before" '
+    $1 == "deliveries" { d = $2 } $1 == "notifications" { n = $2 } { total += $2 }
+    END { printf "bytes per delivery row: deliveries %.0f; with notifications %.0f; whole database %.0f\n", d / rows, (d + n) / rows, total / rows }' "$work/sizes.txt"
