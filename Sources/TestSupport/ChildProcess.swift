@@ -116,12 +116,7 @@ public final class ChildProcess: Sendable {
             // A cancelled task's sleep returns at once: the wait then blocks briefly instead of spinning.
             if (try? await Task.sleep(for: .milliseconds(10))) == nil { usleep(10_000) }
         }
-        if isRunning {
-            print("ChildProcess: pid \(processIdentifier) still running after \(hangCeiling); killing it")
-            kill()
-            _ = reap(blocking: true)
-        }
-        return terminationStatus ?? -1
+        return endHung()
     }
 
     /// ``waitUntilExit()`` holding the calling thread, for where nothing can be awaited (a `defer`):
@@ -130,6 +125,12 @@ public final class ChildProcess: Sendable {
     public func waitUntilExit() -> Int32 {
         let deadline = ContinuousClock.now + hangCeiling
         while isRunning && ContinuousClock.now < deadline { usleep(10_000) }
+        return endHung()
+    }
+
+    /// After a wait that reached the hang ceiling: kills the child if it still runs (and says so),
+    /// and returns ``terminationStatus``.
+    private func endHung() -> Int32 {
         if isRunning {
             print("ChildProcess: pid \(processIdentifier) still running after \(hangCeiling); killing it")
             kill()
