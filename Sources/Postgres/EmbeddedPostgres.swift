@@ -265,7 +265,14 @@ public final class EmbeddedPostgres: Sendable {
     private static func isPortFree(_ port: Int) -> Bool { (try? bind(port: port)) != nil }
 
     /// A TCP port on 127.0.0.1 that is free now (the cluster's own port, and tests that start servers).
-    public static func freePort() throws -> Int { try bind(port: 0) }
+    ///
+    /// Not `bind(0)`: the kernel answers that from its ephemeral range (`ip_local_port_range`), the
+    /// range it also gives every outgoing connection's local port, so a port seen free here could be
+    /// taken by any connection opened before the server binds it ("Address already in use"). The
+    /// port comes from below that range instead, and this process never hands out one port twice.
+    public static func freePort() throws -> Int {
+        try PortPicker.shared.next { (try? bind(port: $0)) != nil }
+    }
 
     /// Binds a TCP socket on 127.0.0.1 to `port` (0 = any) and returns the bound port.
     private static func bind(port: Int) throws -> Int {

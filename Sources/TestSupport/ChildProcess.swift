@@ -119,6 +119,20 @@ public final class ChildProcess: Sendable {
         return endHung()
     }
 
+    /// Waits, as ``eventually(ceiling:_:)`` does, until `condition` holds; false as soon as this
+    /// process has exited instead (a server that failed to start), not at the hang ceiling.
+    public func eventuallyWhileRunning(_ condition: () async throws -> Bool) async rethrows -> Bool {
+        var exited = false
+        let met = try await eventually {
+            guard isRunning else {
+                exited = true
+                return true
+            }
+            return try await condition()
+        }
+        return met && !exited
+    }
+
     /// ``waitUntilExit()`` holding the calling thread, for where nothing can be awaited (a `defer`):
     /// a child asked to stop there exits within moments.
     @discardableResult

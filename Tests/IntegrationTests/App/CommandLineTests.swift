@@ -125,6 +125,23 @@ struct CommandLineTests {
         #expect(other.status == 1)
     }
 
+    @Test("serve on a port another process listens on exits with the bind error, and the harness says so as soon as it exits")
+    func serveOnTakenPort() async throws {
+        let directory = try Self.directory()
+        let conninfo = try await TestDatabase.makeDatabase()
+        try ("database:\n  url: \"\(conninfo)\"\n" + Self.app).write(toFile: directory + "/relay.yaml", atomically: true, encoding: .utf8)
+        let holder = try FreezableProxy(targetPort: try EmbeddedPostgres.freePort())
+        defer { holder.stop() }
+        // Before, the harness waited for /health until its hang ceiling (10 minutes) and then said
+        // "did not become healthy"; a port taken between the pick and the bind cost a CI run that.
+        let error = await #expect(throws: ConfigurationError.self) {
+            try await RelayProcess.start(configFile: directory + "/relay.yaml", port: holder.port, log: directory + "/relay.log")
+        }
+        let message = error?.message ?? ""
+        #expect(message.contains("exited with status 1 before it was healthy"), "\(message)")
+        #expect(message.contains("Address already in use"), "\(message)")
+    }
+
     @Test("keys list shows every scope of a key, whatever their length")
     func keysList() async throws {
         let directory = try Self.directory()

@@ -41,15 +41,15 @@ struct RelayProcess {
             output: log
         )
         let relay = RelayProcess(process: process, port: port, log: log)
-        let healthy = await eventually {
-            guard process.isRunning else { return false }
-            return (try? await relay.request("GET", "/health").status) == 200
+        let healthy = await process.eventuallyWhileRunning {
+            (try? await relay.request("GET", "/health").status) == 200
         }
         guard healthy else {
             let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+            let ending = process.terminationStatus.map { "exited with status \($0)" } ?? "did not answer /health"
             process.kill()
             await process.waitUntilExit()
-            throw ConfigurationError("push-relay did not become healthy; its output:\n\(output)")
+            throw ConfigurationError("push-relay \(ending) before it was healthy; its output:\n\(output)")
         }
         return relay
     }

@@ -84,12 +84,13 @@ struct OutageLogTests {
         )
         let clock = ContinuousClock()
         // From the freeze until the load stopped: the outage the log reports lies within it.
-        let observed = try await app.testLive { client -> Duration in
+        let (observed, answered) = try await app.testLive { client -> (Duration, Int) in
             let port = try #require(client.port)
             final class Load: Sendable {
                 let stop = Atomic<Bool>(false)
                 let thawed = Atomic<Bool>(false)
                 let acceptedAfterThaw = Atomic<Bool>(false)
+                let answered = Atomic<Int>(0)
             }
             let load = Load()
             return try await withThrowingTaskGroup(of: Void.self) { group in
@@ -106,6 +107,7 @@ struct OutageLogTests {
                                 body: Array(body.utf8)
                             )
                             let status = try await RawHTTP.send(port: port, request)?.status
+                            if status != nil { load.answered.add(1, ordering: .relaxed) }
                             if status == 202, load.thawed.load(ordering: .relaxed) { load.acceptedAfterThaw.store(true, ordering: .relaxed) }
                             try await Task.sleep(for: .milliseconds(status == 202 ? 20 : 100))
                         }
@@ -122,7 +124,7 @@ struct OutageLogTests {
                 try await Task.sleep(for: .seconds(2))
                 load.stop.store(true, ordering: .relaxed)
                 try await group.waitForAll()
-                return clock.now - frozen
+                return (clock.now - frozen, load.answered.load(ordering: .relaxed))
             }
         }
 
@@ -133,8 +135,10 @@ struct OutageLogTests {
         }
         let parsed = written.compactMap { Line($0, format: format) }
         #expect(parsed.count == written.count, "lines that do not parse: \(written.filter { Line($0, format: format) == nil })")
-        // Load happened (a loaded machine serves fewer than an idle one: 19 in a full-suite run).
-        #expect(parsed.filter { $0.message == "request" }.count >= 5, "too few requests were logged")
+        // Every answered request was logged, however many a loaded machine served (one at least:
+        // the webhook accepted after the thaw).
+        #expect(answered > 0)
+        #expect(parsed.filter { $0.message == "request" }.count >= answered, "\(answered) requests were answered")
 
         let unavailable = parsed.filter { $0.message == "database unavailable" }
         let availableAgain = parsed.filter { $0.message == "database available again" }

@@ -29,8 +29,7 @@ struct SandboxProcess {
             inheritsError: true
         )
         // The first start generates an RSA key, seconds in a debug build on a busy machine.
-        let ready = await eventually {
-            guard process.isRunning else { return false }
+        let ready = await process.eventuallyWhileRunning {
             let text = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
             return text.contains("service_account_file:") && text.hasSuffix("\n") && text.split(separator: "\n").last?.contains("url:") == true
         }

@@ -18,8 +18,18 @@ enum WebhookPath: String, CaseIterable, Sendable, CustomTestStringConvertible {
     case router
     case live
 
-    var setup: TestingSetup { self == .router ? .router : .live }
     var testDescription: String { rawValue }
+}
+
+extension ApplicationProtocol {
+    /// `test(.router)`, or ``testLive(_:)`` (the live server with a client whose read timeout only
+    /// bounds a hang), as `path` says.
+    func test<Value>(on path: WebhookPath, _ test: @Sendable (any TestClientProtocol) async throws -> Value) async throws -> Value {
+        switch path {
+        case .router: try await self.test(.router, test)
+        case .live: try await testLive(test)
+        }
+    }
 }
 
 @Suite("Zendesk webhook intake")
@@ -30,7 +40,7 @@ struct WebhookTests {
     @Test("the fixture is stored durably: 202 after commit, with the notification and one delivery per device", arguments: WebhookPath.allCases)
     func fixtureAccepted(mode: WebhookPath) async throws {
         let test = try await TestApp.make()
-        try await test.application().test(mode.setup) { client in
+        try await test.application().test(on: mode) { client in
             let response = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(fixtureWebhook))
             #expect(response.status == .accepted)
             let body = try #require(response.json)
@@ -66,7 +76,7 @@ struct WebhookTests {
         let test = try await TestApp.make()
         let listener = try PostgresListener(conninfo: test.conninfo, channels: ["push_relay_deliveries"], logger: TestDatabase.logger)
         let events = listener.events()
-        try await test.application().test(mode.setup) { client in
+        try await test.application().test(on: mode) { client in
             let woke = try await withThrowingTaskGroup(of: Bool.self) { group in
                 group.addTask {
                     try await listener.run()
@@ -104,7 +114,7 @@ struct WebhookTests {
     @Test("every active secret is accepted, so rotation needs no downtime", arguments: WebhookPath.allCases)
     func rotatedSecret(mode: WebhookPath) async throws {
         let test = try await TestApp.make()
-        try await test.application().test(mode.setup) { client in
+        try await test.application().test(on: mode) { client in
             let response = try await client.execute(
                 uri: "/v1/webhooks/zendesk/support/\(TestApp.rotatedSecret)",
                 method: .post,
@@ -118,7 +128,7 @@ struct WebhookTests {
     @Test("a wrong secret, another app's secret and an unknown app all get the same 404 and store nothing", arguments: WebhookPath.allCases)
     func wrongSecretOrApp(mode: WebhookPath) async throws {
         let test = try await TestApp.make()
-        try await test.application().test(mode.setup) { client in
+        try await test.application().test(on: mode) { client in
             var bodies: [String] = []
             for uri in [
                 "/v1/webhooks/zendesk/support/wrong-secret-0123456789",
@@ -172,7 +182,7 @@ struct WebhookTests {
     func malformedBodies(mode: WebhookPath, index: Int) async throws {
         let test = try await TestApp.make()
         let (_, body, status, fragment) = Self.malformed[index]
-        try await test.application().test(mode.setup) { client in
+        try await test.application().test(on: mode) { client in
             let response = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: jsonBody(body))
             #expect(Int(response.status.code) == status)
             let error = try #require(response.errorBody)
@@ -185,7 +195,7 @@ struct WebhookTests {
     @Test("a body over 1 MiB gets 413; more devices than allowed gets 400; a wrong content type gets 415", arguments: WebhookPath.allCases)
     func limits(mode: WebhookPath) async throws {
         let test = try await TestApp.make()
-        try await test.application(extra: ["webhooks.max_devices": .init(.int(3), isSecret: false)]).test(mode.setup) { client in
+        try await test.application(extra: ["webhooks.max_devices": .init(.int(3), isSecret: false)]).test(on: mode) { client in
             let huge =
                 #"{"devices":[{"identifier":"abc","type":"ios"}],"notification":{"title":"t","ticket_id":"5","body":""#
                 + String(repeating: "x", count: 1_100_000) + #""}}"#
@@ -224,7 +234,7 @@ struct WebhookTests {
             "notification": ["title": title, "body": text, "ticket_id": "ticket-🎫-42"],
         ]
         let data = try JSONSerialization.data(withJSONObject: payload)
-        try await test.application().test(mode.setup) { client in
+        try await test.application().test(on: mode) { client in
             let response = try await client.execute(uri: Self.url, method: .post, headers: Self.json, body: ByteBuffer(bytes: data))
             #expect(response.status == .accepted)
             #expect(response.json?["deliveries"] as? Int == 1)
@@ -240,7 +250,7 @@ struct WebhookTests {
     func invalidDevicesSkipped(mode: WebhookPath) async throws {
         let test = try await TestApp.make()
         let hex = String(repeating: "ab", count: 32)
-        try await test.application().test(mode.setup) { client in
+        try await test.application().test(on: mode) { client in
             try await test.client.query(
                 "INSERT INTO devices (app_id, token, platform, status, invalid_reason) VALUES ('support', $1, 'ios', 'invalid', 'Unregistered')",
                 [hex]
@@ -269,7 +279,7 @@ struct WebhookTests {
         @Sendable func receipt(_ text: String) -> Int {
             ((try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any])?["notification_id"] as? Int ?? -1
         }
-        try await test.application().test(mode.setup) { client in
+        try await test.application().test(on: mode) { client in
             let ids = try await withThrowingTaskGroup(of: [Int].self) { group in
                 if mode == .live, let port = client.port {
                     for connection in 0..<20 {
@@ -322,7 +332,7 @@ struct WebhookTests {
         let now = Date().formatted(.iso8601)
         let good = hmacSignature(secret: TestApp.signingSecret, timestamp: now, body: bytes)
         let stale = Date().addingTimeInterval(-3600).formatted(.iso8601)
-        try await test.application().test(mode.setup) { client in
+        try await test.application().test(on: mode) { client in
             let missing = try await client.execute(
                 uri: Self.url,
                 method: .post,
@@ -364,7 +374,7 @@ struct WebhookTests {
     func databaseDown(mode: WebhookPath) async throws {
         let (cluster, conninfo) = try await TestDatabase.makeCluster(durable: true)
         let test = try await TestApp.make(conninfo: conninfo)
-        try await test.application().test(mode.setup) { client in
+        try await test.application().test(on: mode) { client in
             var acknowledged: [Int] = []
             for n in 0..<20 {
                 let body = #"{"devices":[{"identifier":"dev-\#(n)","type":"android"}],"notification":{"title":"t","body":"b","ticket_id":"\#(n)"}}"#
