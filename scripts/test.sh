@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One command from a fresh clone to the whole test suite: checks the room table in
-# docs/architecture.md and the code's formatting, installs missing system packages, builds, and
-# runs every test against real PostgreSQL servers that the tests start themselves, then the API
-# and browser tests, then builds the release artifacts and tests them by running them.
+# docs/architecture.md, the main module's sizes (scripts/sizes.py) and the code's formatting,
+# installs missing system packages, builds, and runs every test against real PostgreSQL servers
+# that the tests start themselves, then the API and browser tests, then builds the release
+# artifacts and tests them by running them.
 # Extra arguments go to `swift test` alone (for example --filter PostgresTests).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -27,6 +28,7 @@ print_stages() {
 trap print_stages EXIT
 
 python3 scripts/rooms.py --check docs/architecture.md  # cheap: before the build
+python3 scripts/sizes.py --check >/dev/null || python3 scripts/sizes.py --check  # within the limits it names
 # Formatting (.swift-format: 4 spaces, 150 columns); `swift format -i -r Sources Tests Plugins Package.swift` fixes it.
 swift format lint --strict --recursive --parallel Sources Tests Plugins Package.swift Clients
 scripts/line-length.py  # the same 150 columns for the string literals and comments swift-format leaves alone

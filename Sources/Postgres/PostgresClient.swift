@@ -132,13 +132,20 @@ public final class PostgresClient: Service, Sendable {
 
     // MARK: Leasing
 
-    /// Runs `body` with a connection held exclusively for its duration.
-    public func withConnection<T: Sendable>(_ body: (PostgresSession) async throws -> T) async throws -> T {
+    /// Runs `body` with a connection held exclusively for its duration. A failure to get one (the
+    /// pool's acquire timeout, a closed pool) carries the caller's origin as a statement's does.
+    public func withConnection<T: Sendable>(
+        statement: String = #function,
+        file: String = #fileID,
+        line: Int = #line,
+        _ body: (PostgresSession) async throws -> T
+    ) async throws -> T {
         let began = ContinuousClock.now
         let connection: LibPQConnection
         do {
             connection = try await acquire()
         } catch {
+            let error = PostgresError.attributed(error, to: .init(statement: statement, file: file, line: line))
             trouble.failed(error, began: began, logger: logger)
             throw error
         }
@@ -183,35 +190,73 @@ public final class PostgresClient: Service, Sendable {
     }
 
     /// Runs `body` inside `BEGIN … COMMIT`; any thrown error rolls the transaction back.
-    public func withTransaction<T: Sendable>(_ body: (PostgresSession) async throws -> T) async throws -> T {
-        try await withConnection { session in
-            try await session.execute("BEGIN")
+    ///
+    /// A ``PostgresError`` thrown out of it says which step failed (``PostgresError/transactionStep``:
+    /// BEGIN, the body or COMMIT) and, in ``PostgresError/rollbackFailure``, whether the ROLLBACK
+    /// failed as well. A statement of the body keeps its own origin; BEGIN and COMMIT carry the
+    /// caller's (`statement` is the calling function's name unless given).
+    public func withTransaction<T: Sendable>(
+        statement: String = #function,
+        file: String = #fileID,
+        line: Int = #line,
+        _ body: (PostgresSession) async throws -> T
+    ) async throws -> T {
+        let origin = PostgresError.Origin(statement: statement, file: file, line: line)
+        return try await withConnection(statement: statement, file: file, line: line) { session in
             do {
-                let value = try await body(session)
-                try await session.execute("COMMIT")
-                return value
+                try await session.execute("BEGIN", statement: statement, file: file, line: line)
             } catch {
-                // A failed ROLLBACK leaves the connection mid-transaction; release() then drops it.
-                _ = try? await session.execute("ROLLBACK")
-                throw error
+                throw PostgresError.attributed(error, to: origin, step: .begin)
             }
+            let value: T
+            do {
+                value = try await body(session)
+            } catch {
+                throw await Self.rollBack(session, after: PostgresError.attributed(error, to: origin, step: .body))
+            }
+            do {
+                try await session.execute("COMMIT", statement: statement, file: file, line: line)
+            } catch {
+                throw await Self.rollBack(session, after: PostgresError.attributed(error, to: origin, step: .commit))
+            }
+            return value
         }
     }
 
-    /// Runs one parameterised statement on a pooled connection (see ``PostgresSession/query(_:_:prepare:planning:)``).
+    /// Rolls back after `error` and returns it, with the ROLLBACK's own failure noted. A failed
+    /// ROLLBACK leaves the connection mid-transaction; release() then drops it.
+    private static func rollBack(_ session: PostgresSession, after error: any Error) async -> any Error {
+        do {
+            try await session.execute("ROLLBACK")
+            return error
+        } catch let rollback {
+            guard var error = error as? PostgresError else { return error }
+            error.rollbackFailure = "\(rollback)"
+            return error
+        }
+    }
+
+    /// Runs one parameterised statement on a pooled connection (see
+    /// ``PostgresSession/query(_:_:prepare:planning:statement:file:line:)``); its errors, a pool
+    /// timeout included, carry the caller's origin.
     @discardableResult
     public func query(
         _ sql: String,
         _ parameters: [any PostgresEncodable] = [],
         prepare: Bool = false,
-        planning: PostgresPlanning = .perExecution
+        planning: PostgresPlanning = .perExecution,
+        statement: String = #function,
+        file: String = #fileID,
+        line: Int = #line
     ) async throws -> PostgresQueryResult {
-        try await withConnection { try await $0.query(sql, parameters, prepare: prepare, planning: planning) }
+        try await withConnection(statement: statement, file: file, line: line) {
+            try await $0.query(sql, parameters, prepare: prepare, planning: planning, statement: statement, file: file, line: line)
+        }
     }
 
     /// Sends `NOTIFY channel, payload` (through `pg_notify`, so both are bound parameters).
-    public func notify(channel: String, payload: String = "") async throws {
-        try await query("SELECT pg_notify($1, $2)", [channel, payload])
+    public func notify(channel: String, payload: String = "", file: String = #fileID, line: Int = #line) async throws {
+        try await query("SELECT pg_notify($1, $2)", [channel, payload], statement: "notify \(channel)", file: file, line: line)
     }
 
     /// Connections currently open (idle or leased), for metrics and tests.

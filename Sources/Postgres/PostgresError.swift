@@ -60,10 +60,61 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
     /// A human-readable message: the server's primary message or libpq's connection message.
     public var message: String
 
+    /// Which statement failed and where it was issued (``Origin``), attached where the caller met
+    /// the store: by ``PostgresSession`` and ``PostgresClient``, from their callers' `#function`,
+    /// `#fileID` and `#line`. The first attachment stays: a statement inside a transaction keeps its
+    /// own origin, not the transaction's.
+    public var origin: Origin?
+    /// The step of ``PostgresClient/withTransaction(statement:file:line:_:)`` that failed, for an
+    /// error thrown out of one.
+    public var transactionStep: TransactionStep?
+    /// Why the ROLLBACK after a failed body or COMMIT failed too, if it did (the connection is then
+    /// dropped, not reused).
+    public var rollbackFailure: String?
+
     public init(code: Code, sqlState: String? = nil, message: String) {
         self.code = code
         self.sqlState = sqlState
         self.message = message
+    }
+
+    /// A statement's name and the place in the caller's code that issued it. Never the SQL text or
+    /// its values: it names the code, so it goes in logs and debug output only, never in an HTTP
+    /// answer (``PostgresError/description`` leaves it out).
+    public struct Origin: Sendable, Hashable, CustomStringConvertible {
+        /// A short name for the statement: the calling function's name unless the caller gave one.
+        public var statement: String
+        /// The caller's `#fileID` (`PushRelay/JobStore.swift`) and line.
+        public var file: String
+        public var line: Int
+
+        public init(statement: String, file: String, line: Int) {
+            self.statement = statement
+            self.file = file
+            self.line = line
+        }
+
+        public var description: String { "\(statement) at \(file):\(line)" }
+    }
+
+    /// The steps of a transaction, told apart in its errors.
+    public enum TransactionStep: String, Sendable, Hashable {
+        /// `BEGIN` failed: nothing of the body ran.
+        case begin
+        /// The body threw; the transaction was rolled back.
+        case body
+        /// The body ran but `COMMIT` failed (a deferred constraint, a serialisation failure, a
+        /// lost connection): nothing was committed, or, for a lost connection, it is not known.
+        case commit
+    }
+
+    /// `error` with `origin` and `step` attached where it is a ``PostgresError`` that has none yet;
+    /// any other error unchanged.
+    static func attributed(_ error: any Error, to origin: Origin, step: TransactionStep? = nil) -> any Error {
+        guard var error = error as? PostgresError else { return error }
+        if error.origin == nil { error.origin = origin }
+        if error.transactionStep == nil { error.transactionStep = step }
+        return error
     }
 
     /// Whether the failure means the database cannot do the work now but may later, whatever the
@@ -141,6 +192,37 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
             return text + "): the server refused a value (its message is withheld: it may quote the value)"
         }
         return text + "): \(message)"
+    }
+}
+
+extension PostgresError: CustomDebugStringConvertible {
+    /// ``description`` and where the error came from: the statement's name, the caller's file and
+    /// line, the transaction step.
+    public var debugDescription: String {
+        var text = description
+        var place: [String] = []
+        if let origin { place.append("statement \(origin)") }
+        if let transactionStep { place.append("in the transaction's \(transactionStep.rawValue)") }
+        if let rollbackFailure { place.append("its ROLLBACK failed too: \(rollbackFailure)") }
+        if !place.isEmpty { text += " [" + place.joined(separator: "; ") + "]" }
+        return text
+    }
+
+    /// A log line's metadata for work that failed with `error`, added to `metadata`: `error` (its
+    /// description) and, for a store error, `db.statement`, `db.source` (file:line), `db.step` (of
+    /// a transaction) and `db.rollback_error`, so the line says which of the relay's statements
+    /// failed. Nothing of it is request data.
+    public static func metadata(_ error: any Error, _ metadata: Logger.Metadata = [:]) -> Logger.Metadata {
+        var metadata = metadata
+        metadata["error"] = "\(error)"
+        guard let error = error as? PostgresError else { return metadata }
+        if let origin = error.origin {
+            metadata["db.statement"] = "\(origin.statement)"
+            metadata["db.source"] = "\(origin.file):\(origin.line)"
+        }
+        if let step = error.transactionStep { metadata["db.step"] = "\(step.rawValue)" }
+        if let failure = error.rollbackFailure { metadata["db.rollback_error"] = "\(failure)" }
+        return metadata
     }
 }
 

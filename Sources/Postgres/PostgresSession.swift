@@ -13,8 +13,8 @@ public enum PostgresPlanning: Sendable, Hashable {
     case cached
 }
 
-/// A leased connection, valid inside ``PostgresClient/withConnection(_:)`` or
-/// ``PostgresClient/withTransaction(_:)``. Do not keep it beyond the closure.
+/// A leased connection, valid inside ``PostgresClient/withConnection(statement:file:line:_:)`` or
+/// ``PostgresClient/withTransaction(statement:file:line:_:)``. Do not keep it beyond the closure.
 public struct PostgresSession: Sendable {
     let connection: LibPQConnection
     let threadPool: NIOThreadPool
@@ -25,24 +25,46 @@ public struct PostgresSession: Sendable {
     /// Runs one parameterised statement (`$1`, `$2`, … bound to `parameters`). With `prepare`, the
     /// statement is prepared once per connection and reused: worth it for hot, fixed SQL; `planning`
     /// then says whether it is planned at each execution (the default) or once.
+    ///
+    /// A ``PostgresError`` it throws carries its ``PostgresError/Origin``: `statement` (the calling
+    /// function's name unless given), the caller's file and line.
     @discardableResult
     public func query(
         _ sql: String,
         _ parameters: [any PostgresEncodable] = [],
         prepare: Bool = false,
-        planning: PostgresPlanning = .perExecution
+        planning: PostgresPlanning = .perExecution,
+        statement: String = #function,
+        file: String = #fileID,
+        line: Int = #line
     ) async throws -> PostgresQueryResult {
         let texts = parameters.map(\.postgresText)
         let connection = self.connection
-        return try await threadPool.runIfActive { try connection.query(sql, texts, prepare: prepare, planning: planning) }
+        do {
+            return try await threadPool.runIfActive { try connection.query(sql, texts, prepare: prepare, planning: planning) }
+        } catch {
+            throw PostgresError.attributed(error, to: .init(statement: statement, file: file, line: line))
+        }
     }
 
     /// Runs SQL text without parameters through the simple protocol; it may hold several statements.
-    /// Use it for fixed SQL only (migrations, BEGIN/COMMIT), never for text containing values.
+    /// Use it for fixed SQL only (migrations, BEGIN/COMMIT), never for text containing values. Its
+    /// errors carry their origin as ``query(_:_:prepare:planning:statement:file:line:)``'s do.
     @discardableResult
-    public func execute(_ sql: String) async throws -> PostgresQueryResult {
+    public func execute(
+        _ sql: String,
+        statement: String = #function,
+        file: String = #fileID,
+        line: Int = #line
+    ) async throws
+        -> PostgresQueryResult
+    {
         let connection = self.connection
-        return try await threadPool.runIfActive { try connection.execute(sql) }
+        do {
+            return try await threadPool.runIfActive { try connection.execute(sql) }
+        } catch {
+            throw PostgresError.attributed(error, to: .init(statement: statement, file: file, line: line))
+        }
     }
 
     /// Runs `body` with another statement timeout (`nil` for none): on the server
@@ -75,19 +97,35 @@ public struct PostgresSession: Sendable {
     /// `body` writes rows through the ``PostgresCopyWriter``, which sends them in chunks, so the
     /// whole data set is never held in memory. If `body` throws, the COPY is aborted and nothing is
     /// written.
+    /// Its errors carry their origin as ``query(_:_:prepare:planning:statement:file:line:)``'s do.
     @discardableResult
-    public func copyIn(_ sql: String, _ body: (PostgresCopyWriter) async throws -> Void) async throws -> Int {
+    public func copyIn(
+        _ sql: String,
+        statement: String = #function,
+        file: String = #fileID,
+        line: Int = #line,
+        _ body: (PostgresCopyWriter) async throws -> Void
+    ) async throws -> Int {
         let connection = self.connection
-        try await threadPool.runIfActive { try connection.beginCopy(sql) }
+        let origin = PostgresError.Origin(statement: statement, file: file, line: line)
+        do {
+            try await threadPool.runIfActive { try connection.beginCopy(sql) }
+        } catch {
+            throw PostgresError.attributed(error, to: origin)
+        }
         let writer = PostgresCopyWriter(connection: connection, threadPool: threadPool)
         do {
             try await body(writer)
             try await writer.flush()
         } catch {
             _ = try? await threadPool.runIfActive { try connection.endCopy(error: "aborted by client") }
-            throw error
+            throw PostgresError.attributed(error, to: origin)
         }
-        return try await threadPool.runIfActive { try connection.endCopy(error: nil) }
+        do {
+            return try await threadPool.runIfActive { try connection.endCopy(error: nil) }
+        } catch {
+            throw PostgresError.attributed(error, to: origin)
+        }
     }
 }
 

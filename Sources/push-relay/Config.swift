@@ -43,7 +43,7 @@ struct Config: AsyncParsableCommand {
             let recorder = AccessRecorder()
             let reader = try await common.reader(recorder: recorder)
             _ = try CommonOptions.logSettings(reader)
-            let database = DatabaseConfiguration(config: reader.scoped(to: "database"))
+            let database = DatabaseSettings(config: reader.scoped(to: "database"))
             try database.checkNamed()
             let apps: [AppConfiguration]
             do {
@@ -73,7 +73,7 @@ struct Config: AsyncParsableCommand {
         /// `--connect`: one connection to database.url, as serve makes it.
         static func checkConnection(reader: ConfigReader, logger: Logger) async throws {
             let summary = Database.summary(reader: reader)
-            guard DatabaseConfiguration(config: reader.scoped(to: "database")).url != nil else {
+            guard DatabaseSettings(config: reader.scoped(to: "database")).url != nil else {
                 print("database: not connected: database.url is unset, and serve starts the embedded cluster itself")
                 return
             }

@@ -41,7 +41,7 @@ struct Serve: AsyncParsableCommand {
         let started = ContinuousClock.now
         // First, before anything is made (the demo's sandbox keys, an embedded cluster) or read (the
         // apps' key files): a relay with no database to use is told so before anything else.
-        let database = DatabaseConfiguration(config: reader.scoped(to: "database"))
+        let database = DatabaseSettings(config: reader.scoped(to: "database"))
         try database.checkNamed()
         var apps = try await AppConfiguration.loadChecked(reader: reader)
         let demo = apps.isEmpty && database.url == nil
@@ -80,9 +80,9 @@ struct Serve: AsyncParsableCommand {
             apps = [demo]
             overrides["tls.ca_file"] = .init(.string(server.certificates.caFile), isSecret: false)
             reader = try await common.reader(overrides)
-            printDemoBanner(demo, http: HTTPConfiguration(config: reader.scoped(to: "http")), sandbox: server, dataDirectory: dataDirectory)
+            printDemoBanner(demo, http: HTTPSettings(config: reader.scoped(to: "http")), sandbox: server, dataDirectory: dataDirectory)
         } else if reader.bool(forKey: "console.enabled", default: true) {
-            logger.notice("operator console", metadata: ["url": "\(Self.baseURL(HTTPConfiguration(config: reader.scoped(to: "http"))))/console"])
+            logger.notice("operator console", metadata: ["url": "\(Self.baseURL(HTTPSettings(config: reader.scoped(to: "http"))))/console"])
         }
         do {
             // The demo's app is made here, not read from a file: there is nothing to reload.
@@ -103,12 +103,12 @@ struct Serve: AsyncParsableCommand {
     }
 
     /// Where a browser on this machine reaches the server.
-    static func baseURL(_ http: HTTPConfiguration) -> String {
+    static func baseURL(_ http: HTTPSettings) -> String {
         "http://\(http.host == "0.0.0.0" ? "127.0.0.1" : http.host):\(http.port)"
     }
 
     /// Printed on stdout, not logged: the URL carries the demo app's webhook secret.
-    private func printDemoBanner(_ demo: AppConfiguration, http: HTTPConfiguration, sandbox: SandboxServer, dataDirectory: String) {
+    private func printDemoBanner(_ demo: AppConfiguration, http: HTTPSettings, sandbox: SandboxServer, dataDirectory: String) {
         let base = Self.baseURL(http)
         let dataOption = dataDirectory == Database.defaultDataDirectory ? "" : " --data-dir \(dataDirectory)"
         let url = "\(base)/v1/webhooks/zendesk/\(demo.id)/\(demo.webhookSecrets[0])"

@@ -72,7 +72,7 @@ struct StoreErrorOriginTests {
         let client = try await client()
         defer { Task { await client.close() } }
         try await client.query("CREATE TABLE once (id int UNIQUE DEFERRABLE INITIALLY DEFERRED)")
-        let line = #line + 1
+        let line = #line + 2
         let error = try await failure {
             try await client.withTransaction(statement: "insert twice") { session in
                 // Both inserts succeed; the constraint is checked at COMMIT.
@@ -122,7 +122,7 @@ struct StoreErrorOriginTests {
 
         let copy = try await failure {
             try await client.withConnection { session in
-                try await session.copyIn("COPY no_such_table (a) FROM STDIN", statement: "copy rows") { try await $0.write([1]) }
+                _ = try await session.copyIn("COPY no_such_table (a) FROM STDIN", statement: "copy rows") { try await $0.write([1]) }
             }
         }
         #expect(copy.origin?.statement == "copy rows")

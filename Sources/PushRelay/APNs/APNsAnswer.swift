@@ -43,7 +43,13 @@ extension PushOutcome {
     /// Classifies an APNs answer as it arrived: the status, the body (an error's `{"reason":…}`,
     /// a 410's `"timestamp"` in milliseconds; a 200 has none), and the `retry-after` and `apns-id`
     /// headers. Any body and any header give an outcome; none can trap.
-    static func apns(status: Int, body: [UInt8], retryAfter: String?, apnsID: String?, now: Date = Date()) -> PushOutcome {
+    static func apns(
+        status: Int,
+        body: [UInt8],
+        retryAfter: String?,
+        apnsID: String?,
+        now: Date = Date()
+    ) -> PushOutcome {
         let error = body.isEmpty ? nil : (try? StrictJSON.parse(body))?.objectValue
         return apns(
             status: status,
@@ -59,7 +65,9 @@ extension PushOutcome {
     /// `nil` when it is missing or no plausible time: not finite, before 1970, or more than a day
     /// ahead. The date is stored with the delivery, and PostgreSQL's timestamps end in 294276 AD.
     static func apnsTimestamp(_ value: JSONValue?, now: Date = Date()) -> Date? {
-        guard let value, let milliseconds = value.double ?? value.stringValue.flatMap(Double.init), milliseconds.isFinite else { return nil }
+        guard let value, let milliseconds = value.double ?? value.stringValue.flatMap(Double.init),
+            milliseconds.isFinite
+        else { return nil }
         let seconds = milliseconds / 1000
         guard seconds >= 0, seconds <= now.timeIntervalSince1970 + 86400 else { return nil }
         return Date(timeIntervalSince1970: seconds)
@@ -67,7 +75,14 @@ extension PushOutcome {
 
     /// Classifies an APNs answer: the status, the body's `reason` (and, for 410, `timestamp`) and
     /// the `retry-after` header (``RetryAfter``: seconds or an HTTP-date, bounded).
-    static func apns(status: Int, reason: String?, retryAfter: String?, apnsID: String?, timestamp: Date? = nil, now: Date = Date()) -> PushOutcome {
+    static func apns(
+        status: Int,
+        reason: String?,
+        retryAfter: String?,
+        apnsID: String?,
+        timestamp: Date? = nil,
+        now: Date = Date()
+    ) -> PushOutcome {
         let name = reason ?? "HTTP \(status)"
         switch (status, reason.map(ProviderReason<APNsReason>.init)) {
         case (200, _):

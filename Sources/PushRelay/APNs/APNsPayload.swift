@@ -6,7 +6,13 @@ enum APNsPayload {
     static let maxBytes = 4096
 
     /// An alert push in `full` mode with the default presentation (``alert(_:badge:ticketID:notificationID:presentation:)``).
-    static func alert(title: String, body: String, badge: Int?, ticketID: String, notificationID: Int64? = nil) -> [UInt8] {
+    static func alert(
+        title: String,
+        body: String,
+        badge: Int?,
+        ticketID: String,
+        notificationID: Int64? = nil
+    ) -> [UInt8] {
         alert(.full(title: title, body: body), badge: badge, ticketID: ticketID, notificationID: notificationID)
     }
 
@@ -54,7 +60,9 @@ enum APNsPayload {
     /// The alert of a push without the reply's text: the app's localisation keys (iOS shows the
     /// app's own string for them) and the fallback text.
     private static func genericAlert(_ presentation: PushPresentation) -> PayloadJSON {
-        var alert: PayloadMembers<PayloadJSON> = ["title": .string(presentation.fallbackTitle), "body": .string(presentation.fallbackBody)]
+        var alert: PayloadMembers<PayloadJSON> = [
+            "title": .string(presentation.fallbackTitle), "body": .string(presentation.fallbackBody),
+        ]
         if let key = presentation.titleLocKey { alert["title-loc-key"] = .string(key) }
         if let key = presentation.locKey { alert["loc-key"] = .string(key) }
         return .object(alert)
@@ -99,7 +107,9 @@ struct APNsHeaders {
             ("apns-id", apnsID.lowercasedString),
             ("content-type", "application/json"),
         ]
-        if let ticketID, type == .alert { headers.append(("apns-collapse-id", TicketCollapseID.make(ticketID: ticketID))) }
+        if let ticketID, type == .alert {
+            headers.append(("apns-collapse-id", TicketCollapseID.make(ticketID: ticketID)))
+        }
         if let bearer { headers.append(("authorization", "bearer \(bearer)")) }
         return headers
     }

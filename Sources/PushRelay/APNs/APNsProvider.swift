@@ -38,7 +38,9 @@ struct APNsProvider: PushProvider {
         guard known == nil, settings.url == nil, case .deadToken("BadDeviceToken", _) = outcome else { return outcome }
         let other: APNsSettings.Environment = first == .production ? .sandbox : .production
         // Not dead yet (it may belong to the other environment), and no time to ask there.
-        guard deadline.allowsAnotherRequest else { return .outOfTime("the \(other.rawValue) environment", after: "BadDeviceToken") }
+        guard deadline.allowsAnotherRequest else {
+            return .outOfTime("the \(other.rawValue) environment", after: "BadDeviceToken")
+        }
         switch await send(delivery, body: body, isSync: isSync, to: other, deadline: deadline) {
         case .delivered(let providerID, _):
             return .delivered(providerID: providerID, environment: other.rawValue)
@@ -104,7 +106,9 @@ struct APNsProvider: PushProvider {
                 await tokens.rejected(bearer)
                 // ExpiredProviderToken: sign a new token and try once more, if the lease leaves time for it.
                 if refresh && !refreshed {
-                    guard deadline.allowsAnotherRequest else { return .outOfTime("a request with a new provider token", after: reason) }
+                    guard deadline.allowsAnotherRequest else {
+                        return .outOfTime("a request with a new provider token", after: reason)
+                    }
                     refreshed = true
                     continue
                 }

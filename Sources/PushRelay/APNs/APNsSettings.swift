@@ -72,7 +72,14 @@ public struct APNsSettings: Sendable, Codable, Hashable {
 
         /// The PEM text of the key, inline or read from `key_file`.
         func privateKeyPEM(app: String) throws -> String {
-            try secretMaterial(inline: key, file: keyFile, app: app, key: "apns.token.key", fileKey: "apns.token.key_file", minBytes: 1)
+            try secretMaterial(
+                inline: key,
+                file: keyFile,
+                app: app,
+                key: "apns.token.key",
+                fileKey: "apns.token.key_file",
+                minBytes: 1
+            )
         }
 
         /// The configuration key the private key came from, for messages.
@@ -106,7 +113,13 @@ public struct APNsSettings: Sendable, Codable, Hashable {
         }
     }
 
-    public init(topic: String, environment: Environment = .production, url: String? = nil, token: Token? = nil, certificate: Certificate? = nil) {
+    public init(
+        topic: String,
+        environment: Environment = .production,
+        url: String? = nil,
+        token: Token? = nil,
+        certificate: Certificate? = nil
+    ) {
         self.topic = topic
         self.environment = environment
         self.url = url
@@ -115,7 +128,13 @@ public struct APNsSettings: Sendable, Codable, Hashable {
     }
 
     /// Settings that replace Apple's host of each environment, so the environment check runs.
-    public init(topic: String, environment: Environment = .production, productionURL: String?, sandboxURL: String?, token: Token? = nil) {
+    public init(
+        topic: String,
+        environment: Environment = .production,
+        productionURL: String?,
+        sandboxURL: String?,
+        token: Token? = nil
+    ) {
         self.init(topic: topic, environment: environment, token: token)
         self.productionURL = productionURL
         self.sandboxURL = sandboxURL

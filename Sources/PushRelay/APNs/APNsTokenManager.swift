@@ -45,7 +45,10 @@ actor APNsTokenManager {
     ) async throws {
         let key = try ES256PrivateKey(pem: privateKeyPEM)
         keys = await JWTKeyCollection().add(ecdsa: key, kid: JWKIdentifier(string: keyID))
-        credential = ProviderTokenStore.credentialName("apns:\(teamID):\(keyID)", key: try P256.Signing.PrivateKey(pemRepresentation: privateKeyPEM))
+        credential = ProviderTokenStore.credentialName(
+            "apns:\(teamID):\(keyID)",
+            key: try P256.Signing.PrivateKey(pemRepresentation: privateKeyPEM)
+        )
         self.keyID = keyID
         self.teamID = teamID
         self.refreshInterval = min(max(refreshInterval, 20 * 60), 60 * 60 - 60)
@@ -59,7 +62,12 @@ actor APNsTokenManager {
         if let current, time.timeIntervalSince(current.issuedAt) < refreshInterval { return current.token }
         let entry: ProviderTokenStore.Entry
         if let store {
-            entry = try await store.token(credential: credential, now: time, reuseFor: refreshInterval, rejected: rejected) {
+            entry = try await store.token(
+                credential: credential,
+                now: time,
+                reuseFor: refreshInterval,
+                rejected: rejected
+            ) {
                 try await self.sign(at: time)
             }
         } else {
@@ -73,7 +81,10 @@ actor APNsTokenManager {
     private func sign(at time: Date) async throws -> ProviderTokenStore.Entry {
         // APNs reads iat in whole seconds.
         let issuedAt = Date(timeIntervalSince1970: time.timeIntervalSince1970.rounded(.down))
-        let token = try await keys.sign(Claims(iss: .init(value: teamID), iat: .init(value: issuedAt)), kid: JWKIdentifier(string: keyID))
+        let token = try await keys.sign(
+            Claims(iss: .init(value: teamID), iat: .init(value: issuedAt)),
+            kid: JWKIdentifier(string: keyID)
+        )
         return .init(token: token, issuedAt: issuedAt, expiresAt: issuedAt.addingTimeInterval(60 * 60))
     }
 

@@ -47,60 +47,11 @@ struct AdminController<Context: RequestContext>: Sendable {
         let queryFlag = try Self.flag(request.uri.queryParameters["propagate_to_zendesk"].map(String.init))
         let created: (id: UUID, total: Int)
         do {
+            let upload: (sink: JobTokenSink, propagate: Bool)
             if type.hasPrefix("application/json") {
-                let buffer: ByteBuffer
-                do {
-                    buffer = try await request.body.collect(upTo: maxJSONBytes)
-                } catch {
-                    throw APIError(
-                        .contentTooLarge,
-                        code: "payload_too_large",
-                        message: "a JSON upload may be at most \(maxJSONBytes) bytes; send text/plain with one token per line for more"
-                    )
-                }
-                let body = try JSONBody(buffer: buffer)
-                let tokens = try body.stringArray("tokens")
-                let propagate = try body.optionalBool("propagate_to_zendesk") ?? queryFlag
-                let sink = try JobTokenSink()
-                for (index, token) in tokens.enumerated() {
-                    guard sink.add(token.utf8) else {
-                        throw JSONBody.invalidField(
-                            "tokens[\(index)]",
-                            "must be a device token (1-\(InputRules.maxTokenBytes) printable characters without spaces)"
-                        )
-                    }
-                    if index % 4096 == 0 { try sink.flushIfFull() }
-                }
-                created = try await store.create(app: app, propagate: propagate, upload: sink)
+                upload = try await spoolJSON(request, propagate: queryFlag)
             } else if type.hasPrefix("text/plain") || type.hasPrefix("text/csv") {
-                let propagate = queryFlag
-                let csv = type.hasPrefix("text/csv")
-                if let declared = request.headers[.contentLength].flatMap({ Int($0) }), declared > maxTextBytes {
-                    throw uploadTooLarge()
-                }
-                // Read to the end, checked and spooled to a file, before the database is touched.
-                let sink = try JobTokenSink()
-                var lines = LineSplitter()
-                var number = 0
-                var received = 0
-                for try await chunk in request.body {
-                    received += chunk.readableBytes
-                    guard received <= maxTextBytes else { throw uploadTooLarge() }
-                    do {
-                        try lines.feed(chunk) { line in
-                            number += 1
-                            try Self.add(line: line, number: number, csv: csv, to: sink)
-                        }
-                    } catch is LineSplitter.LineTooLong {
-                        throw JSONBody.invalidField("line \(number + 1)", "is longer than \(LineSplitter.maxLineBytes) bytes")
-                    }
-                    try sink.flushIfFull()
-                }
-                if let line = lines.finish() {
-                    number += 1
-                    try Self.add(line: line, number: number, csv: csv, to: sink)
-                }
-                created = try await store.create(app: app, propagate: propagate, upload: sink)
+                upload = (try await spoolLines(request, csv: type.hasPrefix("text/csv")), queryFlag)
             } else {
                 throw APIError(
                     .unsupportedMediaType,
@@ -108,6 +59,7 @@ struct AdminController<Context: RequestContext>: Sendable {
                     message: "Content-Type must be application/json, text/plain or text/csv"
                 )
             }
+            created = try await store.create(app: app, propagate: upload.propagate, upload: upload.sink)
         } catch JobStore.JobUploadError.empty {
             throw JSONBody.invalidField("tokens", "must list at least one token")
         }
@@ -118,10 +70,75 @@ struct AdminController<Context: RequestContext>: Sendable {
         return EditedResponse(status: .accepted, response: Created(jobID: created.id, total: created.total))
     }
 
+    /// A JSON upload's tokens, checked and spooled, and its `propagate_to_zendesk` (the query's
+    /// flag when the body has none).
+    private func spoolJSON(
+        _ request: Request,
+        propagate queryFlag: Bool
+    ) async throws -> (sink: JobTokenSink, propagate: Bool) {
+        let buffer: ByteBuffer
+        do {
+            buffer = try await request.body.collect(upTo: maxJSONBytes)
+        } catch {
+            throw APIError(
+                .contentTooLarge,
+                code: "payload_too_large",
+                message:
+                    "a JSON upload may be at most \(maxJSONBytes) bytes; send text/plain with one token per line for more"
+            )
+        }
+        let body = try JSONBody(buffer: buffer)
+        let tokens = try body.stringArray("tokens")
+        let propagate = try body.optionalBool("propagate_to_zendesk") ?? queryFlag
+        let sink = try JobTokenSink()
+        for (index, token) in tokens.enumerated() {
+            guard sink.add(token.utf8) else {
+                throw JSONBody.invalidField(
+                    "tokens[\(index)]",
+                    "must be a device token (1-\(InputRules.maxTokenBytes) printable characters without spaces)"
+                )
+            }
+            if index % 4096 == 0 { try sink.flushIfFull() }
+        }
+        return (sink, propagate)
+    }
+
+    /// A text or CSV upload read to its end, each line checked and spooled to a file, before the
+    /// database is touched.
+    private func spoolLines(_ request: Request, csv: Bool) async throws -> JobTokenSink {
+        if let declared = request.headers[.contentLength].flatMap({ Int($0) }), declared > maxTextBytes {
+            throw uploadTooLarge()
+        }
+        let sink = try JobTokenSink()
+        var lines = LineSplitter()
+        var number = 0
+        var received = 0
+        for try await chunk in request.body {
+            received += chunk.readableBytes
+            guard received <= maxTextBytes else { throw uploadTooLarge() }
+            do {
+                try lines.feed(chunk) { line in
+                    number += 1
+                    try Self.add(line: line, number: number, csv: csv, to: sink)
+                }
+            } catch is LineSplitter.LineTooLong {
+                throw JSONBody.invalidField("line \(number + 1)", "is longer than \(LineSplitter.maxLineBytes) bytes")
+            }
+            try sink.flushIfFull()
+        }
+        if let line = lines.finish() {
+            number += 1
+            try Self.add(line: line, number: number, csv: csv, to: sink)
+        }
+        return sink
+    }
+
     @Sendable func list(_ request: Request, context: Context) async throws -> JobList {
         try await authenticator.resolve(request).requireAdmin()
         let limit = try InputRules.pageLimit(request.uri.queryParameters["limit"])
-        let app = try request.uri.queryParameters["app"].map { try InputRules.identifier(String($0), field: "app", maxBytes: 256) }
+        let app = try request.uri.queryParameters["app"].map {
+            try InputRules.identifier(String($0), field: "app", maxBytes: 256)
+        }
         return JobList(jobs: try await store.list(limit: limit, app: app))
     }
 
@@ -143,7 +160,8 @@ struct AdminController<Context: RequestContext>: Sendable {
         APIError(
             .contentTooLarge,
             code: "payload_too_large",
-            message: "a text upload may be at most \(maxTextBytes) bytes (jobs.max_upload_bytes); split the tokens into several jobs"
+            message:
+                "a text upload may be at most \(maxTextBytes) bytes (jobs.max_upload_bytes); split the tokens into several jobs"
         )
     }
 
@@ -174,7 +192,10 @@ struct AdminController<Context: RequestContext>: Sendable {
         if field.isEmpty { return }
         if csv && number == 1 && field.elementsEqual("token".utf8) { return }
         guard sink.add(field) else {
-            throw JSONBody.invalidField("line \(number)", "is not a device token (1-\(InputRules.maxTokenBytes) printable characters without spaces)")
+            throw JSONBody.invalidField(
+                "line \(number)",
+                "is not a device token (1-\(InputRules.maxTokenBytes) printable characters without spaces)"
+            )
         }
     }
 }

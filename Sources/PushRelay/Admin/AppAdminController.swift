@@ -152,14 +152,21 @@ struct AppAdminController<Context: RequestContext>: Sendable {
         try await authenticator.resolve(request).requireAdmin()
         let id = try context.pathParameter("app")
         guard AppConfiguration.isValidID(id) else {
-            throw JSONBody.invalidField("app", "must be lower-case letters, digits, '-' or '_', starting with a letter or digit (at most 64)")
+            throw JSONBody.invalidField(
+                "app",
+                "must be lower-case letters, digits, '-' or '_', starting with a letter or digit (at most 64)"
+            )
         }
         if fileApps().contains(where: { $0.id == id }) { throw ManagedAppStoreError.readOnly(id) }
         let store = try requireStore()
         var request = request
         let buffer = try await request.collectJSONBytes(context: context)
         guard buffer.readableBytes <= Self.maxBodyBytes else {
-            throw APIError(.contentTooLarge, code: "payload_too_large", message: "an app's configuration may be at most \(Self.maxBodyBytes) bytes")
+            throw APIError(
+                .contentTooLarge,
+                code: "payload_too_large",
+                message: "an app's configuration may be at most \(Self.maxBodyBytes) bytes"
+            )
         }
         let app = try Self.configuration(JSONBody(buffer: buffer), id: id)
         let (record, created) = try await store.put(app)
@@ -250,7 +257,11 @@ struct AnyJSON: Codable, Sendable {
         } else {
             let object = try decoder.container(keyedBy: NamedCodingKey.self)
             value = .object(
-                JSONObject(members: try object.allKeys.map { (name: $0.stringValue, value: try object.decode(AnyJSON.self, forKey: $0).value) })
+                JSONObject(
+                    members: try object.allKeys.map {
+                        (name: $0.stringValue, value: try object.decode(AnyJSON.self, forKey: $0).value)
+                    }
+                )
             )
         }
     }
@@ -268,13 +279,19 @@ struct AnyJSON: Codable, Sendable {
             try container.encode(string)
         case .number(let text):
             var container = encoder.singleValueContainer()
-            if let integer = Int64(text) { try container.encode(integer) } else { try container.encode(Double(text) ?? 0) }
+            if let integer = Int64(text) {
+                try container.encode(integer)
+            } else {
+                try container.encode(Double(text) ?? 0)
+            }
         case .array(let array):
             var container = encoder.unkeyedContainer()
             for element in array { try container.encode(AnyJSON(element)) }
         case .object(let object):
             var container = encoder.container(keyedBy: NamedCodingKey.self)
-            for member in object.members { try container.encode(AnyJSON(member.value), forKey: NamedCodingKey(stringValue: member.name)) }
+            for member in object.members {
+                try container.encode(AnyJSON(member.value), forKey: NamedCodingKey(stringValue: member.name))
+            }
         }
     }
 }

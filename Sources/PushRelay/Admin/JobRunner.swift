@@ -74,7 +74,11 @@ final class JobRunner: Service, Sendable {
         do {
             claimed = try await store.claim(owner: owner, lease: lease, batchSize: batchSize)
         } catch {
-            logger.log(level: PostgresError.logLevel(for: error), "claiming a job failed", metadata: ["error": "\(error)"])
+            logger.log(
+                level: PostgresError.logLevel(for: error),
+                "claiming a job failed",
+                metadata: PostgresError.metadata(error)
+            )
             return false
         }
         guard let job = claimed else { return false }
@@ -82,49 +86,14 @@ final class JobRunner: Service, Sendable {
         logger.info(
             "bulk-unregister job running",
             metadata: [
-                "push.job": "\(job.id)", "push.app": "\(job.app)", "push.batches_left": "\(starts.count)", "push.batches_done": "\(job.done.count)",
+                "push.job": "\(job.id)", "push.app": "\(job.app)", "push.batches_left": "\(starts.count)",
+                "push.batches_done": "\(job.done.count)",
             ]
         )
         let queue = BatchQueue()
         await withTaskGroup(of: Void.self) { workers in
             for _ in 0..<min(parallel, starts.count) {
-                workers.addTask {
-                    while !Task.isCancelled {
-                        let index = queue.state.withLock { state -> Int? in
-                            guard !state.stopped, state.next < starts.count else { return nil }
-                            defer { state.next += 1 }
-                            return state.next
-                        }
-                        guard let index else { return }
-                        while !Task.isCancelled {
-                            do {
-                                let ran = try await self.store.runBatch(
-                                    job: job.id,
-                                    app: job.app,
-                                    propagate: job.propagate,
-                                    first: starts[index],
-                                    size: job.batchSize,
-                                    owner: self.owner,
-                                    lease: self.lease
-                                )
-                                if let ran {
-                                    self.metrics.bulkUnregister(app: job.app, removed: ran.removed, notFound: ran.lines - ran.removed)
-                                } else {
-                                    queue.state.withLock { $0.stopped = true }
-                                }
-                                break
-                            } catch {
-                                if Task.isCancelled { return }
-                                self.logger.log(
-                                    level: PostgresError.logLevel(for: error),
-                                    "a bulk-unregister batch failed; retrying",
-                                    metadata: ["push.job": "\(job.id)", "error": "\(error)"]
-                                )
-                                try? await self.clock.sleep(for: .seconds(1))
-                            }
-                        }
-                    }
-                }
+                workers.addTask { await self.work(on: job, starts: starts, queue: queue) }
             }
         }
         let (next, stopped) = queue.state.withLock { ($0.next, $0.stopped) }
@@ -135,15 +104,63 @@ final class JobRunner: Service, Sendable {
         guard !Task.isCancelled, next >= starts.count else { return false }
         do {
             try await store.finish(job.id, owner: owner, status: .succeeded)
-            logger.info("bulk-unregister job succeeded", metadata: ["push.job": "\(job.id)", "push.lines": "\(job.total)"])
+            logger.info(
+                "bulk-unregister job succeeded",
+                metadata: ["push.job": "\(job.id)", "push.lines": "\(job.total)"]
+            )
         } catch {
             logger.log(
                 level: PostgresError.logLevel(for: error),
                 "marking a job finished failed",
-                metadata: ["push.job": "\(job.id)", "error": "\(error)"]
+                metadata: PostgresError.metadata(error, ["push.job": "\(job.id)"])
             )
         }
         return true
+    }
+
+    /// One worker: runs the next batch of `job` until none is left, the job stops or shutdown.
+    private func work(on job: JobStore.Claimed, starts: [Int], queue: BatchQueue) async {
+        while !Task.isCancelled {
+            let index = queue.state.withLock { state -> Int? in
+                guard !state.stopped, state.next < starts.count else { return nil }
+                defer { state.next += 1 }
+                return state.next
+            }
+            guard let index else { return }
+            await runBatch(of: job, first: starts[index], queue: queue)
+        }
+    }
+
+    /// Runs one batch, again a second after each failure until it runs or shutdown; a job that
+    /// stopped (cancelled, or taken over by another instance) stops the queue.
+    private func runBatch(of job: JobStore.Claimed, first: Int, queue: BatchQueue) async {
+        while !Task.isCancelled {
+            do {
+                let ran = try await store.runBatch(
+                    job: job.id,
+                    app: job.app,
+                    propagate: job.propagate,
+                    first: first,
+                    size: job.batchSize,
+                    owner: owner,
+                    lease: lease
+                )
+                if let ran {
+                    metrics.bulkUnregister(app: job.app, removed: ran.removed, notFound: ran.lines - ran.removed)
+                } else {
+                    queue.state.withLock { $0.stopped = true }
+                }
+                return
+            } catch {
+                if Task.isCancelled { return }
+                logger.log(
+                    level: PostgresError.logLevel(for: error),
+                    "a bulk-unregister batch failed; retrying",
+                    metadata: PostgresError.metadata(error, ["push.job": "\(job.id)"])
+                )
+                try? await clock.sleep(for: .seconds(1))
+            }
+        }
     }
 }
 

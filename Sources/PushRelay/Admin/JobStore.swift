@@ -50,7 +50,7 @@ struct JobStore: Sendable {
 
     let client: PostgresClient
     /// Where removed devices' tokens are queued for Zendesk.
-    var outbox: DeliveryQueue { DeliveryQueue(client: client) }
+    var zendesk: ZendeskQueue { ZendeskQueue(client: client) }
 
     /// Creates a job from an upload spooled in `upload` (see ``JobTokenSink``): the job's row and
     /// its tokens (COPY into `job_tokens`) in one short transaction, taken only once the whole
@@ -93,7 +93,9 @@ struct JobStore: Sendable {
                     }
                 }
             }
-            guard line == total else { throw PostgresError(code: .decoding, message: "the upload's spool held \(line) tokens, not \(total)") }
+            guard line == total else {
+                throw PostgresError(code: .decoding, message: "the upload's spool held \(line) tokens, not \(total)")
+            }
             _ = try await session.query("SELECT pg_notify('\(Self.channel)', $1)", [id.uuidString.lowercased()])
             return (id, total)
         }
@@ -122,9 +124,13 @@ final class JobTokenSink {
 
     /// Opens the spool in the temporary directory (`TMPDIR`, else `/tmp`).
     init() throws {
-        var template = Array((NSTemporaryDirectory() as NSString).appendingPathComponent("push-relay-upload-XXXXXX").utf8CString)
+        var template = Array(
+            (NSTemporaryDirectory() as NSString).appendingPathComponent("push-relay-upload-XXXXXX").utf8CString
+        )
         let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-        guard descriptor >= 0 else { throw APIError(.internalServerError, code: "upload_spool_failed", message: "cannot store the upload") }
+        guard descriptor >= 0 else {
+            throw APIError(.internalServerError, code: "upload_spool_failed", message: "cannot store the upload")
+        }
         // Unlinked at once: the open descriptor is the only reference, closed in deinit.
         template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
         self.descriptor = descriptor
@@ -168,7 +174,9 @@ final class JobTokenSink {
         while offset < buffer.count {
             let written = buffer.withUnsafeBytes { write(descriptor, $0.baseAddress! + offset, $0.count - offset) }
             if written < 0 && errno == EINTR { continue }
-            guard written > 0 else { throw APIError(.internalServerError, code: "upload_spool_failed", message: "cannot store the upload") }
+            guard written > 0 else {
+                throw APIError(.internalServerError, code: "upload_spool_failed", message: "cannot store the upload")
+            }
             offset += written
         }
         buffer.removeAll(keepingCapacity: true)
@@ -193,7 +201,13 @@ final class JobTokenSink {
         while true {
             let got = part.withUnsafeMutableBytes { read(descriptor, $0.baseAddress!, $0.count) }
             if got < 0 && errno == EINTR { continue }
-            guard got >= 0 else { throw APIError(.internalServerError, code: "upload_spool_failed", message: "cannot read the stored upload") }
+            guard got >= 0 else {
+                throw APIError(
+                    .internalServerError,
+                    code: "upload_spool_failed",
+                    message: "cannot read the stored upload"
+                )
+            }
             if got == 0 {
                 // Every token was written with its newline, so nothing is left over at the end.
                 return chunk.isEmpty ? nil : chunk[...].dropLast()
@@ -216,8 +230,12 @@ extension JobStore {
         """
 
     private static func decode(_ row: PostgresRow) throws -> Job {
-        let (id, app, kind, status, propagate, total, processed, removed) = try row.decode((UUID, String, String, String, Bool, Int, Int, Int).self)
-        guard let status = JobStatus(rawValue: status) else { throw PostgresError(code: .decoding, message: "unknown job status \(status)") }
+        let (id, app, kind, status, propagate, total, processed, removed) = try row.decode(
+            (UUID, String, String, String, Bool, Int, Int, Int).self
+        )
+        guard let status = JobStatus(rawValue: status) else {
+            throw PostgresError(code: .decoding, message: "unknown job status \(status)")
+        }
         return Job(
             id: id,
             appID: app,
@@ -294,7 +312,9 @@ extension JobStore {
             ).first
         else { return nil }
         let (id, app, propagate, total, size) = try row.decode((UUID, String, Bool, Int, Int).self)
-        let done = try await client.query("SELECT first_line FROM job_batches WHERE job_id = $1", [id]).rows.map { try $0.decode(Int.self, at: 0) }
+        let done = try await client.query("SELECT first_line FROM job_batches WHERE job_id = $1", [id]).rows.map {
+            try $0.decode(Int.self, at: 0)
+        }
         return Claimed(id: id, app: app, propagate: propagate, total: total, batchSize: size, done: Set(done))
     }
 
@@ -352,9 +372,16 @@ extension JobStore {
                 ).first
             else { return nil }
             let (lines, removed, tokens, platforms) = try row.decode((Int, Int, [String]?, [String]?).self)
-            // Removed devices' tokens go to the outbox's Zendesk queue in the same transaction.
+            // Removed devices' tokens go to the Zendesk queue in the same transaction.
             if let tokens, let platforms {
-                try await outbox.queueForZendesk(app: app, tokens: tokens, platforms: platforms, reason: "bulk_unregister", job: job, in: session)
+                try await zendesk.queueForZendesk(
+                    app: app,
+                    tokens: tokens,
+                    platforms: platforms,
+                    reason: "bulk_unregister",
+                    job: job,
+                    in: session
+                )
             }
             return (lines, removed)
         }

@@ -7,8 +7,8 @@ import Postgres
 
 /// Builds the PushRelay application from configuration.
 ///
-/// Keys (docs/configuration.md lists them all): `http.*` (``HTTPConfiguration``, ``ConnectionLimits``),
-/// `database.*` (``DatabaseConfiguration``), `webhooks.*` (``WebhookSettings``), `delivery.*` and
+/// Keys (docs/configuration.md lists them all): `http.*` (``HTTPSettings``, ``ConnectionLimits``),
+/// `database.*` (``DatabaseSettings``), `webhooks.*` (``WebhookSettings``), `delivery.*` and
 /// `tls.ca_file` (``DeliverySettings``), `zendesk.*` (``ZendeskForwarderSettings``), `jobs.*`
 /// (``JobSettings``), `unread.*` (``UnreadSettings``), `events.*` (``EventForwarderSettings``),
 /// `retention.*` (``RetentionSettings``), `data.directory` (default
@@ -52,9 +52,21 @@ func buildApplication(
                 logger: logger
             )
         }
-        let startApps = try await StartApps.load(file: fileApps, store: appsStore, database: database, logger: logger)
-        let parts = try await RelayParts(reader: reader, logger: logger, database: database, apps: startApps, appsStore: appsStore, clock: clock)
-        let reloader = try await parts.reloader(reload, apps: startApps, logger: logger)
+        let appsAtStart = try await AppsAtStart.load(
+            file: fileApps,
+            store: appsStore,
+            database: database,
+            logger: logger
+        )
+        let parts = try await RelayParts(
+            reader: reader,
+            logger: logger,
+            database: database,
+            apps: appsAtStart,
+            appsStore: appsStore,
+            clock: clock
+        )
+        let reloader = try await parts.reloader(reload, apps: appsAtStart, logger: logger)
         return try parts.application(reader: reader, reloader: reloader, reloadable: reload != nil, logger: logger)
     } catch {
         try? await database.shutdown()
@@ -64,7 +76,7 @@ func buildApplication(
 
 /// The apps served from the start: the file's and, with an `apps_store` key, those managed
 /// through the admin API.
-struct StartApps {
+struct AppsAtStart {
     let file: [AppConfiguration]
     /// The file's apps as a reload replaces them.
     let fileNow: FileApps
@@ -73,18 +85,36 @@ struct StartApps {
     let configured: [AppConfiguration]
     let directory: AppDirectory
 
-    static func load(file: [AppConfiguration], store: ManagedAppStoreSettings, database: Database, logger: Logger) async throws -> StartApps {
+    static func load(
+        file: [AppConfiguration],
+        store: ManagedAppStoreSettings,
+        database: Database,
+        logger: Logger
+    ) async throws -> AppsAtStart {
         let fileNow = FileApps(file)
         let managed = store.key.map { key in
-            ManagedAppStore(client: database.client, key: key, previousKey: store.previousKey, fileAppIDs: { fileNow.ids })
+            ManagedAppStore(
+                client: database.client,
+                key: key,
+                previousKey: store.previousKey,
+                fileAppIDs: { fileNow.ids }
+            )
         }
         let listing = try await managed?.records()
         ConfigurationReloader.report(listing?.unusable ?? [], logger: logger)
         let configured = ConfigurationReloader.merge(file: file, managed: listing?.apps ?? [], logger: logger)
         if configured.isEmpty {
-            logger.warning("no apps are configured; webhooks will be refused until the configuration file lists some under apps:")
+            logger.warning(
+                "no apps are configured; webhooks will be refused until the configuration file lists some under apps:"
+            )
         }
-        return StartApps(file: file, fileNow: fileNow, managed: managed, configured: configured, directory: try await AppDirectory(apps: configured))
+        return AppsAtStart(
+            file: file,
+            fileNow: fileNow,
+            managed: managed,
+            configured: configured,
+            directory: try await AppDirectory(apps: configured)
+        )
     }
 }
 
@@ -92,7 +122,7 @@ struct StartApps {
 /// other; ``application(reader:reloader:reloadable:logger:)`` wires them into the server.
 struct RelayParts {
     let database: Database
-    let apps: StartApps
+    let apps: AppsAtStart
     let metrics = RelayMetrics()
     let webhooks: WebhookSettings
     let delivery: DeliverySettings
@@ -117,7 +147,7 @@ struct RelayParts {
         reader: ConfigReader,
         logger: Logger,
         database: Database,
-        apps: StartApps,
+        apps: AppsAtStart,
         appsStore: ManagedAppStoreSettings,
         clock: RelayClock = .system
     ) async throws {
@@ -172,7 +202,13 @@ struct RelayParts {
             logger: logger,
             clock: clock
         )
-        writer = IntakeWriter(queue: outbox, logger: logger, settings: webhooks, dispatcher: delivery.enabled ? dispatcher : nil, clock: clock)
+        writer = IntakeWriter(
+            queue: outbox,
+            logger: logger,
+            settings: webhooks,
+            dispatcher: delivery.enabled ? dispatcher : nil,
+            clock: clock
+        )
         hub = UnreadHub(
             events: listener.events(on: [UnreadChannel.name]),
             settings: UnreadSettings(config: reader.scoped(to: "unread")),
@@ -198,7 +234,11 @@ struct RelayParts {
 
     /// The reloader of these parts; `read` (`nil`: reloads are refused) is read once now, for the
     /// settings in force, which a reload compares its own with.
-    func reloader(_ read: ConfigurationReloader.ReadConfiguration?, apps: StartApps, logger: Logger) async throws -> ConfigurationReloader {
+    func reloader(
+        _ read: ConfigurationReloader.ReadConfiguration?,
+        apps: AppsAtStart,
+        logger: Logger
+    ) async throws -> ConfigurationReloader {
         let startSettings = AccessRecorder()
         if let read { _ = try await read(startSettings) }
         return ConfigurationReloader(
@@ -223,9 +263,40 @@ struct RelayParts {
     }
 
     /// The server: the router, the fast paths in front of it, and the services in start order.
-    func application(reader: ConfigReader, reloader: ConfigurationReloader, reloadable: Bool, logger: Logger) throws -> some ApplicationProtocol {
-        let http = HTTPConfiguration(config: reader.scoped(to: "http"))
-        let jobSettings = JobSettings(config: reader.scoped(to: "jobs"))
+    func application(
+        reader: ConfigReader,
+        reloader: ConfigurationReloader,
+        reloadable: Bool,
+        logger: Logger
+    ) throws -> some ApplicationProtocol {
+        let http = HTTPSettings(config: reader.scoped(to: "http"))
+        let limits = ConnectionLimits(config: reader.scoped(to: "http"))
+        let serverName = "PushRelay"
+        var app = Application(
+            router: try router(reader: reader, reloader: reloader, reloadable: reloadable),
+            server: limits.server(
+                logger: logger,
+                fastPaths: fastPaths(logger: logger, serverName: serverName),
+                metrics: metrics,
+                serverName: serverName
+            ),
+            configuration: .init(
+                address: .hostname(http.host, port: http.port),
+                serverName: serverName,
+                availableConnectionsDelegate: MaximumAvailableConnections(limits.maxConnections, logger: logger)
+            ),
+            logger: logger
+        )
+        addServices(to: &app, reader: reader, reloader: reloader, reloadable: reloadable, logger: logger)
+        return app
+    }
+
+    /// The router: the API's routes and, when enabled, the console's pages.
+    private func router(
+        reader: ConfigReader,
+        reloader: ConfigurationReloader,
+        reloadable: Bool
+    ) throws -> Router<AppRequestContext> {
         let consoleController =
             console.enabled
             ? try ConsoleController(
@@ -237,24 +308,27 @@ struct RelayParts {
             )
             : nil
         let fileApps = apps.fileNow
-        let (router, _) = buildRouter(
+        return RelayRoutes(
             database: database,
             apps: apps.directory,
             authenticator: authenticator,
             writer: writer,
-            settings: webhooks,
+            webhooks: webhooks,
             hub: hub,
             metrics: metrics,
             console: consoleController,
-            maxUploadBytes: jobSettings.maxUploadBytes,
-            deviceSettings: DeviceSettings(config: reader.scoped(to: "devices"), pushKeys: deviceKeys),
+            maxUploadBytes: JobSettings(config: reader.scoped(to: "jobs")).maxUploadBytes,
+            devices: DeviceSettings(config: reader.scoped(to: "devices"), pushKeys: deviceKeys),
             reloader: reloader,
             reloadable: reloadable,
             managedApps: apps.managed,
             fileApps: { fileApps.apps }
-        )
-        let limits = ConnectionLimits(config: reader.scoped(to: "http"))
-        let serverName = "PushRelay"
+        ).router().0
+    }
+
+    /// The requests answered on the connection's event loop, before the router: well-formed
+    /// webhooks and unread polls.
+    private func fastPaths(logger: Logger, serverName: String) -> [FastPath] {
         let unreadPolls = UnreadPollShortcut(
             hub: hub,
             authenticator: authenticator,
@@ -271,23 +345,19 @@ struct RelayParts {
             logger: logger,
             serverName: serverName
         )
-        var app = Application(
-            router: router,
-            server: limits.server(
-                logger: logger,
-                fastPaths: [webhookPosts.fastPath, unreadPolls.fastPath],
-                metrics: metrics,
-                serverName: serverName
-            ),
-            configuration: .init(
-                address: .hostname(http.host, port: http.port),
-                serverName: serverName,
-                availableConnectionsDelegate: MaximumAvailableConnections(limits.maxConnections, logger: logger)
-            ),
-            logger: logger
-        )
-        // Start order; shutdown runs in reverse after the HTTP server: the writer drains, the
-        // dispatcher finishes its sends, the listener stops, the pool closes, the embedded server stops.
+        return [webhookPosts.fastPath, unreadPolls.fastPath]
+    }
+
+    /// The services, in start order; shutdown runs in reverse after the HTTP server: the writer
+    /// drains, the dispatcher finishes its sends, the listener stops, the pool closes, the
+    /// embedded server stops.
+    private func addServices(
+        to app: inout Application<RouterResponder<AppRequestContext>>,
+        reader: ConfigReader,
+        reloader: ConfigurationReloader,
+        reloadable: Bool,
+        logger: Logger
+    ) {
         app.addServices(database.services)
         // Added before the dispatcher so it stops after it: its last write carries the outcomes of
         // the sends that finish during shutdown.
@@ -299,7 +369,7 @@ struct RelayParts {
             JobRunner(
                 store: JobStore(client: database.client),
                 wakeUps: listener.events(on: [JobStore.channel]),
-                settings: jobSettings,
+                settings: JobSettings(config: reader.scoped(to: "jobs")),
                 metrics: metrics,
                 logger: logger,
                 clock: clock
@@ -324,75 +394,116 @@ struct RelayParts {
         if reloadable { app.addServices(ControlSocketService(reloader: reloader, logger: logger)) }
         if let managed = apps.managed {
             app.addServices(
-                ManagedAppWatcher(store: managed, reloader: reloader, changes: listener.events(on: [ManagedAppStore.channel]), clock: clock)
+                ManagedAppWatcher(
+                    store: managed,
+                    reloader: reloader,
+                    changes: listener.events(on: [ManagedAppStore.channel]),
+                    clock: clock
+                )
             )
         }
-        return app
     }
 }
 
-/// The routes and middleware, and the list of served routes (checked against the OpenAPI document).
-func buildRouter(
-    database: Database,
-    apps: AppDirectory,
-    authenticator: Authenticator,
-    writer: IntakeWriter,
-    settings: WebhookSettings,
-    hub: UnreadHub,
-    metrics: RelayMetrics,
-    console: ConsoleController? = nil,
-    maxUploadBytes: Int = JobSettings.defaultMaxUploadBytes,
-    deviceSettings: DeviceSettings = DeviceSettings(),
-    reloader: ConfigurationReloader? = nil,
-    reloadable: Bool = false,
-    managedApps: ManagedAppStore? = nil,
-    fileApps: (@Sendable () -> [AppConfiguration])? = nil
-) -> (Router<AppRequestContext>, [Route]) {
-    let router = Router(context: AppRequestContext.self)
-    let routes = RouteRecorder(router: router)
-    router.addMiddleware {
-        RequestIDMiddleware()
-        RequestLogMiddleware()
-        ErrorMiddleware(routes: routes.recorded)
+/// What the router is built from, as one value: the composition root fills it from the relay's
+/// parts, and the OpenAPI test builds the same router from a few of them to compare the routes it
+/// serves with the document.
+struct RelayRoutes {
+    var database: Database
+    var apps: AppDirectory
+    var authenticator: Authenticator
+    var writer: IntakeWriter
+    var webhooks: WebhookSettings
+    var hub: UnreadHub
+    var metrics: RelayMetrics
+    var console: ConsoleController? = nil
+    var maxUploadBytes = JobSettings.defaultMaxUploadBytes
+    var devices = DeviceSettings()
+    var reloader: ConfigurationReloader? = nil
+    var reloadable = false
+    var managedApps: ManagedAppStore? = nil
+    /// The apps of the configuration file now; by default, every app of ``apps``.
+    var fileApps: (@Sendable () -> [AppConfiguration])? = nil
+
+    /// The routes and middleware, and the list of served routes (checked against the OpenAPI
+    /// document).
+    func router() -> (Router<AppRequestContext>, [Route]) {
+        let router = Router(context: AppRequestContext.self)
+        let routes = RouteRecorder(router: router)
+        router.addMiddleware {
+            RequestIDMiddleware()
+            RequestLogMiddleware()
+            ErrorMiddleware(routes: routes.recorded)
+        }
+        if let console {
+            // Before any route reads a cookie: over TLS only the console's __Host- cookies count.
+            router.addMiddleware { ConsoleCookieMiddleware(console: console) }
+        }
+        addOperationalRoutes(to: routes)
+        addAPIRoutes(to: routes)
+        if let console {
+            // HTML pages, outside the API's document; they call the API through this router.
+            console.addRoutes(to: router)
+            console.use(router.buildResponder())
+        }
+        return (router, routes.recorded.all)
     }
-    if let console {
-        // Before any route reads a cookie: over TLS only the console's __Host- cookies count.
-        router.addMiddleware { ConsoleCookieMiddleware(console: console) }
+
+    /// Health, the OpenAPI document, metrics and reload.
+    private func addOperationalRoutes(to routes: RouteRecorder<AppRequestContext>) {
+        routes.addRoutes(
+            HealthController(client: database.client, migrator: database.migrator, version: PushRelayVersion.build)
+                .endpoints
+        )
+        routes.addRoutes(OpenAPIController().endpoints)
+        routes.addRoutes(MetricsController(metrics: metrics).endpoints)
+        routes.addRoutes(
+            ReloadController(reloader: reloader, reloadable: reloadable, authenticator: authenticator).endpoints
+        )
     }
-    routes.addRoutes(HealthController(client: database.client, migrator: database.migrator, version: PushRelayVersion.build).endpoints)
-    routes.addRoutes(OpenAPIController().endpoints)
-    routes.addRoutes(MetricsController(metrics: metrics).endpoints)
-    routes.addRoutes(WebhookController(apps: apps, writer: writer, settings: settings, metrics: metrics).endpoints)
-    routes.addRoutes(
-        DeviceController(
-            repository: PostgresDeviceRepository(client: database.client),
-            authenticator: authenticator,
-            settings: deviceSettings
-        ).endpoints
-    )
-    routes.addRoutes(
-        AdminController(
-            store: JobStore(client: database.client),
-            authenticator: authenticator,
-            maxJSONBytes: 64 << 20,
-            maxTextBytes: maxUploadBytes
-        ).endpoints
-    )
-    routes.addRoutes(
-        AppAdminController(store: managedApps, fileApps: fileApps ?? { apps.ids.compactMap(apps.app) }, authenticator: authenticator).endpoints
-    )
-    routes.addRoutes(StatusController(store: DeliveryStatusStore(client: database.client), authenticator: authenticator).endpoints)
-    routes.addRoutes(
-        UnreadController(store: UnreadStore(client: database.client), hub: hub, authenticator: authenticator, metrics: metrics).endpoints
-    )
-    routes.addRoutes(OperatorController(store: OperatorStore(client: database.client), apps: apps, authenticator: authenticator).endpoints)
-    routes.addRoutes(ReloadController(reloader: reloader, reloadable: reloadable, authenticator: authenticator).endpoints)
-    if let console {
-        // HTML pages, outside the API's document; they call the API through this router.
-        console.addRoutes(to: router)
-        console.use(router.buildResponder())
+
+    /// Webhooks, devices, jobs, apps, status, unread counts and the operator's reads.
+    private func addAPIRoutes(to routes: RouteRecorder<AppRequestContext>) {
+        routes.addRoutes(WebhookController(apps: apps, writer: writer, settings: webhooks, metrics: metrics).endpoints)
+        routes.addRoutes(
+            DeviceController(
+                repository: PostgresDeviceRepository(client: database.client),
+                authenticator: authenticator,
+                settings: devices
+            ).endpoints
+        )
+        routes.addRoutes(
+            AdminController(
+                store: JobStore(client: database.client),
+                authenticator: authenticator,
+                maxJSONBytes: 64 << 20,
+                maxTextBytes: maxUploadBytes
+            ).endpoints
+        )
+        routes.addRoutes(
+            AppAdminController(
+                store: managedApps,
+                fileApps: fileApps ?? { [apps] in apps.ids.compactMap(apps.app) },
+                authenticator: authenticator
+            ).endpoints
+        )
+        routes.addRoutes(
+            StatusController(store: DeliveryStatusStore(client: database.client), authenticator: authenticator)
+                .endpoints
+        )
+        routes.addRoutes(
+            UnreadController(
+                store: UnreadStore(client: database.client),
+                hub: hub,
+                authenticator: authenticator,
+                metrics: metrics
+            ).endpoints
+        )
+        routes.addRoutes(
+            OperatorController(store: OperatorStore(client: database.client), apps: apps, authenticator: authenticator)
+                .endpoints
+        )
     }
-    return (router, routes.recorded.all)
 }
 
 extension ManagedAppStoreSettings {
@@ -407,7 +518,9 @@ extension ManagedAppStoreSettings {
             open: { stored, credential in
                 guard let sealed = Data(base64Encoded: stored) else { return nil }
                 for candidate in [key] + (previous.map { [$0] } ?? []) {
-                    if let plain = try? candidate.open(sealed, app: row(credential)) { return String(decoding: plain, as: UTF8.self) }
+                    if let plain = try? candidate.open(sealed, app: row(credential)) {
+                        return String(decoding: plain, as: UTF8.self)
+                    }
                 }
                 return nil
             }

@@ -32,7 +32,7 @@ public struct Database: Sendable {
         now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }
     ) async throws -> Database {
         try await open(
-            configuration: DatabaseConfiguration(config: reader.scoped(to: "database")),
+            configuration: DatabaseSettings(config: reader.scoped(to: "database")),
             dataDirectory: reader.string(forKey: "data.directory", default: defaultDataDirectory),
             logger: logger,
             createEmbedded: createEmbedded,
@@ -42,17 +42,17 @@ public struct Database: Sendable {
 
     /// The schema migrations: those built into the binary (the package's `Migrations/` folder, by
     /// the EmbedAssets plugin), or the folder `database.migrations_directory` names.
-    static func migrations(_ configuration: DatabaseConfiguration) throws -> [Migration] {
+    static func migrations(_ configuration: DatabaseSettings) throws -> [Migration] {
         if let directory = configuration.migrationsDirectory { return try Migrator.load(directory: directory) }
         return try Migrator.parse(EmbeddedAssets.migrations, source: "the migrations built into push-relay")
     }
 
     /// Where the embedded cluster lives unless `data.directory` says otherwise.
-    public static let defaultDataDirectory = DatabaseConfiguration.defaultDataDirectory
+    public static let defaultDataDirectory = DatabaseSettings.defaultDataDirectory
 
     /// Connects to the configured database, or starts the embedded one in `dataDirectory/postgres`.
     public static func open(
-        configuration: DatabaseConfiguration,
+        configuration: DatabaseSettings,
         dataDirectory: String,
         logger: Logger,
         createEmbedded: Bool = true,
@@ -104,7 +104,7 @@ public struct Database: Sendable {
     /// without its password (``PostgresClientConfiguration/summary(of:)``), or `embedded` and the
     /// cluster's directory.
     public static func summary(reader: ConfigReader) -> String {
-        let configuration = DatabaseConfiguration(config: reader.scoped(to: "database"))
+        let configuration = DatabaseSettings(config: reader.scoped(to: "database"))
         if let url = configuration.url { return PostgresClientConfiguration.summary(of: url) }
         if !configuration.embedded { return "none (database.url is not set and database.embedded is false)" }
         let dataDirectory = reader.string(forKey: "data.directory", default: defaultDataDirectory)
@@ -124,7 +124,9 @@ public struct Database: Sendable {
     public func migrateWaiting(upTo limit: Duration, logger: Logger) async throws {
         // One connection first, outside the pool: a database that refuses the configuration is
         // said to refuse it, without the pool's "database unavailable" warning before.
-        if let cause = await client.diagnoseConnection(), cause.refusesConnection { throw DatabaseRefusal(cause: cause) }
+        if let cause = await client.diagnoseConnection(), cause.refusesConnection {
+            throw DatabaseRefusal(cause: cause)
+        }
         let giveUp = ContinuousClock.now + limit
         var delay = Duration.seconds(1)
         while true {
@@ -133,11 +135,16 @@ public struct Database: Sendable {
                 return
             } catch let error as PostgresError where error.isUnavailable {
                 // libpq's blocking connect says why only in words: one closer look for a SQLSTATE.
-                if error.code == .connectionFailed, let cause = await client.diagnoseConnection(), cause.refusesConnection {
+                if error.code == .connectionFailed, let cause = await client.diagnoseConnection(),
+                    cause.refusesConnection
+                {
                     throw DatabaseRefusal(cause: cause)
                 }
                 guard ContinuousClock.now + delay < giveUp else { throw error }
-                logger.warning("database unavailable at start; trying again", metadata: ["retry_in_s": "\(delay.components.seconds)"])
+                logger.warning(
+                    "database unavailable at start; trying again",
+                    metadata: ["retry_in_s": "\(delay.components.seconds)"]
+                )
                 try await Task.sleep(for: delay)
                 delay = min(delay * 2, .seconds(15))
             } catch let error as PostgresError where error.refusesConnection {
@@ -178,7 +185,8 @@ public struct DatabaseRefusal: Error, CustomStringConvertible, Sendable {
             case "3D000": "the database named in database.url does not exist"
             default: "the database connection settings cannot work"
             }
-        return "\(what) (database.url; not retried): \(cause.message)" + (cause.sqlState.map { " [SQLSTATE \($0)]" } ?? "")
+        return "\(what) (database.url; not retried): \(cause.message)"
+            + (cause.sqlState.map { " [SQLSTATE \($0)]" } ?? "")
     }
 }
 

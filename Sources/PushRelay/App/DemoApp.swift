@@ -18,7 +18,13 @@ public enum DemoApp {
         var generator = SystemRandomNumberGenerator()
         let secret = (0..<4).map { _ in String(format: "%016llx", generator.next() as UInt64) }.joined()
         try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
-        guard FileManager.default.createFile(atPath: path, contents: Data(secret.utf8), attributes: [.posixPermissions: 0o600]) else {
+        guard
+            FileManager.default.createFile(
+                atPath: path,
+                contents: Data(secret.utf8),
+                attributes: [.posixPermissions: 0o600]
+            )
+        else {
             throw ConfigurationError("cannot write \(path)")
         }
         return AppConfiguration(id: id, webhookSecrets: [secret])

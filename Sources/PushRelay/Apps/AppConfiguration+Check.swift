@@ -45,7 +45,11 @@ extension AppConfiguration {
             lines.append("fcm: \(fcm.baseURL), project \(account?.projectID ?? "?"), \(account?.clientEmail ?? "?")")
         }
         if let zendesk { lines.append("zendesk: \(zendesk.baseURL) as \(zendesk.email)") }
-        if let events { lines.append("events: \(events.url), types \(events.eventTypes.map(\.rawValue).sorted().joined(separator: ","))") }
+        if let events {
+            lines.append(
+                "events: \(events.url), types \(events.eventTypes.map(\.rawValue).sorted().joined(separator: ","))"
+            )
+        }
         return lines + secretIdentifiers.map { "\($0.label): \($0.fingerprint)" }
     }
 }

@@ -5,10 +5,17 @@ extension AppConfiguration {
     /// order of the configuration. A secret kept in a file is fingerprinted from the file's content
     /// and left out when the file cannot be read.
     public var secretIdentifiers: [SecretIdentifier] {
-        var list = webhookSecrets.enumerated().map { SecretIdentifier(label: "webhook_secrets[\($0.offset)]", secret: $0.element) }
+        var list = webhookSecrets.enumerated().map {
+            SecretIdentifier(label: "webhook_secrets[\($0.offset)]", secret: $0.element)
+        }
         let signing = webhookSigningSecrets
         for (index, secret) in signing.enumerated() {
-            list.append(SecretIdentifier(label: signing.count > 1 ? "webhook_signing_secret[\(index)]" : "webhook_signing_secret", secret: secret))
+            list.append(
+                SecretIdentifier(
+                    label: signing.count > 1 ? "webhook_signing_secret[\(index)]" : "webhook_signing_secret",
+                    secret: secret
+                )
+            )
         }
         func add(_ label: String, _ material: () throws -> String) {
             if let secret = try? material() { list.append(SecretIdentifier(label: label, secret: secret)) }
@@ -20,7 +27,10 @@ extension AppConfiguration {
             add(token.keySource) { try token.privateKeyPEM(app: id) }
         }
         if let fcm {
-            add(fcm.inlineServiceAccount != nil ? "fcm.service_account.private_key" : "fcm.service_account_file (private_key)") {
+            add(
+                fcm.inlineServiceAccount != nil
+                    ? "fcm.service_account.private_key" : "fcm.service_account_file (private_key)"
+            ) {
                 try fcm.serviceAccount(app: id).privateKey
             }
         }
@@ -28,7 +38,9 @@ extension AppConfiguration {
             add(zendesk.apiToken != nil ? "zendesk.api_token" : "zendesk.api_token_file") { try zendesk.token(app: id) }
         }
         if let events {
-            add(events.signingSecret != nil ? "events.signing_secret" : "events.signing_secret_file") { try events.secretText(app: id) }
+            add(events.signingSecret != nil ? "events.signing_secret" : "events.signing_secret_file") {
+                try events.secretText(app: id)
+            }
         }
         return list
     }
@@ -71,7 +83,10 @@ extension AppConfiguration {
                 try nested.encodeIfPresent(fcm.serviceAccountFile, forKey: .serviceAccountFile)
                 try nested.encodeIfPresent(fcm.url, forKey: .url)
                 if let account = fcm.inlineServiceAccount {
-                    var inline = nested.nestedContainer(keyedBy: ServiceAccount.CodingKeys.self, forKey: .inlineServiceAccount)
+                    var inline = nested.nestedContainer(
+                        keyedBy: ServiceAccount.CodingKeys.self,
+                        forKey: .inlineServiceAccount
+                    )
                     try inline.encode(account.projectID, forKey: .projectID)
                     try inline.encode(account.clientEmail, forKey: .clientEmail)
                     try inline.encode(account.tokenURI, forKey: .tokenURI)

@@ -40,7 +40,10 @@ public final class AppDirectory: Sendable {
         for app in apps {
             var keys: JWTKeyCollection?
             if let tokens = app.userTokens {
-                keys = await JWTKeyCollection().add(hmac: HMACKey(from: try tokens.key(app: app.id)), digestAlgorithm: .sha256)
+                keys = await JWTKeyCollection().add(
+                    hmac: HMACKey(from: try tokens.key(app: app.id)),
+                    digestAlgorithm: .sha256
+                )
             }
             entries[app.id] = Entry(
                 configuration: app,

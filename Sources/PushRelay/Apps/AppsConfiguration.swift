@@ -33,7 +33,9 @@ public struct AppConfiguration: Sendable, Codable, Hashable {
     public var additionalWebhookSigningSecrets: [String] = []
 
     /// Every secret a webhook signature is checked against; none when signatures are not required.
-    public var webhookSigningSecrets: [String] { webhookSigningSecret.map { [$0] + additionalWebhookSigningSecrets } ?? [] }
+    public var webhookSigningSecrets: [String] {
+        webhookSigningSecret.map { [$0] + additionalWebhookSigningSecrets } ?? []
+    }
     /// Where the HS256 key for user JWTs is read from.
     public var userTokens: UserTokens?
     /// How to reach APNs for this app's iOS devices; without it iOS deliveries fail as unconfigured.
@@ -146,7 +148,8 @@ public struct AppConfiguration: Sendable, Codable, Hashable {
     }
 
     private static func isLowerAlphanumeric(_ byte: UInt8) -> Bool {
-        (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
+        (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
+            || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
     }
 
     /// Whether `value` can be a webhook secret: 16–256 characters from `A-Z a-z 0-9 - _ . ~`.
@@ -154,7 +157,8 @@ public struct AppConfiguration: Sendable, Codable, Hashable {
         value.utf8.count >= 16 && value.utf8.count <= 256
             && value.utf8.allSatisfy { byte in
                 (byte >= 65 && byte <= 90) || (byte >= 97 && byte <= 122) || (byte >= 48 && byte <= 57)
-                    || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_") || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "~")
+                    || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_") || byte == UInt8(ascii: ".")
+                    || byte == UInt8(ascii: "~")
             }
     }
 }
@@ -191,10 +195,12 @@ extension AppConfiguration {
     /// The keys an entry of `apps:` may hold, dotted (`apns.token.key_id`).
     public static let knownKeys: [String] =
         [
-            "id", "webhook_secrets", "webhook_signing_secret", "user_tokens.secret_file", "user_tokens.secret", "user_tokens.claim_unowned_devices",
+            "id", "webhook_secrets", "webhook_signing_secret", "user_tokens.secret_file", "user_tokens.secret",
+            "user_tokens.claim_unowned_devices",
             "apns.topic", "apns.environment", "apns.url", "apns.production_url", "apns.sandbox_url",
             "apns.token.key_file", "apns.token.key", "apns.token.key_id", "apns.token.team_id",
-            "apns.certificate.file", "apns.certificate.type", "apns.certificate.key_file", "apns.certificate.password_file",
+            "apns.certificate.file", "apns.certificate.type", "apns.certificate.key_file",
+            "apns.certificate.password_file",
             "fcm.service_account_file", "fcm.service_account", "fcm.url",
             "zendesk.url", "zendesk.email", "zendesk.api_token_file", "zendesk.api_token",
             "events.url", "events.signing_secret_file", "events.signing_secret", "events.types",
@@ -203,7 +209,9 @@ extension AppConfiguration {
     /// Refuses keys of `apps:` entries that no setting reads, naming the app, the key and the
     /// nearest known key (the decoder alone would ignore a misspelt `webhook_secret`).
     static func checkKeys(yaml: String, file: String) throws {
-        guard let root = (try? Yams.load(yaml: yaml)) as? [String: Any], let list = root["apps"] as? [Any] else { return }
+        guard let root = (try? Yams.load(yaml: yaml)) as? [String: Any], let list = root["apps"] as? [Any] else {
+            return
+        }
         let known = Set(knownKeys)
         let sections = Set(
             knownKeys.flatMap { key in
@@ -236,18 +244,25 @@ extension AppConfiguration {
         var seen = Set<String>()
         for app in apps {
             guard isValidID(app.id) else {
-                throw ConfigurationError("app id '\(app.id)' must be lower-case letters, digits, '-' or '_' (at most 64)")
+                throw ConfigurationError(
+                    "app id '\(app.id)' must be lower-case letters, digits, '-' or '_' (at most 64)"
+                )
             }
             guard seen.insert(app.id).inserted else { throw ConfigurationError("app id '\(app.id)' appears twice") }
-            guard !app.webhookSecrets.isEmpty else { throw ConfigurationError("app '\(app.id)': webhook_secrets must list at least one secret") }
+            guard !app.webhookSecrets.isEmpty else {
+                throw ConfigurationError("app '\(app.id)': webhook_secrets must list at least one secret")
+            }
             for (index, secret) in app.webhookSecrets.enumerated() where !isValidWebhookSecret(secret) {
                 throw ConfigurationError(
                     "app '\(app.id)': webhook_secrets[\(index)] must be 16-256 characters of A-Z a-z 0-9 - _ . ~"
                 )
             }
             if app.webhookSigningSecret != nil || !app.additionalWebhookSigningSecrets.isEmpty {
-                guard !app.webhookSigningSecrets.isEmpty, app.webhookSigningSecrets.allSatisfy({ $0.utf8.count >= 16 }) else {
-                    throw ConfigurationError("app '\(app.id)': webhook_signing_secret must be at least 16 characters (each, when a list)")
+                guard !app.webhookSigningSecrets.isEmpty, app.webhookSigningSecrets.allSatisfy({ $0.utf8.count >= 16 })
+                else {
+                    throw ConfigurationError(
+                        "app '\(app.id)': webhook_signing_secret must be at least 16 characters (each, when a list)"
+                    )
                 }
             }
             if let tokens = app.userTokens {

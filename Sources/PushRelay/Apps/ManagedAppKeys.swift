@@ -12,7 +12,9 @@ public struct ManagedAppKey: Sendable {
 
     /// A key from its 32 bytes.
     public init(bytes: Data) throws {
-        guard bytes.count == 32 else { throw ConfigurationError("an apps_store key must be 32 bytes (it is \(bytes.count))") }
+        guard bytes.count == 32 else {
+            throw ConfigurationError("an apps_store key must be 32 bytes (it is \(bytes.count))")
+        }
         key = SymmetricKey(data: bytes)
         id = SecretIdentifier.fingerprint(bytes)
     }
@@ -28,7 +30,9 @@ public struct ManagedAppKey: Sendable {
             bytes = Data(base64Encoded: trimmed)
         }
         guard let bytes, bytes.count == 32 else {
-            throw ConfigurationError("\(source) must hold 32 random bytes in base64 or hex; create it with: openssl rand -base64 32 > FILE")
+            throw ConfigurationError(
+                "\(source) must hold 32 random bytes in base64 or hex; create it with: openssl rand -base64 32 > FILE"
+            )
         }
         try self.init(bytes: bytes)
     }
@@ -63,7 +67,8 @@ public struct ManagedAppKey: Sendable {
     /// `plaintext` sealed for the row `app`: nonce, ciphertext and tag (AES-GCM's combined form).
     /// The app id is authenticated with it, so a row's sealed value cannot be moved to another row.
     func seal(_ plaintext: Data, app: String) throws -> Data {
-        guard let combined = try AES.GCM.seal(plaintext, using: key, authenticating: Self.associatedData(app)).combined else {
+        guard let combined = try AES.GCM.seal(plaintext, using: key, authenticating: Self.associatedData(app)).combined
+        else {
             throw ConfigurationError("AES-GCM gave no combined form")
         }
         return combined
@@ -98,9 +103,13 @@ public struct ManagedAppStoreSettings: Sendable {
 
     public init(config: ConfigReader) throws {
         key = try config.string(forKey: "key_file").map { try ManagedAppKey(file: $0, source: "apps_store.key_file") }
-        previousKey = try config.string(forKey: "previous_key_file").map { try ManagedAppKey(file: $0, source: "apps_store.previous_key_file") }
+        previousKey = try config.string(forKey: "previous_key_file").map {
+            try ManagedAppKey(file: $0, source: "apps_store.previous_key_file")
+        }
         if previousKey != nil && key == nil {
-            throw ConfigurationError("apps_store.previous_key_file needs apps_store.key_file (the key that replaces it)")
+            throw ConfigurationError(
+                "apps_store.previous_key_file needs apps_store.key_file (the key that replaces it)"
+            )
         }
     }
 }

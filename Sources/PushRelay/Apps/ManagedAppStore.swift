@@ -40,7 +40,12 @@ public struct ManagedAppStore: Sendable {
     ///   - previousKey: opens rows sealed before a key rotation; ``list()`` seals them again with `key`.
     ///   - fileAppIDs: the ids of the configuration file's apps (asked on each write, so a reload
     ///     of the file is seen): those ids are refused.
-    public init(client: PostgresClient, key: ManagedAppKey, previousKey: ManagedAppKey? = nil, fileAppIDs: @escaping @Sendable () -> Set<String>) {
+    public init(
+        client: PostgresClient,
+        key: ManagedAppKey,
+        previousKey: ManagedAppKey? = nil,
+        fileAppIDs: @escaping @Sendable () -> Set<String>
+    ) {
         self.client = client
         self.key = key
         self.previousKey = previousKey
@@ -75,7 +80,9 @@ public struct ManagedAppStore: Sendable {
     /// with the previous key are sealed again with the current one (a conditional update: another
     /// instance doing the same at the same time changes nothing twice).
     public func records() async throws -> Listing {
-        let result = try await client.query("SELECT id, sealed, key_id, version, created_at, updated_at FROM managed_apps ORDER BY id")
+        let result = try await client.query(
+            "SELECT id, sealed, key_id, version, created_at, updated_at FROM managed_apps ORDER BY id"
+        )
         var listing = Listing(records: [], unusable: [])
         for row in result.rows {
             let record: Record
@@ -150,7 +157,10 @@ public struct ManagedAppStore: Sendable {
     /// The change counter: it moves on every change of `managed_apps`, so reading it (one row)
     /// tells an instance whether its copy of the managed apps is current.
     public func generation() async throws -> Int64 {
-        try await client.query("SELECT generation FROM managed_apps_generation", prepare: true).first?.decode(Int64.self, at: 0) ?? 0
+        try await client.query("SELECT generation FROM managed_apps_generation", prepare: true).first?.decode(
+            Int64.self,
+            at: 0
+        ) ?? 0
     }
 
     // MARK: Checks and sealing
@@ -158,12 +168,20 @@ public struct ManagedAppStore: Sendable {
     /// Throws ``ManagedAppStoreError`` when `app` cannot be stored.
     func check(_ app: AppConfiguration) throws {
         guard AppConfiguration.isValidID(app.id) else {
-            throw ManagedAppStoreError(.invalid, "app id '\(app.id)' must be lower-case letters, digits, '-' or '_' (at most 64)")
+            throw ManagedAppStoreError(
+                .invalid,
+                "app id '\(app.id)' must be lower-case letters, digits, '-' or '_' (at most 64)"
+            )
         }
         if fileAppIDs().contains(app.id) { throw ManagedAppStoreError.readOnly(app.id) }
         if let file = app.fileKeys.first {
-            let inline = file == "apns.certificate" ? "apns.token (certificate authentication reads files only)" : String(file.dropLast(5))
-            throw ManagedAppStoreError(.invalid, "app '\(app.id)': \(file) names a file on the relay's disk; a managed app gives \(inline) inline")
+            let inline =
+                file == "apns.certificate"
+                ? "apns.token (certificate authentication reads files only)" : String(file.dropLast(5))
+            throw ManagedAppStoreError(
+                .invalid,
+                "app '\(app.id)': \(file) names a file on the relay's disk; a managed app gives \(inline) inline"
+            )
         }
         do {
             try AppConfiguration.validate([app])
@@ -176,7 +194,10 @@ public struct ManagedAppStore: Sendable {
             throw ManagedAppStoreError(.invalid, "app '\(app.id)': apns.token.key is not a PKCS#8 P-256 key (.p8)")
         }
         if let account = app.fcm?.inlineServiceAccount, (try? Insecure.RSA.PrivateKey(pem: account.privateKey)) == nil {
-            throw ManagedAppStoreError(.invalid, "app '\(app.id)': the private_key of fcm.service_account is not an RSA key")
+            throw ManagedAppStoreError(
+                .invalid,
+                "app '\(app.id)': the private_key of fcm.service_account is not an RSA key"
+            )
         }
     }
 
@@ -254,7 +275,10 @@ public struct ManagedAppStoreError: Error, CustomStringConvertible, Sendable, AP
     public var description: String { message }
 
     static func readOnly(_ app: String) -> ManagedAppStoreError {
-        ManagedAppStoreError(.readOnly, "app '\(app)' is defined in the configuration file and is read-only through the API; edit the file instead")
+        ManagedAppStoreError(
+            .readOnly,
+            "app '\(app)' is defined in the configuration file and is read-only through the API; edit the file instead"
+        )
     }
 
     static var disabled: ManagedAppStoreError {

@@ -68,11 +68,15 @@ public struct PushSettings: Sendable, Codable, Hashable {
             ("category", category), ("sound", sound), ("title_loc_key", titleLocKey), ("loc_key", locKey),
             ("fallback_title", fallbackTitle), ("fallback_body", fallbackBody),
         ]
-        for case let (key, value?) in texts where value.utf8.count > 256 || value.unicodeScalars.contains(where: { $0.value < 0x20 }) {
+        for case let (key, value?) in texts
+        where value.utf8.count > 256 || value.unicodeScalars.contains(where: { $0.value < 0x20 }) {
             throw ConfigurationError("app '\(app)': push.\(key) must be at most 256 bytes without control characters")
         }
-        for case let (key, value?) in [("fallback_title", fallbackTitle), ("fallback_body", fallbackBody)] where value.isEmpty {
-            throw ConfigurationError("app '\(app)': push.\(key) must not be empty (it is what a device shows instead of the reply)")
+        for case let (key, value?) in [("fallback_title", fallbackTitle), ("fallback_body", fallbackBody)]
+        where value.isEmpty {
+            throw ConfigurationError(
+                "app '\(app)': push.\(key) must not be empty (it is what a device shows instead of the reply)"
+            )
         }
     }
 }

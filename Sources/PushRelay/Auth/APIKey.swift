@@ -19,7 +19,10 @@ public struct APIKey: Sendable, Hashable {
         let prefix = (0..<6).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
         let secretBytes = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
         let secret = Data(secretBytes).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(
+                of: "=",
+                with: ""
+            )
         return APIKey(prefix: prefix, plaintext: "\(marker)\(prefix)_\(secret)")
     }
 
@@ -29,7 +32,8 @@ public struct APIKey: Sendable, Hashable {
         let rest = presented.dropFirst(Self.marker.count)
         guard let underscore = rest.firstIndex(of: "_") else { return nil }
         let prefix = rest[..<underscore]
-        guard prefix.utf8.count == 12, prefix.utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) }) else { return nil }
+        guard prefix.utf8.count == 12, prefix.utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) })
+        else { return nil }
         self.prefix = String(prefix)
         self.plaintext = presented
     }

@@ -81,7 +81,12 @@ final class APIKeyCache: Sendable {
 
     private let state = Mutex(State())
 
-    init(freshness: Duration = .seconds(1), missInterval: Duration = .milliseconds(100), capacity: Int = 10_000, clock: RelayClock = .system) {
+    init(
+        freshness: Duration = .seconds(1),
+        missInterval: Duration = .milliseconds(100),
+        capacity: Int = 10_000,
+        clock: RelayClock = .system
+    ) {
         self.freshness = freshness
         self.missInterval = missInterval
         self.capacity = max(1, capacity)
@@ -110,9 +115,13 @@ final class APIKeyCache: Sendable {
         while true {
             let now = clock.now()
             let step: Step = state.withLock { state in
-                if let snapshot = state.snapshot, let checked = state.checkedAt, checked >= notBefore { return .use(snapshot) }
+                if let snapshot = state.snapshot, let checked = state.checkedAt, checked >= notBefore {
+                    return .use(snapshot)
+                }
                 if state.refreshing { return .wait }
-                if rateLimited, let last = state.lastStart, now - last < missInterval { return .sleep(missInterval - (now - last)) }
+                if rateLimited, let last = state.lastStart, now - last < missInterval {
+                    return .sleep(missInterval - (now - last))
+                }
                 state.refreshing = true
                 state.lastStart = now
                 return .refresh(state.snapshot)
@@ -137,7 +146,9 @@ final class APIKeyCache: Sendable {
                     let generation = try await loader.generation()
                     if var copy = old, copy.generation == generation.keys {
                         // A sign-in or sign-out elsewhere: the sessions alone are read again.
-                        if copy.sessions.generation != generation.sessions { copy.sessions = try await loader.sessions(capacity) }
+                        if copy.sessions.generation != generation.sessions {
+                            copy.sessions = try await loader.sessions(capacity)
+                        }
                         result = .success(copy)
                     } else {
                         result = .success(try await loader.keys(capacity))

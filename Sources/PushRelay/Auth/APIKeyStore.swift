@@ -18,7 +18,11 @@ public struct APIKeyStore: Sendable {
     }
 
     /// Creates a key for `appID` (or an admin key when `nil`) and returns its record and plaintext.
-    public func create(appID: String?, scopes: [APIKeyScope], label: String?) async throws -> (record: APIKeyRecord, key: APIKey) {
+    public func create(
+        appID: String?,
+        scopes: [APIKeyScope],
+        label: String?
+    ) async throws -> (record: APIKeyRecord, key: APIKey) {
         let key = APIKey.generate()
         let id = UUID()
         let scopeNames = appID == nil ? ["admin"] : scopes.map(\.rawValue)
@@ -70,13 +74,19 @@ public struct APIKeyStore: Sendable {
     /// outside it cost a query.
     public func verify(_ presented: APIKey) async throws -> APIKeyRecord? {
         let arrival = cache.clock.now()
-        var snapshot = try await cache.snapshot(notBefore: arrival - cache.freshness, rateLimited: false, loader: loader)
+        var snapshot = try await cache.snapshot(
+            notBefore: arrival - cache.freshness,
+            rateLimited: false,
+            loader: loader
+        )
         if snapshot.keys[presented.prefix] == nil && snapshot.complete {
             // Unknown here: make sure it was not created since the copy was checked.
             snapshot = try await cache.snapshot(notBefore: arrival, rateLimited: true, loader: loader)
         }
         if let entry = snapshot.keys[presented.prefix] {
-            guard constantTimeEqual(entry.hash, Array(SHA256.hash(data: Data(presented.plaintext.utf8)))) else { return nil }
+            guard constantTimeEqual(entry.hash, Array(SHA256.hash(data: Data(presented.plaintext.utf8)))) else {
+                return nil
+            }
             return entry.record
         }
         return snapshot.complete ? nil : try await verifyInDatabase(presented)
@@ -121,7 +131,10 @@ public struct APIKeyStore: Sendable {
                         createdAt: try row.decode(Date.self, at: 6),
                         revokedAt: try row.decode(Date?.self, at: 7)
                     )
-                    keys[record.prefix] = APIKeyCache.Entry(hash: Array(try row.decode(Data.self, at: 8)), record: record)
+                    keys[record.prefix] = APIKeyCache.Entry(
+                        hash: Array(try row.decode(Data.self, at: 8)),
+                        record: record
+                    )
                 }
                 // The sessions after the keys: a session of a key revoked in between is left out,
                 // and content newer than the generation it is filed under only makes the next
@@ -175,7 +188,11 @@ public struct APIKeyStore: Sendable {
     /// every session (then the caller reads the table).
     func session(hash: Data) async throws -> (entry: APIKeyCache.SessionEntry?, generation: Int64, complete: Bool) {
         let arrival = cache.clock.now()
-        var snapshot = try await cache.snapshot(notBefore: arrival - cache.freshness, rateLimited: false, loader: loader)
+        var snapshot = try await cache.snapshot(
+            notBefore: arrival - cache.freshness,
+            rateLimited: false,
+            loader: loader
+        )
         if snapshot.sessions.entries[hash] == nil && snapshot.sessions.complete {
             snapshot = try await cache.snapshot(notBefore: arrival, rateLimited: true, loader: loader)
         }
@@ -190,7 +207,9 @@ public struct APIKeyStore: Sendable {
         )
         guard let row = result.first else { return nil }
         let stored = try row.decode(Data.self, at: 7)
-        guard constantTimeEqual(Array(stored), Array(SHA256.hash(data: Data(presented.plaintext.utf8)))) else { return nil }
+        guard constantTimeEqual(Array(stored), Array(SHA256.hash(data: Data(presented.plaintext.utf8)))) else {
+            return nil
+        }
         let record = try Self.record(row)
         return record.revokedAt == nil ? record : nil
     }

@@ -83,9 +83,15 @@ public struct ConsoleSessionStore: Sendable {
                     SELECT token_hash FROM console_sessions WHERE key_id = $2 ORDER BY created_at DESC, token_hash LIMIT $6::int - 1
                 ))
             """,
-            [Self.hash(token), record.id, csrf, Int64(idleTimeout.components.seconds), Int64(maxLifetime.components.seconds), maxPerKey]
+            [
+                Self.hash(token), record.id, csrf, Int64(idleTimeout.components.seconds),
+                Int64(maxLifetime.components.seconds), maxPerKey,
+            ]
         )
-        return (token, Session(principal: record.principal, csrfToken: csrf, keyPrefix: record.prefix, keyLabel: record.label))
+        return (
+            token,
+            Session(principal: record.principal, csrfToken: csrf, keyPrefix: record.prefix, keyLabel: record.label)
+        )
     }
 
     /// The live session of `token`, or `nil` when there is none: unknown, signed out, idle too
@@ -107,7 +113,9 @@ public struct ConsoleSessionStore: Sendable {
         }
         let now = Date()
         let lastUse = max(entry.lastSeenAt, cache.touched(hash, generation: generation) ?? .distantPast)
-        guard now.timeIntervalSince(entry.createdAt) < maxLifetime.timeInterval, now.timeIntervalSince(lastUse) < idleTimeout.timeInterval else {
+        guard now.timeIntervalSince(entry.createdAt) < maxLifetime.timeInterval,
+            now.timeIntervalSince(lastUse) < idleTimeout.timeInterval
+        else {
             cache.ended(hash)
             return nil
         }
@@ -150,11 +158,15 @@ public struct ConsoleSessionStore: Sendable {
         var generator = SystemRandomNumberGenerator()
         let bytes = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
         return Data(bytes).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(
+                of: "=",
+                with: ""
+            )
     }
 
     static func isTokenShaped(_ token: String) -> Bool {
-        token.utf8.count == 43 && token.utf8.allSatisfy { InputRules.isAlphanumericASCII($0) || $0 == 0x2D || $0 == 0x5F }
+        token.utf8.count == 43
+            && token.utf8.allSatisfy { InputRules.isAlphanumericASCII($0) || $0 == 0x2D || $0 == 0x5F }
     }
 
     static func hash(_ token: String) -> Data {

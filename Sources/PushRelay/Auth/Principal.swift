@@ -39,7 +39,13 @@ public struct Authenticator: Sendable {
         self.init(keys: keys, apps: apps, sessions: sessions, clock: .system)
     }
 
-    init(keys: APIKeyStore, apps: AppDirectory, sessions: ConsoleSessionStore?, clock: RelayClock, settings: AuthSettings = AuthSettings()) {
+    init(
+        keys: APIKeyStore,
+        apps: AppDirectory,
+        sessions: ConsoleSessionStore?,
+        clock: RelayClock,
+        settings: AuthSettings = AuthSettings()
+    ) {
         self.keys = keys
         self.apps = apps
         self.sessions = sessions
@@ -89,10 +95,19 @@ public struct Authenticator: Sendable {
             let claims = try await collection.verify(credential, as: UserTokenClaims.self)
             try claims.exp.verifyNotExpired(currentDate: now)
             // The subject becomes a stored user id: it follows the same rule as `user_id`.
-            guard (try? InputRules.identifier(claims.sub.value, field: "sub", maxBytes: InputRules.maxUserBytes)) != nil else {
-                throw Self.unauthorized("the user token's sub must be a user id of 1-\(InputRules.maxUserBytes) bytes without control characters")
+            guard (try? InputRules.identifier(claims.sub.value, field: "sub", maxBytes: InputRules.maxUserBytes)) != nil
+            else {
+                throw Self.unauthorized(
+                    "the user token's sub must be a user id of 1-\(InputRules.maxUserBytes) bytes without control characters"
+                )
             }
-            verifiedUserTokens.remember(app: app, token: credential, subject: claims.sub.value, expires: claims.exp.value, epoch: epoch)
+            verifiedUserTokens.remember(
+                app: app,
+                token: credential,
+                subject: claims.sub.value,
+                expires: claims.exp.value,
+                epoch: epoch
+            )
             return .user(app: app, userID: claims.sub.value)
         } catch let error as APIError {
             throw error
@@ -113,14 +128,24 @@ public struct Authenticator: Sendable {
 
     /// The principal of a console session: 401 when the session is over, 403 when an unsafe
     /// request lacks the session's CSRF token.
-    private func sessionPrincipal(_ request: Request, token: String, sessions: ConsoleSessionStore) async throws -> Principal {
+    private func sessionPrincipal(
+        _ request: Request,
+        token: String,
+        sessions: ConsoleSessionStore
+    ) async throws -> Principal {
         guard let session = try await sessions.session(token: token) else {
-            throw Self.unauthorized("the console session has ended (signed out, idle too long, or its API key was revoked); sign in again")
+            throw Self.unauthorized(
+                "the console session has ended (signed out, idle too long, or its API key was revoked); sign in again"
+            )
         }
         if request.method != .get && request.method != .head {
             let presented = request.headers[Self.csrfHeader] ?? ""
             guard constantTimeEqual(Array(presented.utf8), Array(session.csrfToken.utf8)) else {
-                throw APIError(.forbidden, code: "csrf_token_invalid", message: "this request needs the console session's CSRF token")
+                throw APIError(
+                    .forbidden,
+                    code: "csrf_token_invalid",
+                    message: "this request needs the console session's CSRF token"
+                )
             }
         }
         return session.principal
@@ -191,7 +216,9 @@ extension Principal {
         case .admin: return
         case .app(let id, let scopes):
             guard id == app else { throw Authenticator.forbidden("this API key belongs to another app") }
-            guard scopes.contains(scope.rawValue) else { throw Authenticator.forbidden("this API key lacks the \(scope.rawValue) scope") }
+            guard scopes.contains(scope.rawValue) else {
+                throw Authenticator.forbidden("this API key lacks the \(scope.rawValue) scope")
+            }
         case .user:
             throw Authenticator.forbidden("this operation needs an app API key")
         }
@@ -201,7 +228,9 @@ extension Principal {
     func require(_ app: String, scope: APIKeyScope, user userID: String?) throws {
         if case .user(let tokenApp, let subject) = self {
             guard tokenApp == app else { throw Authenticator.forbidden("this user token belongs to another app") }
-            guard let userID, userID == subject else { throw Authenticator.forbidden("a user token may only touch its own user's data") }
+            guard let userID, userID == subject else {
+                throw Authenticator.forbidden("a user token may only touch its own user's data")
+            }
             return
         }
         try requireAppKey(app, scope: scope)

@@ -77,7 +77,12 @@ extension Authenticator {
             let key = Self.key(app: app, token: token)
             return table.withLock { table in
                 guard table.epoch == epoch else { return false }
-                table.cache.insert(Entry(subject: subject, expires: expires), for: key, group: app, bytes: Self.entryBytes(subject: subject))
+                table.cache.insert(
+                    Entry(subject: subject, expires: expires),
+                    for: key,
+                    group: app,
+                    bytes: Self.entryBytes(subject: subject)
+                )
                 return true
             }
         }

@@ -116,7 +116,9 @@ public actor ConfigurationReloader {
         return file + managed.filter { !ids.contains($0.id) }
     }
 
-    private var apps: [AppConfiguration] { Self.merge(file: fileApps.apps, managed: managedApps, logger: Logger(label: "push-relay.quiet")) }
+    private var apps: [AppConfiguration] {
+        Self.merge(file: fileApps.apps, managed: managedApps, logger: Logger(label: "push-relay.quiet"))
+    }
 
     /// The settings `reader` holds, by key, in a form that shows a change without showing a secret.
     static func settings(of recorder: AccessRecorder) -> [String: String] {
@@ -164,7 +166,9 @@ public actor ConfigurationReloader {
         let nextManaged: [AppConfiguration]
         do {
             guard let read else {
-                throw ConfigurationError("this relay was started without a configuration file; there is nothing to reload")
+                throw ConfigurationError(
+                    "this relay was started without a configuration file; there is nothing to reload"
+                )
             }
             if let listing = try await managed?.records() {
                 Self.report(listing.unusable, logger: logger)
@@ -203,7 +207,8 @@ public actor ConfigurationReloader {
             "trigger": "\(trigger)", "apps": "\(outcome.apps.joined(separator: ","))",
             "duration_ms": "\(Int(((ContinuousClock.now - started) / .milliseconds(1)).rounded()))",
             "added": "\(outcome.added.joined(separator: ","))", "removed": "\(outcome.removed.joined(separator: ","))",
-            "changed": "\(outcome.changed.joined(separator: ","))", "restart_needed": "\(outcome.restartNeeded.joined(separator: ","))",
+            "changed": "\(outcome.changed.joined(separator: ","))",
+            "restart_needed": "\(outcome.restartNeeded.joined(separator: ","))",
         ]
         logger.notice("configuration reloaded", metadata: metadata)
         await endDeliveries(ofRemovedApps: outcome.removed, trigger: "\(trigger)")
@@ -238,7 +243,10 @@ public actor ConfigurationReloader {
             managedApps = next
             await endDeliveries(ofRemovedApps: served.subtracting(merged.map(\.id)).sorted(), trigger: "managed")
         } catch {
-            logger.error("managed apps not reloaded; the apps in use are unchanged", metadata: ["error": "\(error)"])
+            logger.error(
+                "managed apps not reloaded; the apps in use are unchanged",
+                metadata: PostgresError.metadata(error)
+            )
         }
     }
 
@@ -254,7 +262,8 @@ public actor ConfigurationReloader {
             logger.notice(
                 "queued deliveries of removed apps ended",
                 metadata: [
-                    "trigger": "\(trigger)", "removed": "\(removed.joined(separator: ","))", "push.deliveries_ended": "\(ended)",
+                    "trigger": "\(trigger)", "removed": "\(removed.joined(separator: ","))",
+                    "push.deliveries_ended": "\(ended)",
                     "push.texts_erased": "\(erased)",
                 ]
             )
@@ -262,7 +271,10 @@ public actor ConfigurationReloader {
             logger.log(
                 level: PostgresError.logLevel(for: error),
                 "queued deliveries of removed apps not ended; retention ends them once past delivery.max_age_seconds",
-                metadata: ["trigger": "\(trigger)", "removed": "\(removed.joined(separator: ","))", "error": "\(error)"]
+                metadata: PostgresError.metadata(
+                    error,
+                    ["trigger": "\(trigger)", "removed": "\(removed.joined(separator: ","))"]
+                )
             )
         }
     }
@@ -275,7 +287,9 @@ public actor ConfigurationReloader {
         let events: [String: EventForwarder.Target]
         let eventTargets = apps.compactMap { app in app.events.map { (id: app.id, events: $0) } }
         do {
-            zendesk = try ZendeskForwarder.targets(apps.compactMap { app in app.zendesk.map { (id: app.id, zendesk: $0) } })
+            zendesk = try ZendeskForwarder.targets(
+                apps.compactMap { app in app.zendesk.map { (id: app.id, zendesk: $0) } }
+            )
             events = try EventForwarder.targets(eventTargets)
         } catch {
             await parts.providers.discard(providers)
@@ -284,7 +298,10 @@ public actor ConfigurationReloader {
         // Providers before the dispatcher claims for a new app; the directory last, so a webhook
         // for a new app is accepted once the rest can handle it.
         parts.providers.install(providers)
-        parts.dispatcher.update(apps: parts.deliveryEnabled ? apps.map(\.id) : [], events: EventForwarder.wanted(by: eventTargets))
+        parts.dispatcher.update(
+            apps: parts.deliveryEnabled ? apps.map(\.id) : [],
+            events: EventForwarder.wanted(by: eventTargets)
+        )
         parts.zendesk.update(zendesk)
         parts.events.update(events)
         parts.directory.install(directory)

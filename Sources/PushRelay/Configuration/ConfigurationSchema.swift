@@ -13,15 +13,17 @@ public enum ConfigurationSchema {
     static let commandKeys = ["config.file", "data.directory", "log.level", "log.format"]
 
     /// Environment variables with PushRelay's prefix that the commands read.
-    public static let knownEnvironmentVariables: Set<String> = ["PUSH_RELAY_SERVER", "PUSH_RELAY_ADMIN_KEY", "PUSH_RELAY_SYSTEM_CURL"]
+    public static let knownEnvironmentVariables: Set<String> = [
+        "PUSH_RELAY_SERVER", "PUSH_RELAY_ADMIN_KEY", "PUSH_RELAY_SYSTEM_CURL",
+    ]
 
     /// Reads every setting from `reader`, as `serve` does; throws what a setting refuses (an
     /// invalid `http.trusted_proxies` entry).
     static func readAll(_ reader: ConfigReader) throws {
-        _ = HTTPConfiguration(config: reader.scoped(to: "http"))
+        _ = HTTPSettings(config: reader.scoped(to: "http"))
         _ = ConnectionLimits(config: reader.scoped(to: "http"))
         _ = try TrustedProxies(config: reader.scoped(to: "http"))
-        _ = DatabaseConfiguration(config: reader.scoped(to: "database"))
+        _ = DatabaseSettings(config: reader.scoped(to: "database"))
         _ = reader.int(forKey: "database.start_wait_seconds", default: 60)
         _ = WebhookSettings(config: reader.scoped(to: "webhooks"))
         _ = DeliverySettings(config: reader.scoped(to: "delivery"), tls: reader.scoped(to: "tls"))
@@ -34,7 +36,7 @@ public enum ConfigurationSchema {
         _ = ConsoleSettings(config: reader.scoped(to: "console"))
         _ = AuthSettings(config: reader.scoped(to: "auth"))
         _ = try ManagedAppStoreSettings(config: reader.scoped(to: "apps_store"))
-        _ = reader.string(forKey: "data.directory", default: DatabaseConfiguration.defaultDataDirectory)
+        _ = reader.string(forKey: "data.directory", default: DatabaseSettings.defaultDataDirectory)
         _ = reader.string(forKey: "config.file")
         _ = reader.string(forKey: "log.level", default: "info")
         _ = reader.string(forKey: "log.format", default: "text")
@@ -61,7 +63,8 @@ public enum ConfigurationSchema {
             case (.string, .int(let int)): value = ConfigValue(.string(String(int)), isSecret: value.isSecret)
             case (.string, .double(let double)): value = ConfigValue(.string(String(double)), isSecret: value.isSecret)
             case (.string, .bool(let bool)): value = ConfigValue(.string(String(bool)), isSecret: value.isSecret)
-            case (.doubleArray, .intArray(let ints)): value = ConfigValue(.doubleArray(ints.map(Double.init)), isSecret: value.isSecret)
+            case (.doubleArray, .intArray(let ints)):
+                value = ConfigValue(.doubleArray(ints.map(Double.init)), isSecret: value.isSecret)
             default: break
             }
             result[entry.key] = value
@@ -75,7 +78,9 @@ public enum ConfigurationSchema {
             let place = YAMLConfigFile.position(of: key.split(separator: ".").map(String.init), inFile: file).map {
                 " (line \($0.line), column \($0.column))"
             }
-            throw ConfigurationError("\(file): unknown key '\(key)'\(place ?? "")\(nearestNameSuggestion(for: key, among: knownKeys + ["apps"]))")
+            throw ConfigurationError(
+                "\(file): unknown key '\(key)'\(place ?? "")\(nearestNameSuggestion(for: key, among: knownKeys + ["apps"]))"
+            )
         }
     }
 
@@ -95,11 +100,14 @@ public enum ConfigurationSchema {
     /// `PUSH_RELAY_SERVICE_HOST`, `PUSH_RELAY_SERVICE_PORT[_NAME]`, `PUSH_RELAY_PORT` and
     /// `PUSH_RELAY_PORT_<port>_<protocol>[_PROTO|_PORT|_ADDR]`.
     static func isServiceLink(_ name: String) -> Bool {
-        if name == "PUSH_RELAY_SERVICE_HOST" || name == "PUSH_RELAY_SERVICE_PORT" || name == "PUSH_RELAY_PORT" { return true }
+        if name == "PUSH_RELAY_SERVICE_HOST" || name == "PUSH_RELAY_SERVICE_PORT" || name == "PUSH_RELAY_PORT" {
+            return true
+        }
         if name.hasPrefix("PUSH_RELAY_SERVICE_PORT_") { return true }
         let parts = name.dropFirst("PUSH_RELAY_PORT_".count).split(separator: "_")
         return name.hasPrefix("PUSH_RELAY_PORT_") && (2...3).contains(parts.count) && Int(parts[0]) != nil
-            && ["TCP", "UDP", "SCTP"].contains(parts[1]) && (parts.count == 2 || ["PROTO", "PORT", "ADDR"].contains(parts[2]))
+            && ["TCP", "UDP", "SCTP"].contains(parts[1])
+            && (parts.count == 2 || ["PROTO", "PORT", "ADDR"].contains(parts[2]))
     }
 
     /// Reads every setting from `reader` and refuses values that do not convert to their key's type

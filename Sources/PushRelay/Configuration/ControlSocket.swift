@@ -22,7 +22,9 @@ public enum ControlSocket {
     /// This process's PID namespace: the inode number in `/proc/self/ns/pid` (`pid:[4026531836]`),
     /// or `-` where it cannot be read.
     static let pidNamespace: String = {
-        guard let link = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/ns/pid") else { return "-" }
+        guard let link = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/ns/pid") else {
+            return "-"
+        }
         let digits = link.filter(\.isNumber)
         return digits.isEmpty ? "-" : digits
     }()
@@ -99,7 +101,10 @@ public enum ControlSocket {
         guard let line = answer.split(separator: UInt8(ascii: "\n")).first,
             let decoded = try? JSONDecoder().decode(Answer.self, from: Data(line))
         else {
-            throw Unreachable(description: "process \(pid) closed its control socket without an answer, or gave none within \(timeout) s")
+            throw Unreachable(
+                description:
+                    "process \(pid) closed its control socket without an answer, or gave none within \(timeout) s"
+            )
         }
         return decoded
     }
@@ -143,7 +148,10 @@ struct ControlSocketService: Service {
     func run() async throws {
         let listener = ControlSocket.socket(forPID: getpid()) { bind($0, $1, $2) == 0 ? listen($0, 8) : -1 }
         guard listener >= 0 else {
-            logger.warning("no control socket: push-relay reload cannot reach this relay", metadata: ["error": "\(ControlSocket.errorText())"])
+            logger.warning(
+                "no control socket: push-relay reload cannot reach this relay",
+                metadata: ["error": "\(ControlSocket.errorText())"]
+            )
             return
         }
         let (reloader, logger) = (reloader, logger)

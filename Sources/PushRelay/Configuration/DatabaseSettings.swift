@@ -23,7 +23,7 @@ import Postgres
 ///   unacknowledged before the kernel drops the connection.
 /// - `listener_probe_seconds` (int, default 5): the LISTEN connection asks the server a question
 ///   after this long without a message, to notice a server that is gone.
-public struct DatabaseConfiguration: Sendable {
+public struct DatabaseSettings: Sendable {
     public var url: String?
     public var embedded: Bool
     public var maxConnections: Int
@@ -53,7 +53,9 @@ public struct DatabaseConfiguration: Sendable {
         self.embedded = config.bool(forKey: "embedded", default: true)
         self.maxConnections = config.int(forKey: "max_connections", default: 10)
         let acquireSeconds = config.double(forKey: "acquire_timeout_seconds", default: 10)
-        self.acquireTimeout = .milliseconds(Int((acquireSeconds.isFinite ? min(max(acquireSeconds, 0.001), 3600) : 10) * 1000))
+        self.acquireTimeout = .milliseconds(
+            Int((acquireSeconds.isFinite ? min(max(acquireSeconds, 0.001), 3600) : 10) * 1000)
+        )
         self.migrateOnStart = config.bool(forKey: "migrate_on_start", default: true)
         self.migrationsDirectory = config.string(forKey: "migrations_directory")
         self.connection = PostgresConnectionSettings(
@@ -64,21 +66,8 @@ public struct DatabaseConfiguration: Sendable {
             keepaliveCount: config.int(forKey: "keepalives_count", default: 3),
             tcpUserTimeoutMilliseconds: config.int(forKey: "tcp_user_timeout_ms", default: 20_000)
         )
-        self.listenerProbeInterval = .seconds(min(max(1, config.int(forKey: "listener_probe_seconds", default: 5)), 3600))
-    }
-}
-
-/// The HTTP listener.
-///
-/// Keys, read from a reader scoped to `http`:
-/// - `host` (string, default `127.0.0.1`): address to bind; `0.0.0.0` for all interfaces.
-/// - `port` (int, default 8080).
-public struct HTTPConfiguration: Sendable {
-    public var host: String
-    public var port: Int
-
-    public init(config: ConfigReader) {
-        self.host = config.string(forKey: "host", default: "127.0.0.1")
-        self.port = config.int(forKey: "port", default: 8080)
+        self.listenerProbeInterval = .seconds(
+            min(max(1, config.int(forKey: "listener_probe_seconds", default: 5)), 3600)
+        )
     }
 }

@@ -18,7 +18,9 @@ public enum EnvironmentFile {
     public static func parse(_ text: String, file: String) throws -> [(name: String, value: String)] {
         var assignments: [(name: String, value: String)] = []
         // By "\n" in UTF-16, not by Character: "\r\n" is one Character and would not split.
-        let lines = text.unicodeScalars.split(separator: "\n", omittingEmptySubsequences: false).map { String(String.UnicodeScalarView($0)) }
+        let lines = text.unicodeScalars.split(separator: "\n", omittingEmptySubsequences: false).map {
+            String(String.UnicodeScalarView($0))
+        }
         var index = 0
         while index < lines.count {
             let number = index + 1
@@ -61,7 +63,9 @@ public enum EnvironmentFile {
 
     static func isValidName(_ name: String) -> Bool {
         guard let first = name.unicodeScalars.first, !("0"..."9").contains(first) else { return false }
-        return name.unicodeScalars.allSatisfy { $0 == "_" || ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) }
+        return name.unicodeScalars.allSatisfy {
+            $0 == "_" || ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0)
+        }
     }
 
     /// The value with its quotes or escapes resolved; `nil` when a quote is not closed.
@@ -75,7 +79,9 @@ public enum EnvironmentFile {
         var characters = raw[...]
         let quoted = raw.hasPrefix("\"")
         if quoted {
-            guard raw.count >= 2, raw.hasSuffix("\""), !raw.hasSuffix("\\\"") || raw.hasSuffix("\\\\\"") else { return nil }
+            guard raw.count >= 2, raw.hasSuffix("\""), !raw.hasSuffix("\\\"") || raw.hasSuffix("\\\\\"") else {
+                return nil
+            }
             characters = raw.dropFirst().dropLast()
         }
         var escaped = false

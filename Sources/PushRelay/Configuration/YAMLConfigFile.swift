@@ -18,7 +18,9 @@ enum YAMLConfigFile {
             throw ConfigurationError.invalidYAML(error, file: path)
         }
         guard let root = document else { return [:] }
-        guard let mapping = root as? [String: Any] else { throw ConfigurationError("\(path) must hold a YAML mapping at the top") }
+        guard let mapping = root as? [String: Any] else {
+            throw ConfigurationError("\(path) must hold a YAML mapping at the top")
+        }
         var values: [AbsoluteConfigKey: ConfigValue] = [:]
         try flatten(mapping, path: [], into: &values, file: path)
         return values
@@ -41,7 +43,12 @@ enum YAMLConfigFile {
         return mark.map { ($0.line, $0.column) }
     }
 
-    private static func flatten(_ mapping: [String: Any], path: [String], into values: inout [AbsoluteConfigKey: ConfigValue], file: String) throws {
+    private static func flatten(
+        _ mapping: [String: Any],
+        path: [String],
+        into values: inout [AbsoluteConfigKey: ConfigValue],
+        file: String
+    ) throws {
         for (key, value) in mapping {
             let keyPath = path + [key]
             if keyPath == ["apps"] { continue }
@@ -59,7 +66,9 @@ enum YAMLConfigFile {
                 } else if let bools = list as? [Bool] {
                     values[AbsoluteConfigKey(keyPath)] = .init(.boolArray(bools), isSecret: secret)
                 } else {
-                    throw ConfigurationError("\(file): \(keyPath.joined(separator: ".")) must be a list of plain values")
+                    throw ConfigurationError(
+                        "\(file): \(keyPath.joined(separator: ".")) must be a list of plain values"
+                    )
                 }
             case let bool as Bool:
                 values[AbsoluteConfigKey(keyPath)] = .init(.bool(bool), isSecret: secret)

@@ -38,20 +38,24 @@ final class ActivityWriter: Service, Sendable {
         let taken = tally.take()
         do {
             try await write(taken)
-            if prune { _ = try await client.query("DELETE FROM activity_minutes WHERE minute < now() - interval '2 hours'") }
+            if prune {
+                _ = try await client.query("DELETE FROM activity_minutes WHERE minute < now() - interval '2 hours'")
+            }
         } catch {
             tally.restore(taken)
             guard !(error is CancellationError) else { return }
             logger.log(
                 level: PostgresError.logLevel(for: error),
                 "could not store the console's activity counts; trying again",
-                metadata: ["error": "\(error)"]
+                metadata: PostgresError.metadata(error)
             )
         }
     }
 
     private func write(
-        _ taken: (counts: [ActivityTally.Key: ActivityTally.Counts], rejections: [String: [String: ActivityTally.Rejection]])
+        _ taken: (
+            counts: [ActivityTally.Key: ActivityTally.Counts], rejections: [String: [String: ActivityTally.Rejection]]
+        )
     ) async throws {
         if !taken.counts.isEmpty {
             let entries = taken.counts.sorted { ($0.key.app, $0.key.minute) < ($1.key.app, $1.key.minute) }
@@ -67,8 +71,10 @@ final class ActivityWriter: Service, Sendable {
                     dead_token = a.dead_token + excluded.dead_token, skipped = a.skipped + excluded.skipped
                 """,
                 [
-                    entries.map(\.key.app), entries.map(\.key.minute), entries.map(\.value.webhooks), entries.map(\.value.delivered),
-                    entries.map(\.value.failed), entries.map(\.value.expired), entries.map(\.value.deadToken), entries.map(\.value.skipped),
+                    entries.map(\.key.app), entries.map(\.key.minute), entries.map(\.value.webhooks),
+                    entries.map(\.value.delivered),
+                    entries.map(\.value.failed), entries.map(\.value.expired), entries.map(\.value.deadToken),
+                    entries.map(\.value.skipped),
                 ]
             )
         }

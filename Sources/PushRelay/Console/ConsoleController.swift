@@ -33,7 +33,10 @@ public struct ConsoleSettings: Sendable {
         secureCookies = config.string(forKey: "secure_cookies", default: "auto")
         maxSessionsPerKey = min(100, max(1, config.int(forKey: "max_sessions_per_key", default: maxSessionsPerKey)))
         signInsPerKey = min(10_000, max(1, config.int(forKey: "sign_ins_per_key_per_minute", default: signInsPerKey)))
-        signInsPerAddress = min(10_000, max(1, config.int(forKey: "sign_ins_per_address_per_minute", default: signInsPerAddress)))
+        signInsPerAddress = min(
+            10_000,
+            max(1, config.int(forKey: "sign_ins_per_address_per_minute", default: signInsPerAddress))
+        )
     }
 }
 
@@ -68,7 +71,11 @@ final class ConsoleController: Sendable {
         self.settings = settings
         self.trustedProxies = trustedProxies
         self.pages = try ConsolePages()
-        self.throttle = SignInThrottle(perKey: settings.signInsPerKey, perAddress: settings.signInsPerAddress, clock: clock)
+        self.throttle = SignInThrottle(
+            perKey: settings.signInsPerKey,
+            perAddress: settings.signInsPerAddress,
+            clock: clock
+        )
     }
 
     /// Adds the console's routes (HTML, not part of the OpenAPI document) to `router`.
@@ -86,8 +93,12 @@ final class ConsoleController: Sendable {
         router.get("/console/apps", use: appsPage)
         router.post("/console/apps/managed", use: saveManagedApp)
         router.post("/console/apps/managed/delete", use: deleteManagedApp)
-        router.get("/console/static/console.css") { _, _ in ConsolePages.asset(EmbeddedAssets.console_css, type: "text/css; charset=utf-8") }
-        router.get("/console/static/console.js") { _, _ in ConsolePages.asset(EmbeddedAssets.console_js, type: "text/javascript; charset=utf-8") }
+        router.get("/console/static/console.css") { _, _ in
+            ConsolePages.asset(EmbeddedAssets.console_css, type: "text/css; charset=utf-8")
+        }
+        router.get("/console/static/console.js") { _, _ in
+            ConsolePages.asset(EmbeddedAssets.console_js, type: "text/javascript; charset=utf-8")
+        }
     }
 
     /// Called once the router has every route.
@@ -108,28 +119,53 @@ final class ConsoleController: Sendable {
 
     /// The form carries a random value that must equal the `pushrelay_login` cookie set with it
     /// (a login CSRF check: another site cannot sign a browser into its own key).
-    private func loginPage(_ request: Request, context: AppRequestContext, error: String?, status: HTTPResponse.Status) -> Response {
+    private func loginPage(
+        _ request: Request,
+        context: AppRequestContext,
+        error: String?,
+        status: HTTPResponse.Status
+    ) -> Response {
         let check = ConsoleSessionStore.randomToken()
-        var page = ConsolePage(title: "Sign in", page: "login", error: error, view: LoginView(loginCheck: check))
+        var page = ConsoleView.ConsolePage(
+            title: "Sign in",
+            page: "login",
+            error: error,
+            view: ConsoleView.LoginView(loginCheck: check)
+        )
         if request.uri.queryParameters["ended"] != nil && error == nil {
-            page.flash = Flash(kind: "info", text: "Your session has ended. Sign in again.")
+            page.flash = ConsoleView.Flash(kind: "info", text: "Your session has ended. Sign in again.")
         }
         var response = pages.html(template: "login", page: page, status: status)
-        response.headers.append(HTTPField(name: .setCookie, value: cookie(Self.loginCookie, check, request: request, context: context, maxAge: 900)))
+        response.headers.append(
+            HTTPField(
+                name: .setCookie,
+                value: cookie(Self.loginCookie, check, request: request, context: context, maxAge: 900)
+            )
+        )
         return response
     }
 
     @Sendable func login(_ request: Request, context: AppRequestContext) async throws -> Response {
-        let form = try await Self.form(request)
+        let form = try await ConsoleVisit.form(request)
         let cookies = request.headers[values: .cookie].joined(separator: "; ")
         let expected =
             ConsoleSessionStore.cookie("__Host-" + Self.loginCookie, in: cookies)
             ?? ConsoleSessionStore.cookie(Self.loginCookie, in: cookies) ?? ""
-        guard let check = form["login_check"], !expected.isEmpty, constantTimeEqual(Array(check.utf8), Array(expected.utf8)) else {
-            return loginPage(request, context: context, error: "The sign-in form expired or came from another page. Try again.", status: .forbidden)
+        guard let check = form["login_check"], !expected.isEmpty,
+            constantTimeEqual(Array(check.utf8), Array(expected.utf8))
+        else {
+            return loginPage(
+                request,
+                context: context,
+                error: "The sign-in form expired or came from another page. Try again.",
+                status: .forbidden
+            )
         }
         let presented = (form["key"] ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
-        if let wait = throttle.admit(key: APIKey(presented: presented)?.prefix, address: clientAddress(request, context: context)) {
+        if let wait = throttle.admit(
+            key: APIKey(presented: presented)?.prefix,
+            address: clientAddress(request, context: context)
+        ) {
             context.logger.notice("console sign-in refused: too many attempts", metadata: ["retry_after_s": "\(wait)"])
             var response = loginPage(
                 request,
@@ -145,13 +181,30 @@ final class ConsoleController: Sendable {
             return loginPage(request, context: context, error: "Unknown or revoked API key.", status: .unauthorized)
         }
         let (token, _) = try await sessions.open(key: record)
-        context.logger.notice("console sign-in", metadata: ["push.key": "\(record.prefix)", "push.app": "\(record.appID ?? "(admin)")"])
+        context.logger.notice(
+            "console sign-in",
+            metadata: ["push.key": "\(record.prefix)", "push.app": "\(record.appID ?? "(admin)")"]
+        )
         var response = Self.redirect("/console")
         let lifetime = Int(settings.sessionLifetime.components.seconds)
         response.headers.append(
-            HTTPField(name: .setCookie, value: cookie(ConsoleSessionStore.cookieName, token, request: request, context: context, maxAge: lifetime))
+            HTTPField(
+                name: .setCookie,
+                value: cookie(
+                    ConsoleSessionStore.cookieName,
+                    token,
+                    request: request,
+                    context: context,
+                    maxAge: lifetime
+                )
+            )
         )
-        response.headers.append(HTTPField(name: .setCookie, value: cookie(Self.loginCookie, "", request: request, context: context, maxAge: 0)))
+        response.headers.append(
+            HTTPField(
+                name: .setCookie,
+                value: cookie(Self.loginCookie, "", request: request, context: context, maxAge: 0)
+            )
+        )
         return response
     }
 
@@ -160,7 +213,16 @@ final class ConsoleController: Sendable {
             try await self.sessions.close(token: visit.token)
             var response = Self.redirect("/console/login")
             response.headers.append(
-                HTTPField(name: .setCookie, value: self.cookie(ConsoleSessionStore.cookieName, "", request: request, context: context, maxAge: 0))
+                HTTPField(
+                    name: .setCookie,
+                    value: self.cookie(
+                        ConsoleSessionStore.cookieName,
+                        "",
+                        request: request,
+                        context: context,
+                        maxAge: 0
+                    )
+                )
             )
             return response
         }
@@ -172,7 +234,8 @@ final class ConsoleController: Sendable {
     /// attributes, so no other host of the domain can set or overwrite it.
     func cookie(_ name: String, _ value: String, request: Request, context: AppRequestContext, maxAge: Int) -> String {
         let secure = isSecure(request, context: context)
-        return "\(secure ? "__Host-" : "")\(name)=\(value); Path=/; HttpOnly; SameSite=Strict; Max-Age=\(maxAge)\(secure ? "; Secure" : "")"
+        return
+            "\(secure ? "__Host-" : "")\(name)=\(value); Path=/; HttpOnly; SameSite=Strict; Max-Age=\(maxAge)\(secure ? "; Secure" : "")"
     }
 
     static let forwardedProto = HTTPField.Name("X-Forwarded-Proto")!
@@ -182,7 +245,9 @@ final class ConsoleController: Sendable {
     /// `http.trusted_proxies`, the last address of its `X-Forwarded-For` (the one it added).
     func clientAddress(_ request: Request, context: AppRequestContext) -> String {
         let peer = context.channel.remoteAddress
-        if trustedProxies.contains(peer), let last = request.headers[values: Self.forwardedFor].last?.split(separator: ",").last {
+        if trustedProxies.contains(peer),
+            let last = request.headers[values: Self.forwardedFor].last?.split(separator: ",").last
+        {
             let forwarded = last.trimmingSpacesAndTabs()
             if !forwarded.isEmpty { return String(forwarded) }
         }
@@ -198,7 +263,9 @@ final class ConsoleController: Sendable {
         case "never": return false
         default:
             if request.head.scheme?.lowercased() == "https" { return true }
-            guard let forwarded = request.headers[Self.forwardedProto], trustedProxies.contains(context.channel.remoteAddress) else { return false }
+            guard let forwarded = request.headers[Self.forwardedProto],
+                trustedProxies.contains(context.channel.remoteAddress)
+            else { return false }
             // A proxy chain may append: the last value is the one the trusted proxy set.
             let last = forwarded.split(separator: ",").last.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
             return last == "https"
@@ -216,7 +283,7 @@ final class ConsoleController: Sendable {
             var page = visit.page(
                 title: "Overview",
                 page: "overview",
-                view: OverviewView(
+                view: ConsoleView.OverviewView(
                     readyText: ready.ok ? "ready" : "not ready: \(ready.errorMessage)",
                     readyClass: ready.ok ? "ok" : "bad",
                     schemaVersion: readiness.map { String($0.schemaVersion) } ?? "unknown"
@@ -224,8 +291,8 @@ final class ConsoleController: Sendable {
             )
             let answer = try await visit.api(.get, "/v1/overview")
             if let overview = answer.value(Operator.Overview.self) {
-                page.view.generatedAt = Self.time(overview.generatedAt)
-                page.view.apps = overview.apps.map(AppOverviewView.init)
+                page.view.generatedAt = ConsoleView.time(overview.generatedAt)
+                page.view.apps = overview.apps.map(ConsoleView.AppOverviewView.init)
             } else {
                 page.error = answer.errorMessage
             }
@@ -243,41 +310,61 @@ final class ConsoleController: Sendable {
             var page = visit.page(
                 title: "Find",
                 page: "find",
-                view: FindView(
-                    appOptions: apps.map { AppOption(id: $0, selected: $0 == app) },
-                    byOptions: Choice.list([("notification", "Notification id"), ("ticket", "Ticket id"), ("device", "Device token")], selected: by),
+                view: ConsoleView.FindView(
+                    appOptions: apps.map { ConsoleView.AppOption(id: $0, selected: $0 == app) },
+                    byOptions: ConsoleView.Choice.list(
+                        [("notification", "Notification id"), ("ticket", "Ticket id"), ("device", "Device token")],
+                        selected: by
+                    ),
                     q: query
                 )
             )
             guard !query.isEmpty, !app.isEmpty else { return self.pages.html(template: "find", page: page) }
-            let base = "/v1/apps/\(Self.segment(app))"
-            let cursor = params["cursor"].map { "&cursor=\(Self.segment(String($0)))" } ?? ""
-            let nextPage = { (next: String?) in next.map { "/console/find?app=\(Self.segment(app))&by=\(by)&q=\(Self.segment(query))&cursor=\($0)" } }
+            let base = "/v1/apps/\(ConsoleView.segment(app))"
+            let cursor = params["cursor"].map { "&cursor=\(ConsoleView.segment(String($0)))" } ?? ""
+            let nextPage = { (next: String?) in
+                next.map {
+                    "/console/find?app=\(ConsoleView.segment(app))&by=\(by)&q=\(ConsoleView.segment(query))&cursor=\($0)"
+                }
+            }
             switch by {
             case "ticket":
-                let answer = try await visit.api(.get, "\(base)/tickets/\(Self.segment(query))/notifications?limit=20\(cursor)")
-                guard let list = answer.value(APIList<NotificationStatusRecord>.self) else {
+                let answer = try await visit.api(
+                    .get,
+                    "\(base)/tickets/\(ConsoleView.segment(query))/notifications?limit=20\(cursor)"
+                )
+                guard let list = answer.value(ConsoleAPIList<NotificationStatusRecord>.self) else {
                     page.error = answer.errorMessage
                     break
                 }
-                let notifications = list.items.map { NotificationView($0, app: app) }
-                page.view.ticket = TicketView(ticketID: query, notifications: notifications, empty: notifications.isEmpty)
+                let notifications = list.items.map { ConsoleView.NotificationView($0, app: app) }
+                page.view.ticket = ConsoleView.TicketView(
+                    ticketID: query,
+                    notifications: notifications,
+                    empty: notifications.isEmpty
+                )
                 page.view.nextPage = nextPage(list.next)
             case "device":
-                let answer = try await visit.api(.get, "\(base)/devices/\(Self.segment(query))/deliveries?limit=50\(cursor)")
-                guard let list = answer.value(APIList<DeliveryStatusRecord>.self) else {
+                let answer = try await visit.api(
+                    .get,
+                    "\(base)/devices/\(ConsoleView.segment(query))/deliveries?limit=50\(cursor)"
+                )
+                guard let list = answer.value(ConsoleAPIList<DeliveryStatusRecord>.self) else {
                     page.error = answer.errorMessage
                     break
                 }
-                page.view.device = DeviceHistoryView(deliveries: list.items.map(DeliveryView.init), empty: list.items.isEmpty)
+                page.view.device = ConsoleView.DeviceHistoryView(
+                    deliveries: list.items.map(ConsoleView.DeliveryView.init),
+                    empty: list.items.isEmpty
+                )
                 page.view.nextPage = nextPage(list.next)
             default:
-                let answer = try await visit.api(.get, "\(base)/notifications/\(Self.segment(query))")
+                let answer = try await visit.api(.get, "\(base)/notifications/\(ConsoleView.segment(query))")
                 guard let notification = answer.value(NotificationStatusRecord.self) else {
                     page.error = answer.errorMessage
                     break
                 }
-                page.view.notification = NotificationView(notification, app: app)
+                page.view.notification = ConsoleView.NotificationView(notification, app: app)
             }
             return self.pages.html(template: "find", page: page)
         }
@@ -293,23 +380,29 @@ final class ConsoleController: Sendable {
             var page = visit.page(
                 title: "Devices",
                 page: "devices",
-                view: DevicesView(
-                    appOptions: apps.map { AppOption(id: $0, selected: $0 == app) },
-                    byOptions: Choice.list([("token", "Device token"), ("user", "User id")], selected: by),
+                view: ConsoleView.DevicesView(
+                    appOptions: apps.map { ConsoleView.AppOption(id: $0, selected: $0 == app) },
+                    byOptions: ConsoleView.Choice.list([("token", "Device token"), ("user", "User id")], selected: by),
                     q: query
                 )
             )
-            if params["done"] == "unregistered" { page.flash = Flash(kind: "ok", text: "The device was unregistered.") }
+            if params["done"] == "unregistered" {
+                page.flash = ConsoleView.Flash(kind: "ok", text: "The device was unregistered.")
+            }
             guard !query.isEmpty, !app.isEmpty else { return self.pages.html(template: "devices", page: page) }
-            let base = "/v1/apps/\(Self.segment(app))"
+            let base = "/v1/apps/\(ConsoleView.segment(app))"
             var found: [Device] = []
             var owner: String?
             if by == "user" {
-                let answer = try await visit.api(.get, "\(base)/users/\(Self.segment(query))/devices")
-                if let list = answer.value(APIList<Device>.self) { found = list.items } else { page.error = answer.errorMessage }
+                let answer = try await visit.api(.get, "\(base)/users/\(ConsoleView.segment(query))/devices")
+                if let list = answer.value(ConsoleAPIList<Device>.self) {
+                    found = list.items
+                } else {
+                    page.error = answer.errorMessage
+                }
                 owner = query
             } else {
-                let answer = try await visit.api(.get, "\(base)/devices/\(Self.segment(query))")
+                let answer = try await visit.api(.get, "\(base)/devices/\(ConsoleView.segment(query))")
                 if let device = answer.value(Device.self) {
                     found = [device]
                     owner = device.userID ?? device.token
@@ -319,13 +412,17 @@ final class ConsoleController: Sendable {
                     page.error = answer.errorMessage
                 }
             }
-            page.view.devices = found.map { DeviceRow($0, app: app) }
+            page.view.devices = found.map { ConsoleView.DeviceRow($0, app: app) }
             page.view.searched = true
             if let owner, !found.isEmpty || by == "user" {
-                let answer = try await visit.api(.get, "\(base)/users/\(Self.segment(owner))/unread")
+                let answer = try await visit.api(.get, "\(base)/users/\(ConsoleView.segment(owner))/unread")
                 if let unread = answer.value(UnreadSummary.self) {
                     let shown = owner.utf8.count >= 32 ? Redaction.token(owner) : owner
-                    page.view.unread = UnreadView(owner: shown, total: unread.total, tickets: unread.tickets)
+                    page.view.unread = ConsoleView.UnreadView(
+                        owner: shown,
+                        total: unread.total,
+                        tickets: unread.tickets
+                    )
                 } else {
                     page.view.unreadError = answer.errorMessage
                 }
@@ -338,7 +435,11 @@ final class ConsoleController: Sendable {
         try await withSession(request, context: context) { visit in
             let app = request.uri.queryParameters["app"].map(String.init) ?? ""
             let token = request.uri.queryParameters["token"].map(String.init) ?? ""
-            let page = visit.page(title: "Unregister a device", page: "devices", view: UnregisterView(app: app, token: token))
+            let page = visit.page(
+                title: "Unregister a device",
+                page: "devices",
+                view: ConsoleView.UnregisterView(app: app, token: token)
+            )
             return self.pages.html(template: "unregister", page: page)
         }
     }
@@ -347,27 +448,42 @@ final class ConsoleController: Sendable {
         try await withSession(request, context: context, form: true) { visit in
             let app = visit.form["app"] ?? ""
             let token = visit.form["token"] ?? ""
-            let answer = try await visit.api(.delete, "/v1/apps/\(Self.segment(app))/devices/\(Self.segment(token))")
+            let answer = try await visit.api(
+                .delete,
+                "/v1/apps/\(ConsoleView.segment(app))/devices/\(ConsoleView.segment(token))"
+            )
             guard answer.ok else {
-                var page = visit.page(title: "Unregister a device", page: "devices", view: UnregisterView(app: app, token: token))
+                var page = visit.page(
+                    title: "Unregister a device",
+                    page: "devices",
+                    view: ConsoleView.UnregisterView(app: app, token: token)
+                )
                 page.error = answer.errorMessage
                 return self.pages.html(template: "unregister", page: page, status: answer.status)
             }
-            return Self.redirect("/console/devices?app=\(Self.segment(app))&by=token&q=\(Self.segment(token))&done=unregistered")
+            return Self.redirect(
+                "/console/devices?app=\(ConsoleView.segment(app))&by=token&q=\(ConsoleView.segment(token))&done=unregistered"
+            )
         }
     }
 
     @Sendable func jobs(_ request: Request, context: AppRequestContext) async throws -> Response {
         try await withSession(request, context: context) { visit in
-            var page = visit.page(title: "Jobs", page: "jobs", view: JobsView(appOptions: try await visit.appIDs().map { AppOption(id: $0) }))
+            var page = visit.page(
+                title: "Jobs",
+                page: "jobs",
+                view: ConsoleView.JobsView(appOptions: try await visit.appIDs().map { ConsoleView.AppOption(id: $0) })
+            )
             let answer = try await visit.api(.get, "/v1/admin/jobs?limit=20")
-            if let list = answer.value(APIList<Job>.self) {
-                page.view.jobs = list.items.map(JobRow.init)
+            if let list = answer.value(ConsoleAPIList<Job>.self) {
+                page.view.jobs = list.items.map(ConsoleView.JobRow.init)
                 page.view.admin = true
             } else {
                 page.error = answer.errorMessage
             }
-            if request.uri.queryParameters["done"] == "cancelled" { page.flash = Flash(kind: "ok", text: "The job was cancelled.") }
+            if request.uri.queryParameters["done"] == "cancelled" {
+                page.flash = ConsoleView.Flash(kind: "ok", text: "The job was cancelled.")
+            }
             return self.pages.html(template: "jobs", page: page)
         }
     }
@@ -375,8 +491,16 @@ final class ConsoleController: Sendable {
     @Sendable func cancelJob(_ request: Request, context: AppRequestContext) async throws -> Response {
         try await withSession(request, context: context, form: true) { visit in
             let id = try context.parameters.require("id")
-            let answer = try await visit.api(.post, "/v1/admin/jobs/\(Self.segment(id))/cancel")
-            guard answer.ok else { return self.pages.message(visit, title: "Jobs", page: "jobs", text: answer.errorMessage, status: answer.status) }
+            let answer = try await visit.api(.post, "/v1/admin/jobs/\(ConsoleView.segment(id))/cancel")
+            guard answer.ok else {
+                return self.pages.message(
+                    visit,
+                    title: "Jobs",
+                    page: "jobs",
+                    text: answer.errorMessage,
+                    status: answer.status
+                )
+            }
             return Self.redirect("/console/jobs?done=cancelled")
         }
     }
@@ -385,8 +509,8 @@ final class ConsoleController: Sendable {
         try await withSession(request, context: context) { visit in
             var page = try await self.appsPageContent(visit)
             switch request.uri.queryParameters["done"] {
-            case "saved": page.flash = Flash(kind: "ok", text: "The managed app was saved.")
-            case "deleted": page.flash = Flash(kind: "ok", text: "The managed app was deleted.")
+            case "saved": page.flash = ConsoleView.Flash(kind: "ok", text: "The managed app was saved.")
+            case "deleted": page.flash = ConsoleView.Flash(kind: "ok", text: "The managed app was deleted.")
             default: break
             }
             return self.pages.html(template: "apps", page: page)
@@ -394,11 +518,11 @@ final class ConsoleController: Sendable {
     }
 
     /// The Apps page: `GET /v1/apps`, and for an admin `GET /v1/admin/apps` (sources, managed apps).
-    private func appsPageContent(_ visit: Visit) async throws -> ConsolePage<AppsView> {
-        var page = visit.page(title: "Apps", page: "apps", view: AppsView())
+    private func appsPageContent(_ visit: ConsoleVisit) async throws -> ConsoleView.ConsolePage<ConsoleView.AppsView> {
+        var page = visit.page(title: "Apps", page: "apps", view: ConsoleView.AppsView())
         let answer = try await visit.api(.get, "/v1/apps")
-        if let list = answer.value(APIList<Operator.AppView>.self) {
-            page.view.apps = list.items.map(AppRow.init)
+        if let list = answer.value(ConsoleAPIList<Operator.AppView>.self) {
+            page.view.apps = list.items.map(ConsoleView.AppRow.init)
         } else {
             page.error = answer.errorMessage
         }
@@ -406,7 +530,7 @@ final class ConsoleController: Sendable {
             page.view.admin = true
             let all = try await visit.api(.get, "/v1/admin/apps")
             if let list = all.value(AppAdminController<AppRequestContext>.AppList.self) {
-                page.view.all = list.apps.map(AdminAppRow.init)
+                page.view.all = list.apps.map(ConsoleView.AdminAppRow.init)
                 page.view.managedEnabled = list.managedAppsEnabled
                 if !list.managedAppsEnabled { page.view.managedMessage = ManagedAppStoreError.disabled.message }
             } else {
@@ -421,7 +545,11 @@ final class ConsoleController: Sendable {
         try await withSession(request, context: context, form: true) { visit in
             let app = (visit.form["app"] ?? "").trimmingCharacters(in: .whitespaces)
             let configuration = visit.form["configuration"] ?? ""
-            let answer = try await visit.api(.put, "/v1/admin/apps/\(Self.segment(app))", body: ByteBuffer(string: configuration))
+            let answer = try await visit.api(
+                .put,
+                "/v1/admin/apps/\(ConsoleView.segment(app))",
+                body: ByteBuffer(string: configuration)
+            )
             guard answer.ok else {
                 var page = try await self.appsPageContent(visit)
                 page.error = answer.errorMessage
@@ -437,119 +565,21 @@ final class ConsoleController: Sendable {
     @Sendable func deleteManagedApp(_ request: Request, context: AppRequestContext) async throws -> Response {
         try await withSession(request, context: context, form: true) { visit in
             let app = visit.form["app"] ?? ""
-            let answer = try await visit.api(.delete, "/v1/admin/apps/\(Self.segment(app))")
-            guard answer.ok else { return self.pages.message(visit, title: "Apps", page: "apps", text: answer.errorMessage, status: answer.status) }
+            let answer = try await visit.api(.delete, "/v1/admin/apps/\(ConsoleView.segment(app))")
+            guard answer.ok else {
+                return self.pages.message(
+                    visit,
+                    title: "Apps",
+                    page: "apps",
+                    text: answer.errorMessage,
+                    status: answer.status
+                )
+            }
             return Self.redirect("/console/apps?done=deleted")
         }
     }
 
-    // MARK: Sessions and API calls
-
-    /// A signed-in visit: the session, and the API as this session.
-    struct Visit: Sendable {
-        let token: String
-        let session: ConsoleSessionStore.Session
-        let form: [String: String]
-        let responder: RouterResponder<AppRequestContext>
-        let context: AppRequestContext
-
-        /// A page with the layout's values filled in: the navigation, who is signed in, the CSRF token.
-        func page<View>(title: String, page: String, view: View) -> ConsolePage<View> {
-            let who: String
-            switch session.principal {
-            case .admin: who = "admin key \(session.keyPrefix)"
-            case .app(let id, _): who = "app key \(session.keyPrefix) (\(id))"
-            case .user: who = ""
-            }
-            let nav = [
-                ("overview", "Overview", "/console"), ("find", "Find", "/console/find"), ("devices", "Devices", "/console/devices"),
-                ("jobs", "Jobs", "/console/jobs"), ("apps", "Apps", "/console/apps"),
-            ]
-            return ConsolePage(
-                title: title,
-                page: page,
-                signedIn: true,
-                who: who,
-                csrf: session.csrfToken,
-                nav: nav.map { NavLink(href: $0.2, label: $0.1, current: $0.0 == page) },
-                view: view
-            )
-        }
-
-        /// The app ids this session may look at (`GET /v1/apps`).
-        func appIDs() async throws -> [String] {
-            try await api(.get, "/v1/apps").value(APIList<Operator.AppView>.self)?.items.map(\.id) ?? []
-        }
-
-        /// Sends an API request through the router as this session.
-        func api(_ method: HTTPRequest.Method, _ path: String, body: ByteBuffer? = nil) async throws -> APIAnswer {
-            var fields = HTTPFields()
-            // The __Host- name, which counts whether the visitor came over TLS or not.
-            fields[.cookie] = "\(ConsoleSessionStore.secureCookieName)=\(token)"
-            if method != .get { fields[Authenticator.csrfHeader] = session.csrfToken }
-            if body != nil { fields[.contentType] = "application/json" }
-            let head = HTTPRequest(method: method, scheme: "http", authority: "console", path: path, headerFields: fields)
-            let request = Request(head: head, body: RequestBody(buffer: body ?? ByteBuffer()))
-            let inner = AppRequestContext(source: ApplicationRequestContextSource(channel: context.channel, logger: context.logger))
-            let response = try await responder.respond(to: request, context: inner)
-            let collector = BodyCollector()
-            try await response.body.write(collector)
-            return APIAnswer(status: response.status, bytes: collector.bytes)
-        }
-    }
-
-    /// An answer of the API, read through the API's own types.
-    struct APIAnswer: Sendable {
-        var status: HTTPResponse.Status
-        var bytes: [UInt8]
-
-        var ok: Bool { (200..<300).contains(status.code) }
-
-        /// The answer as the API's `type`, when it succeeded; `nil` otherwise (``errorMessage`` says why).
-        func value<Value: Decodable>(_ type: Value.Type) -> Value? {
-            guard ok else { return nil }
-            return try? Self.decoder.decode(type, from: Data(bytes))
-        }
-
-        /// The API's error message (`{"error":{"message":…}}`), or the status.
-        var errorMessage: String {
-            if let body = try? Self.decoder.decode(ErrorBody.self, from: Data(bytes)) { return body.error.message }
-            return ok ? "the API's answer (HTTP \(status.code)) could not be read" : "HTTP \(status.code)"
-        }
-
-        /// Reads what ``AppRequestContext/responseEncoder`` writes.
-        static var decoder: JSONDecoder {
-            let decoder = JSONDecoder()
-            decoder.dateDecodingStrategy = .iso8601
-            return decoder
-        }
-    }
-
-    /// A list answer of the API: `{"<name>":[…]}`, and `"next"` (the next page's cursor, or `null`)
-    /// on a paged one (``StatusController/Page``, the device, job and app lists).
-    struct APIList<Item: Decodable>: Decodable {
-        var items: [Item]
-        var next: String?
-
-        private typealias Key = NamedCodingKey
-
-        init(from decoder: any Decoder) throws {
-            let container = try decoder.container(keyedBy: Key.self)
-            let names = container.allKeys.filter { $0.stringValue != "next" }
-            guard names.count == 1, let name = names.first else {
-                throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "a list answer has one list"))
-            }
-            items = try container.decode([Item].self, forKey: name)
-            next = try container.decodeIfPresent(String.self, forKey: Key(stringValue: "next"))
-        }
-    }
-
-    /// Collects a response body (the API's answers are small JSON documents).
-    final class BodyCollector: ResponseBodyWriter, @unchecked Sendable {
-        var bytes: [UInt8] = []
-        func write(_ buffer: ByteBuffer) async throws { bytes += buffer.readableBytesView }
-        func finish(_ trailingHeaders: HTTPFields?) async throws {}
-    }
+    // MARK: Sessions
 
     /// Runs `page` for a signed-in visitor; without a live session, sends them to sign in. A form
     /// (`form: true`) must carry the session's CSRF token as `csrf_token`, or gets 403.
@@ -557,21 +587,30 @@ final class ConsoleController: Sendable {
         _ request: Request,
         context: AppRequestContext,
         form: Bool = false,
-        _ page: (Visit) async throws -> Response
+        _ page: (ConsoleVisit) async throws -> Response
     ) async throws -> Response {
-        guard let token = Authenticator.sessionCookie(request), let session = try await sessions.session(token: token) else {
-            return Self.redirect(Authenticator.sessionCookie(request) == nil ? "/console/login" : "/console/login?ended=1")
+        guard let token = Authenticator.sessionCookie(request), let session = try await sessions.session(token: token)
+        else {
+            return Self.redirect(
+                Authenticator.sessionCookie(request) == nil ? "/console/login" : "/console/login?ended=1"
+            )
         }
         guard let responder = responder.withLock({ $0 }) else {
             throw APIError(.serviceUnavailable, code: "starting", message: "the console is starting")
         }
         var fields: [String: String] = [:]
         if form {
-            fields = try await Self.form(request)
+            fields = try await ConsoleVisit.form(request)
             let presented = fields["csrf_token"] ?? ""
             guard constantTimeEqual(Array(presented.utf8), Array(session.csrfToken.utf8)) else {
                 context.logger.notice("console form refused: missing or wrong CSRF token")
-                let visit = Visit(token: token, session: session, form: [:], responder: responder, context: context)
+                let visit = ConsoleVisit(
+                    token: token,
+                    session: session,
+                    form: [:],
+                    responder: responder,
+                    context: context
+                )
                 return pages.message(
                     visit,
                     title: "Refused",
@@ -581,38 +620,14 @@ final class ConsoleController: Sendable {
                 )
             }
         }
-        return try await page(Visit(token: token, session: session, form: fields, responder: responder, context: context))
+        return try await page(
+            ConsoleVisit(token: token, session: session, form: fields, responder: responder, context: context)
+        )
     }
 
     // MARK: Helpers
 
     static func redirect(_ location: String) -> Response {
         Response(status: .seeOther, headers: [.location: location, .cacheControl: "no-store"])
-    }
-
-    /// An `application/x-www-form-urlencoded` body (at most 64 KiB).
-    static func form(_ request: Request) async throws -> [String: String] {
-        let type = (request.headers[.contentType] ?? "").lowercased()
-        guard type.hasPrefix("application/x-www-form-urlencoded") else { return [:] }
-        let buffer = try await request.body.collect(upTo: 64 * 1024)
-        var fields: [String: String] = [:]
-        for pair in String(buffer: buffer).split(separator: "&") {
-            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            let decode = { (text: Substring) in String(text).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? "" }
-            fields[decode(parts[0])] = parts.count > 1 ? decode(parts[1]) : ""
-        }
-        return fields
-    }
-
-    /// A path segment or query value, percent-encoded (unreserved characters kept).
-    static func segment(_ value: String) -> String {
-        var allowed = CharacterSet.alphanumerics.intersection(CharacterSet(charactersIn: Unicode.Scalar(0)..<Unicode.Scalar(128)))
-        allowed.insert(charactersIn: "-._~")
-        return value.addingPercentEncoding(withAllowedCharacters: allowed) ?? ""
-    }
-
-    /// A time from the API as shown: `2026-11-24 11:30:05 UTC`.
-    static func time(_ date: Date) -> String {
-        date.formatted(.iso8601).replacingOccurrences(of: "T", with: " ").replacingOccurrences(of: "Z", with: " UTC")
     }
 }

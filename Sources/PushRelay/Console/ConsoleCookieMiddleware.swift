@@ -12,11 +12,19 @@ struct ConsoleCookieMiddleware: RouterMiddleware {
     let console: ConsoleController
 
     /// The cookie names that a request over TLS may carry only with the `__Host-` prefix.
-    static let prefixedOnly: Set<Substring> = [Substring(ConsoleSessionStore.cookieName), Substring(ConsoleController.loginCookie)]
+    static let prefixedOnly: Set<Substring> = [
+        Substring(ConsoleSessionStore.cookieName), Substring(ConsoleController.loginCookie),
+    ]
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    func handle(
+        _ request: Request,
+        context: Context,
+        next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
         let values = request.headers[values: .cookie]
-        guard !values.isEmpty, console.isSecure(request, context: context) else { return try await next(request, context) }
+        guard !values.isEmpty, console.isSecure(request, context: context) else {
+            return try await next(request, context)
+        }
         let kept = values.map(Self.withoutPlainConsoleCookies)
         guard kept != values else { return try await next(request, context) }
         var head = request.head

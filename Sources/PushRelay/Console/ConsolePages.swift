@@ -12,10 +12,12 @@ import NIOCore
 struct ConsolePages: Sendable {
     /// The templates by name. `layout` is the page frame; each page fills its `content` block.
     static let templates: [(String, String)] = [
-        ("layout", EmbeddedAssets.layout_mustache), ("login", EmbeddedAssets.login_mustache), ("overview", EmbeddedAssets.overview_mustache),
+        ("layout", EmbeddedAssets.layout_mustache), ("login", EmbeddedAssets.login_mustache),
+        ("overview", EmbeddedAssets.overview_mustache),
         ("find", EmbeddedAssets.find_mustache), ("notification", EmbeddedAssets.notification_mustache),
         ("delivery", EmbeddedAssets.delivery_mustache), ("devices", EmbeddedAssets.devices_mustache),
-        ("unregister", EmbeddedAssets.unregister_mustache), ("jobs", EmbeddedAssets.jobs_mustache), ("apps", EmbeddedAssets.apps_mustache),
+        ("unregister", EmbeddedAssets.unregister_mustache), ("jobs", EmbeddedAssets.jobs_mustache),
+        ("apps", EmbeddedAssets.apps_mustache),
         ("message", EmbeddedAssets.message_mustache),
     ]
 
@@ -41,20 +43,40 @@ struct ConsolePages: Sendable {
         HTTPField.Name("Referrer-Policy")!: "no-referrer",
     ]
 
-    func html<View>(template: String, page: ConsoleController.ConsolePage<View>, status: HTTPResponse.Status = .ok) -> Response {
+    func html<View>(
+        template: String,
+        page: ConsoleView.ConsolePage<View>,
+        status: HTTPResponse.Status = .ok
+    ) -> Response {
         let text = library.render(page, withTemplate: template) ?? "template \(template) is missing"
-        return Response(status: status, headers: Self.securityHeaders, body: .init(byteBuffer: ByteBuffer(string: text)))
+        return Response(
+            status: status,
+            headers: Self.securityHeaders,
+            body: .init(byteBuffer: ByteBuffer(string: text))
+        )
     }
 
     /// A page with one message (a refused form, an API error after an action).
-    func message(_ visit: ConsoleController.Visit, title: String, page: String, text: String, status: HTTPResponse.Status) -> Response {
-        html(template: "message", page: visit.page(title: title, page: page, view: ConsoleController.MessageView(message: text)), status: status)
+    func message(
+        _ visit: ConsoleVisit,
+        title: String,
+        page: String,
+        text: String,
+        status: HTTPResponse.Status
+    ) -> Response {
+        html(
+            template: "message",
+            page: visit.page(title: title, page: page, view: ConsoleView.MessageView(message: text)),
+            status: status
+        )
     }
 
     static func asset(_ text: String, type: String) -> Response {
         Response(
             status: .ok,
-            headers: [.contentType: type, .cacheControl: "no-cache", HTTPField.Name("X-Content-Type-Options")!: "nosniff"],
+            headers: [
+                .contentType: type, .cacheControl: "no-cache", HTTPField.Name("X-Content-Type-Options")!: "nosniff",
+            ],
             body: .init(byteBuffer: ByteBuffer(string: text))
         )
     }

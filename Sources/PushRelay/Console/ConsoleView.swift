@@ -6,6 +6,20 @@ import Foundation
 /// refers to it; an absent optional lets a lookup fall through to the enclosing values, as a
 /// missing key would. ``ConsoleController`` builds them from what its pages' API calls answer.
 enum ConsoleView {
+    /// A path segment or query value, percent-encoded (unreserved characters kept).
+    static func segment(_ value: String) -> String {
+        var allowed = CharacterSet.alphanumerics.intersection(
+            CharacterSet(charactersIn: Unicode.Scalar(0)..<Unicode.Scalar(128))
+        )
+        allowed.insert(charactersIn: "-._~")
+        return value.addingPercentEncoding(withAllowedCharacters: allowed) ?? ""
+    }
+
+    /// A time from the API as shown: `2026-11-24 11:30:05 UTC`.
+    static func time(_ date: Date) -> String {
+        date.formatted(.iso8601).replacingOccurrences(of: "T", with: " ").replacingOccurrences(of: "Z", with: " UTC")
+    }
+
     /// One page: the layout's values and the page's view.
     struct ConsolePage<View: Sendable>: Sendable {
         var title: String
@@ -141,11 +155,14 @@ enum ConsoleView {
             case "erased": textNote = "Text erased once delivered: the app's push content is encrypted"
             default: textNote = nil
             }
-            createdAt = ConsoleController.time(notification.createdAt)
-            counts = notification.counts.filter { $0.value > 0 }.sorted { $0.key < $1.key }.map { StatusCount(status: $0.key, count: $0.value) }
+            createdAt = ConsoleView.time(notification.createdAt)
+            counts = notification.counts.filter { $0.value > 0 }.sorted { $0.key < $1.key }.map {
+                StatusCount(status: $0.key, count: $0.value)
+            }
             deliveries = (notification.deliveries ?? []).map(DeliveryView.init)
-            link = "/console/find?app=\(ConsoleController.segment(app))&by=notification&q=\(id)"
-            ticketLink = "/console/find?app=\(ConsoleController.segment(app))&by=ticket&q=\(ConsoleController.segment(ticketID))"
+            link = "/console/find?app=\(ConsoleView.segment(app))&by=notification&q=\(id)"
+            ticketLink =
+                "/console/find?app=\(ConsoleView.segment(app))&by=ticket&q=\(ConsoleView.segment(ticketID))"
         }
     }
 
@@ -170,10 +187,12 @@ enum ConsoleView {
             platform = delivery.platform
             token = delivery.token
             kind = delivery.kind.replacingOccurrences(of: "_", with: " ")
-            createdAt = ConsoleController.time(delivery.createdAt)
-            updatedAt = ConsoleController.time(delivery.updatedAt)
+            createdAt = ConsoleView.time(delivery.createdAt)
+            updatedAt = ConsoleView.time(delivery.updatedAt)
             final = !["pending", "sending"].contains(delivery.status)
-            if delivery.attempts > 0 { attempts = delivery.attempts == 1 ? "1 attempt" : "\(delivery.attempts) attempts" }
+            if delivery.attempts > 0 {
+                attempts = delivery.attempts == 1 ? "1 attempt" : "\(delivery.attempts) attempts"
+            }
             reason = delivery.lastReason
             providerID = delivery.providerID
             notificationID = delivery.notificationID.map { String($0) }
@@ -211,9 +230,10 @@ enum ConsoleView {
             user = device.userID ?? "(none)"
             status = device.status.rawValue
             active = device.status == .active
-            updatedAt = ConsoleController.time(device.updatedAt)
+            updatedAt = ConsoleView.time(device.updatedAt)
             reason = device.invalidReason
-            unregisterLink = "/console/devices/unregister?app=\(ConsoleController.segment(app))&token=\(ConsoleController.segment(device.token))"
+            unregisterLink =
+                "/console/devices/unregister?app=\(ConsoleView.segment(app))&token=\(ConsoleView.segment(device.token))"
         }
     }
 
@@ -233,7 +253,8 @@ enum ConsoleView {
             self.app = app
             self.token = token
             tokenShort = Redaction.token(token)
-            back = "/console/devices?app=\(ConsoleController.segment(app))&by=token&q=\(ConsoleController.segment(token))"
+            back =
+                "/console/devices?app=\(ConsoleView.segment(app))&by=token&q=\(ConsoleView.segment(token))"
         }
     }
 
@@ -270,7 +291,7 @@ enum ConsoleView {
             notFound = job.notFound
             failed = job.failed
             forwarded = job.forwarded
-            createdAt = ConsoleController.time(job.createdAt)
+            createdAt = ConsoleView.time(job.createdAt)
             percent = job.total > 0 ? job.processed * 100 / job.total : 0
             cancellable = job.status == .queued || job.status == .running
             error = job.error
@@ -309,7 +330,7 @@ enum ConsoleView {
             managed = app.source == "managed"
             secrets = app.secrets
             version = app.version.map { String($0) } ?? ""
-            updatedAt = app.updatedAt.map(ConsoleController.time) ?? ""
+            updatedAt = app.updatedAt.map(ConsoleView.time) ?? ""
             configuration = app.configuration.json
             problem = app.problem
         }
@@ -342,7 +363,9 @@ enum ConsoleView {
         init(_ app: OperatorController<AppRequestContext>.AppView) {
             id = app.id
             var settings: [Setting] = []
-            let add = { (label: String, value: String?) in if let value { settings.append(Setting(label: label, value: value)) } }
+            let add = { (label: String, value: String?) in
+                if let value { settings.append(Setting(label: label, value: value)) }
+            }
             for secret in app.secrets {
                 add("Secret \(secret.label)", secret.fingerprint)
             }
@@ -362,9 +385,11 @@ enum ConsoleView {
                 CredentialRow(
                     platform: credential.platform,
                     kind: credential.kind.replacingOccurrences(of: "_", with: " "),
-                    lastRefresh: credential.lastRefresh.map(ConsoleController.time) ?? "never (no push sent yet)",
-                    expiresAt: credential.expiresAt.map(ConsoleController.time) ?? "",
-                    rejection: credential.lastRejection.map { CredentialRow.Rejection(at: ConsoleController.time($0.at), reason: $0.reason) }
+                    lastRefresh: credential.lastRefresh.map(ConsoleView.time) ?? "never (no push sent yet)",
+                    expiresAt: credential.expiresAt.map(ConsoleView.time) ?? "",
+                    rejection: credential.lastRejection.map {
+                        CredentialRow.Rejection(at: ConsoleView.time($0.at), reason: $0.reason)
+                    }
                 )
             }
         }

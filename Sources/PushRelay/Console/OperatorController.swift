@@ -94,7 +94,10 @@ struct OperatorController<Context: RequestContext>: Sendable {
         let depths = try await store.depths(apps: visible, cap: Self.countCap)
         let answer = visible.map { app in
             let series = stride(from: first, through: current, by: 60).map { minute in
-                Minute(minute: Date(timeIntervalSince1970: TimeInterval(minute)), activity: minutes[app]?[minute] ?? Activity())
+                Minute(
+                    minute: Date(timeIntervalSince1970: TimeInterval(minute)),
+                    activity: minutes[app]?[minute] ?? Activity()
+                )
             }
             let depth = depths[app] ?? OperatorStore.Depths()
             return AppOverview(
@@ -174,65 +177,103 @@ struct OperatorController<Context: RequestContext>: Sendable {
     /// `GET /v1/apps`.
     @Sendable func list(_ request: Request, context: Context) async throws -> AppList {
         let visible = try visibleApps(try await authenticator.resolve(request))
-        var views: [AppView] = []
-        var names: [String] = []
-        for id in visible {
-            guard let app = apps.app(id) else { continue }
-            var credentials: [Credential] = []
-            var apns: [String: String]?
-            if let settings = app.apns {
-                var fields = ["topic": settings.topic, "environment": settings.environment.rawValue, "url": settings.baseURL]
-                if let token = settings.token {
-                    fields.merge(["auth": "token", "team_id": token.teamID, "key_id": token.keyID, "key_file": token.keyFile ?? "(inline)"]) { $1 }
-                    // The shared token's key names the key by fingerprint too (``ProviderTokenStore``).
-                    let key = (try? token.privateKeyPEM(app: id)).flatMap { try? P256.Signing.PrivateKey(pemRepresentation: $0) }
-                    let name = key.map { ProviderTokenStore.credentialName("apns:\(token.teamID):\(token.keyID)", key: $0) }
-                    credentials.append(Credential(platform: "ios", kind: "token", name: name))
-                } else if let certificate = settings.certificate {
-                    fields.merge(["auth": "certificate", "certificate_file": certificate.file]) { $1 }
-                    credentials.append(Credential(platform: "ios", kind: "certificate"))
-                }
-                apns = fields
-            }
-            var fcm: [String: String]?
-            if let settings = app.fcm {
-                var fields = ["url": settings.baseURL, "service_account_file": settings.serviceAccountFile ?? "(inline)"]
-                let account = try? settings.serviceAccount(app: id)
-                if let account { fields["project_id"] = account.projectID }
-                credentials.append(
-                    Credential(
-                        platform: "android",
-                        kind: "service_account",
-                        name: account.map { ProviderTokenStore.credentialName("fcm:\($0.clientEmail)", material: $0.privateKey) }
-                    )
+        var views = visible.compactMap { id in apps.app(id).map { Self.view(of: $0, id: id) } }
+        try await addCredentialState(to: &views, apps: visible)
+        return AppList(apps: views)
+    }
+
+    /// An app's configuration as the API shows it (secrets as fingerprints, key files by path), with
+    /// its credentials but not their state yet.
+    static func view(of app: AppConfiguration, id: String) -> AppView {
+        var credentials: [Credential] = []
+        let apns = app.apns.map { apnsFields($0, app: id, credentials: &credentials) }
+        let fcm = app.fcm.map { fcmFields($0, app: id, credentials: &credentials) }
+        let secrets = app.secretIdentifiers
+        return AppView(
+            id: id,
+            webhookSecrets: secrets.filter { $0.label.hasPrefix("webhook_secrets[") },
+            webhookSigningSecret: secrets.first { $0.label == "webhook_signing_secret" },
+            secrets: secrets,
+            userTokens: app.userTokens.map { ["secret_file": $0.secretFile ?? "(inline)"] },
+            apns: apns,
+            fcm: fcm,
+            zendesk: app.zendesk.map {
+                ["url": $0.baseURL, "email": $0.email, "api_token_file": $0.apiTokenFile ?? "(inline)"]
+            },
+            events: app.events.map {
+                AppView.EventsView(
+                    url: $0.url,
+                    signingSecretFile: $0.signingSecretFile,
+                    types: $0.eventTypes.map(\.rawValue).sorted()
                 )
-                fcm = fields
+            },
+            push: app.push,
+            credentials: credentials
+        )
+    }
+
+    /// The `apns` section's fields; its credential is added to `credentials`.
+    private static func apnsFields(
+        _ settings: APNsSettings,
+        app id: String,
+        credentials: inout [Credential]
+    ) -> [String: String] {
+        var fields = [
+            "topic": settings.topic, "environment": settings.environment.rawValue, "url": settings.baseURL,
+        ]
+        if let token = settings.token {
+            fields.merge([
+                "auth": "token", "team_id": token.teamID, "key_id": token.keyID,
+                "key_file": token.keyFile ?? "(inline)",
+            ]) { $1 }
+            // The shared token's key names the key by fingerprint too (``ProviderTokenStore``).
+            let key = (try? token.privateKeyPEM(app: id)).flatMap {
+                try? P256.Signing.PrivateKey(pemRepresentation: $0)
             }
-            names += credentials.compactMap(\.name)
-            let secrets = app.secretIdentifiers
-            views.append(
-                AppView(
-                    id: id,
-                    webhookSecrets: secrets.filter { $0.label.hasPrefix("webhook_secrets[") },
-                    webhookSigningSecret: secrets.first { $0.label == "webhook_signing_secret" },
-                    secrets: secrets,
-                    userTokens: app.userTokens.map { ["secret_file": $0.secretFile ?? "(inline)"] },
-                    apns: apns,
-                    fcm: fcm,
-                    zendesk: app.zendesk.map { ["url": $0.baseURL, "email": $0.email, "api_token_file": $0.apiTokenFile ?? "(inline)"] },
-                    events: app.events.map {
-                        AppView.EventsView(url: $0.url, signingSecretFile: $0.signingSecretFile, types: $0.eventTypes.map(\.rawValue).sorted())
-                    },
-                    push: app.push,
-                    credentials: credentials
-                )
-            )
+            let name = key.map {
+                ProviderTokenStore.credentialName("apns:\(token.teamID):\(token.keyID)", key: $0)
+            }
+            credentials.append(Credential(platform: "ios", kind: "token", name: name))
+        } else if let certificate = settings.certificate {
+            fields.merge(["auth": "certificate", "certificate_file": certificate.file]) { $1 }
+            credentials.append(Credential(platform: "ios", kind: "certificate"))
         }
-        // Token state (refreshes are shared by the cluster) and the last rejection of each.
-        let refreshed = try await store.tokenRefreshes(credentials: names)
+        return fields
+    }
+
+    /// The `fcm` section's fields; its credential is added to `credentials`.
+    private static func fcmFields(
+        _ settings: FCMSettings,
+        app id: String,
+        credentials: inout [Credential]
+    ) -> [String: String] {
+        var fields = [
+            "url": settings.baseURL, "service_account_file": settings.serviceAccountFile ?? "(inline)",
+        ]
+        let account = try? settings.serviceAccount(app: id)
+        if let account { fields["project_id"] = account.projectID }
+        credentials.append(
+            Credential(
+                platform: "android",
+                kind: "service_account",
+                name: account.map {
+                    ProviderTokenStore.credentialName("fcm:\($0.clientEmail)", material: $0.privateKey)
+                }
+            )
+        )
+        return fields
+    }
+
+    /// Each credential's token state (refreshes are shared by the cluster) and the last rejection
+    /// of each app's platform.
+    private func addCredentialState(to views: inout [AppView], apps visible: [String]) async throws {
+        let refreshed = try await store.tokenRefreshes(credentials: views.flatMap { $0.credentials.compactMap(\.name) })
         var rejections: [String: Credential.Rejection] = [:]
         for rejection in try await store.rejections(apps: visible) {
-            rejections["\(rejection.app) \(rejection.platform)"] = Credential.Rejection(at: rejection.at, reason: rejection.reason)
+            rejections["\(rejection.app) \(rejection.platform)"] = Credential.Rejection(
+                at: rejection.at,
+                reason: rejection.reason
+            )
         }
         for index in views.indices {
             for credential in views[index].credentials.indices {
@@ -244,6 +285,5 @@ struct OperatorController<Context: RequestContext>: Sendable {
                 views[index].credentials[credential].lastRejection = rejections["\(views[index].id) \(entry.platform)"]
             }
         }
-        return AppList(apps: views)
     }
 }

@@ -90,7 +90,9 @@ struct OperatorStore: Sendable {
             "SELECT credential, issued_at, expires_at FROM provider_tokens WHERE credential = ANY($1)",
             [credentials]
         ).rows {
-            refreshed[try row.decode(String.self, at: 0)] = (try row.decode(Date.self, at: 1), try row.decode(Date.self, at: 2))
+            refreshed[try row.decode(String.self, at: 0)] = (
+                try row.decode(Date.self, at: 1), try row.decode(Date.self, at: 2)
+            )
         }
         return refreshed
     }
@@ -101,7 +103,10 @@ struct OperatorStore: Sendable {
             "SELECT app_id, platform, rejected_at, reason FROM credential_rejections WHERE app_id = ANY($1)",
             [apps]
         ).rows.map {
-            (try $0.decode(String.self, at: 0), try $0.decode(String.self, at: 1), try $0.decode(Date.self, at: 2), try $0.decode(String.self, at: 3))
+            (
+                try $0.decode(String.self, at: 0), try $0.decode(String.self, at: 1), try $0.decode(Date.self, at: 2),
+                try $0.decode(String.self, at: 3)
+            )
         }
     }
 }

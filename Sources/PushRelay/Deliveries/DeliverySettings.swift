@@ -56,7 +56,9 @@ public struct DeliverySettings: Sendable {
         lease = .seconds(max(1, config.int(forKey: "lease_seconds", default: 60)))
         retryBase = .milliseconds(max(1, config.int(forKey: "retry_base_ms", default: 1000)))
         retryMax = .seconds(max(1, config.int(forKey: "retry_max_seconds", default: 3600)))
-        maxRetryAfter = .seconds(min(max(0, config.int(forKey: "max_retry_after_seconds", default: 3600)), RetryAfter.ceiling))
+        maxRetryAfter = .seconds(
+            min(max(0, config.int(forKey: "max_retry_after_seconds", default: 3600)), RetryAfter.ceiling)
+        )
         maxAttempts = max(1, config.int(forKey: "max_attempts", default: 12))
         maxAge = .seconds(max(1, config.int(forKey: "max_age_seconds", default: 86400)))
         credentialRetry = .seconds(max(1, config.int(forKey: "credential_retry_seconds", default: 60)))
@@ -65,7 +67,9 @@ public struct DeliverySettings: Sendable {
         connectionsPerHost = max(1, config.int(forKey: "connections_per_host", default: 2))
         streamsPerConnection = max(1, config.int(forKey: "streams_per_connection", default: 90))
         eventThreads = min(16, max(1, config.int(forKey: "event_threads", default: 1)))
-        outcomeWriteInterval = .milliseconds(min(max(0, config.int(forKey: "outcome_write_interval_ms", default: 10)), 1000))
+        outcomeWriteInterval = .milliseconds(
+            min(max(0, config.int(forKey: "outcome_write_interval_ms", default: 10)), 1000)
+        )
         caFile = tls?.string(forKey: "ca_file")
     }
 
@@ -83,6 +87,13 @@ public struct DeliverySettings: Sendable {
     /// The delay before retry number `attempt` (1-based): exponential with "equal jitter" (half
     /// fixed, half random), never below what the provider asked for in Retry-After, up to `maxRetryAfter`.
     func retryDelay(attempt: Int, retryAfter: Int?, jitter: Double = .random(in: 0...1)) -> Duration {
-        backoffDelay(base: retryBase, cap: retryMax, attempt: attempt, retryAfter: retryAfter, maxRetryAfter: maxRetryAfter, jitter: jitter)
+        backoffDelay(
+            base: retryBase,
+            cap: retryMax,
+            attempt: attempt,
+            retryAfter: retryAfter,
+            maxRetryAfter: maxRetryAfter,
+            jitter: jitter
+        )
     }
 }

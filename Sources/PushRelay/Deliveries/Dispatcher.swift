@@ -144,12 +144,17 @@ final class Dispatcher: Service, Sendable {
         while let request = machine.withLock({ $0.claimRequest() }) {
             let claimed: [ClaimedDelivery]
             do {
-                claimed = try await queue.claim(apps: request.apps, limits: request.limits, owner: owner, lease: settings.lease)
+                claimed = try await queue.claim(
+                    apps: request.apps,
+                    limits: request.limits,
+                    owner: owner,
+                    lease: settings.lease
+                )
             } catch {
                 logger.log(
                     level: PostgresError.logLevel(for: error),
                     "claiming deliveries failed; trying again at the next poll",
-                    metadata: ["error": "\(error)"]
+                    metadata: PostgresError.metadata(error)
                 )
                 return
             }
@@ -172,7 +177,10 @@ final class Dispatcher: Service, Sendable {
                 if pass.visited < DeliveryQueue.sweepLimit || Task.isCancelled { break }
             }
             if madeDue > 0 {
-                logger.notice("deliveries whose lease ended unsent are due again", metadata: ["deliveries": "\(madeDue)"])
+                logger.notice(
+                    "deliveries whose lease ended unsent are due again",
+                    metadata: ["deliveries": "\(madeDue)"]
+                )
             }
         } catch is CancellationError {
             // Shutdown: the next instance's sweep will do it.
@@ -180,7 +188,7 @@ final class Dispatcher: Service, Sendable {
             logger.log(
                 level: PostgresError.logLevel(for: error),
                 "sweeping ended leases failed; trying again at the next poll",
-                metadata: ["error": "\(error)"]
+                metadata: PostgresError.metadata(error)
             )
         }
     }
@@ -242,13 +250,19 @@ final class Dispatcher: Service, Sendable {
                 if lapsed > 0 {
                     logger.warning(
                         "claimed deliveries waited for a sender longer than their lease allows; handed back to be claimed again",
-                        metadata: ["push.app": "\(line.app)", "push.platform": "\(line.platform.rawValue)", "push.deliveries": "\(lapsed)"]
+                        metadata: [
+                            "push.app": "\(line.app)", "push.platform": "\(line.platform.rawValue)",
+                            "push.deliveries": "\(lapsed)",
+                        ]
                     )
                 }
                 if handedBack > 0 {
                     logger.notice(
                         "shutting down: deliveries still waiting for a sender handed back",
-                        metadata: ["push.app": "\(line.app)", "push.platform": "\(line.platform.rawValue)", "push.deliveries": "\(handedBack)"]
+                        metadata: [
+                            "push.app": "\(line.app)", "push.platform": "\(line.platform.rawValue)",
+                            "push.deliveries": "\(handedBack)",
+                        ]
                     )
                 }
                 return
@@ -266,7 +280,10 @@ final class Dispatcher: Service, Sendable {
         if provider == nil, !providers.knows(app: delivery.appID) {
             // The app was removed by a reload after this was claimed: keep it, as a credential
             // problem is kept (no attempt counted), in case the app comes back.
-            let outcome = PushOutcome.credential(reason: "the app is not configured (removed by a reload)", refreshToken: false)
+            let outcome = PushOutcome.credential(
+                reason: "the app is not configured (removed by a reload)",
+                refreshToken: false
+            )
             finish(rules.decide(delivery, outcome, now: clock.date(), jitter: .random(in: 0...1)))
             return
         }
@@ -276,60 +293,31 @@ final class Dispatcher: Service, Sendable {
         }
         let answer = await provider!.send(delivery, deadline: settings.sendDeadline(claimedAt: delivery.claimedAt))
         let result = rules.decide(delivery, answer, now: clock.date(), jitter: .random(in: 0...1))
-        log(result)
+        result.log(to: logger)
         finish(result)
-    }
-
-    /// The log line of a decided outcome (never the token in full, nor the notification's text).
-    private func log(_ result: DeliveryResult) {
-        let delivery = result.delivery
-        let reason = result.reason ?? ""
-        // A line's metadata: the app, the reason, and the device (shortened) or the platform.
-        // Logger takes it as an autoclosure, so it is built only for a line that is written: most
-        // results write none.
-        func about(device: Bool, _ extra: Logger.Metadata = [:]) -> Logger.Metadata {
-            var metadata = extra
-            metadata["push.app"] = "\(delivery.appID)"
-            metadata["push.reason"] = "\(reason)"
-            if device {
-                metadata["push.device"] = "\(Redaction.token(delivery.token))"
-            } else {
-                metadata["push.platform"] = "\(delivery.platform.rawValue)"
-            }
-            return metadata
-        }
-        switch result.outcome {
-        case .deadToken:
-            logger.info("device token is dead; marking the device invalid unless it was registered again since", metadata: about(device: true))
-        case .failed:
-            logger.warning("push rejected by the provider", metadata: about(device: true))
-        case .unsendable:
-            logger.error("the relay could not build the request for this push; the delivery is failed", metadata: about(device: false))
-        case .credential:
-            logger.error(
-                "the provider rejected this app's credentials or connection; deliveries wait without using attempts",
-                metadata: about(device: false)
-            )
-        case .expired:
-            logger.warning("giving up on a delivery", metadata: about(device: true, ["push.attempts": "\(delivery.attempts)"]))
-        case .retry:
-            let delay = result.nextAttemptAt.map { $0.timeIntervalSinceNow } ?? 0
-            logger.debug("push will be retried", metadata: about(device: true, ["push.delay_s": "\(delay)"]))
-        case .delivered, .skipped, .lapsed, .handedBack:
-            break
-        }
     }
 
     /// Counts the outcome, frees the delivery's slot and queues its row's update.
     private func finish(_ result: DeliveryResult) {
         // Queued for the writer before it is counted: an outcome the metric shows is on its way to the table.
         let claim = machine.withLock { $0.finished(result) }
-        metrics.delivery(app: result.delivery.appID, platform: result.delivery.platform.rawValue, outcome: result.outcome)
+        metrics.delivery(
+            app: result.delivery.appID,
+            platform: result.delivery.platform.rawValue,
+            outcome: result.outcome
+        )
         if result.outcome == .credential {
-            metrics.activity.credentialRejected(app: result.delivery.appID, platform: result.delivery.platform.rawValue, reason: result.reason ?? "")
+            metrics.activity.credentialRejected(
+                app: result.delivery.appID,
+                platform: result.delivery.platform.rawValue,
+                reason: result.reason ?? ""
+            )
         }
         if result.outcome == .delivered {
-            metrics.deliveredAfter(app: result.delivery.appID, .seconds(max(0, clock.date().timeIntervalSince(result.delivery.createdAt))))
+            metrics.deliveredAfter(
+                app: result.delivery.appID,
+                .seconds(max(0, clock.date().timeIntervalSince(result.delivery.createdAt)))
+            )
         }
         writerBell.ring()
         if claim { doorbell.ring() }
@@ -362,13 +350,15 @@ final class Dispatcher: Service, Sendable {
                 logger.log(
                     level: PostgresError.logLevel(for: error),
                     "writing delivery outcomes failed; retrying",
-                    metadata: ["error": "\(error)", "push.outcomes": "\(batch.count)"]
+                    metadata: PostgresError.metadata(error, ["push.outcomes": "\(batch.count)"])
                 )
                 if failures >= 30 { return }
                 try? await clock.sleep(for: .seconds(1))
                 continue
             }
-            if spaced && settings.outcomeWriteInterval > .zero { await spacing.sleep(for: settings.outcomeWriteInterval) }
+            if spaced && settings.outcomeWriteInterval > .zero {
+                await spacing.sleep(for: settings.outcomeWriteInterval)
+            }
         }
     }
 }

@@ -10,14 +10,29 @@ struct OutcomeRules: Sendable {
     /// or the app has no section for its platform (`failed`).
     func preflight(_ delivery: ClaimedDelivery, now: Date, hasProvider: Bool) -> DeliveryResult? {
         if !delivery.deviceActive {
-            return DeliveryResult(delivery: delivery, status: .skipped, outcome: .skipped, reason: "device is invalid or unregistered")
+            return DeliveryResult(
+                delivery: delivery,
+                status: .skipped,
+                outcome: .skipped,
+                reason: "device is invalid or unregistered"
+            )
         }
         if now.timeIntervalSince(delivery.createdAt) > settings.maxAge.timeInterval {
-            return DeliveryResult(delivery: delivery, status: .expired, outcome: .expired, reason: "older than the maximum age")
+            return DeliveryResult(
+                delivery: delivery,
+                status: .expired,
+                outcome: .expired,
+                reason: "older than the maximum age"
+            )
         }
         if !hasProvider {
             let section = delivery.platform == .ios ? "apns" : "fcm"
-            return DeliveryResult(delivery: delivery, status: .failed, outcome: .failed, reason: "app has no \(section) section configured")
+            return DeliveryResult(
+                delivery: delivery,
+                status: .failed,
+                outcome: .failed,
+                reason: "app has no \(section) section configured"
+            )
         }
         return nil
     }
@@ -25,8 +40,15 @@ struct OutcomeRules: Sendable {
     /// What a provider's answer means for the delivery. A reason that quotes the device token
     /// keeps only its redacted form. `jitter` (0…1) places a retry within its backoff's random half;
     /// it is evaluated for a retry only (a random draw is a system call).
-    func decide(_ delivery: ClaimedDelivery, _ outcome: PushOutcome, now: Date, jitter: @autoclosure () -> Double) -> DeliveryResult {
-        func clean(_ reason: String) -> String { reason.replacingOccurrences(of: delivery.token, with: Redaction.token(delivery.token)) }
+    func decide(
+        _ delivery: ClaimedDelivery,
+        _ outcome: PushOutcome,
+        now: Date,
+        jitter: @autoclosure () -> Double
+    ) -> DeliveryResult {
+        func clean(_ reason: String) -> String {
+            reason.replacingOccurrences(of: delivery.token, with: Redaction.token(delivery.token))
+        }
         switch outcome {
         case .delivered(let providerID, let environment):
             return DeliveryResult(
@@ -37,7 +59,13 @@ struct OutcomeRules: Sendable {
                 learnedEnvironment: environment
             )
         case .deadToken(let reason, let since):
-            return DeliveryResult(delivery: delivery, status: .deadToken, outcome: .deadToken, reason: clean(reason), deadSince: since)
+            return DeliveryResult(
+                delivery: delivery,
+                status: .deadToken,
+                outcome: .deadToken,
+                reason: clean(reason),
+                deadSince: since
+            )
         case .permanent(let reason):
             return DeliveryResult(delivery: delivery, status: .failed, outcome: .failed, reason: clean(reason))
         case .unsendable(let reason):
@@ -52,12 +80,21 @@ struct OutcomeRules: Sendable {
                 countsAttempt: false
             )
         case .retry(let reason, let retryAfter):
-            let delay = settings.retryDelay(attempt: delivery.attempts, retryAfter: retryAfter, jitter: jitter()).timeInterval
+            let delay = settings.retryDelay(attempt: delivery.attempts, retryAfter: retryAfter, jitter: jitter())
+                .timeInterval
             let next = now.addingTimeInterval(delay)
-            if delivery.attempts >= settings.maxAttempts || next.timeIntervalSince(delivery.createdAt) > settings.maxAge.timeInterval {
+            if delivery.attempts >= settings.maxAttempts
+                || next.timeIntervalSince(delivery.createdAt) > settings.maxAge.timeInterval
+            {
                 return DeliveryResult(delivery: delivery, status: .expired, outcome: .expired, reason: clean(reason))
             }
-            return DeliveryResult(delivery: delivery, status: .pending, outcome: .retry, nextAttemptAt: next, reason: clean(reason))
+            return DeliveryResult(
+                delivery: delivery,
+                status: .pending,
+                outcome: .retry,
+                nextAttemptAt: next,
+                reason: clean(reason)
+            )
         }
     }
 }

@@ -46,14 +46,28 @@ final class ProviderSet: Sendable {
         self.settings = settings
         self.tokens = tokens
         self.deviceKeys = deviceKeys
-        current = Mutex(try await Self.build(apps: apps, settings: settings, tokens: tokens, deviceKeys: deviceKeys, reusing: Built()))
+        current = Mutex(
+            try await Self.build(
+                apps: apps,
+                settings: settings,
+                tokens: tokens,
+                deviceKeys: deviceKeys,
+                reusing: Built()
+            )
+        )
     }
 
     /// Builds the providers of `apps`, reusing the clients and token managers of unchanged
     /// credentials; nothing in use changes until ``install(_:)``. Throws what a credential's
     /// files refuse, having closed the clients it made.
     func prepare(apps: [AppConfiguration]) async throws -> Built {
-        try await Self.build(apps: apps, settings: settings, tokens: tokens, deviceKeys: deviceKeys, reusing: current.withLock { $0 })
+        try await Self.build(
+            apps: apps,
+            settings: settings,
+            tokens: tokens,
+            deviceKeys: deviceKeys,
+            reusing: current.withLock { $0 }
+        )
     }
 
     /// Puts `built` in use; clients it no longer uses are closed after ``retireAfter``.
@@ -136,7 +150,8 @@ final class ProviderSet: Sendable {
         }
 
         /// The client named `key`: one per credential, so credentials never share a connection.
-        func client(_ key: String, certificate: HTTP2ClientConfiguration.ClientCertificate? = nil) throws -> HTTP2Client {
+        func client(_ key: String, certificate: HTTP2ClientConfiguration.ClientCertificate? = nil) throws -> HTTP2Client
+        {
             if let existing = built.clients[key] ?? old.clients[key] {
                 built.clients[key] = existing
                 return existing
@@ -166,7 +181,12 @@ final class ProviderSet: Sendable {
                 if let existing = built.apnsManagers[name] ?? old.apnsManagers[name] {
                     manager = existing
                 } else {
-                    manager = try await APNsTokenManager(privateKeyPEM: pem, keyID: token.keyID, teamID: token.teamID, store: tokens)
+                    manager = try await APNsTokenManager(
+                        privateKeyPEM: pem,
+                        keyID: token.keyID,
+                        teamID: token.teamID,
+                        store: tokens
+                    )
                 }
                 built.apnsManagers[name] = manager
                 return APNsProvider(
@@ -187,12 +207,17 @@ final class ProviderSet: Sendable {
             // Named by the files' content too: a certificate replaced at the same path gets a
             // client (and TLS connections) of its own.
             let content = [certificate.file, certificate.keyFile].compactMap { $0 }.map { path in
-                FileManager.default.contents(atPath: path).map { SecretIdentifier.fingerprint(String(decoding: $0, as: UTF8.self)) } ?? "-"
+                FileManager.default.contents(atPath: path).map {
+                    SecretIdentifier.fingerprint(String(decoding: $0, as: UTF8.self))
+                } ?? "-"
             }
             let password = identity.password.map { SecretIdentifier.fingerprint($0) } ?? ""
             return APNsProvider(
                 settings: apns,
-                client: try client("apns-certificate:\(certificate.file):\(content.joined(separator: ",")):\(password)", certificate: identity),
+                client: try client(
+                    "apns-certificate:\(certificate.file):\(content.joined(separator: ",")):\(password)",
+                    certificate: identity
+                ),
                 tokens: nil,
                 pushTTL: settings.pushTTL,
                 timeout: settings.requestTimeout
@@ -214,7 +239,9 @@ final class ProviderSet: Sendable {
                         store: tokens
                     )
                 } catch {
-                    throw ConfigurationError("app '\(app)': the private_key of fcm.service_account_file is not an RSA key")
+                    throw ConfigurationError(
+                        "app '\(app)': the private_key of fcm.service_account_file is not an RSA key"
+                    )
                 }
             }
             built.fcmManagers[name] = manager

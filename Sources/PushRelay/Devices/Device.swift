@@ -73,7 +73,12 @@ public protocol DeviceRepository: Sendable {
     /// device linked to a different user is left alone and `.ownedByAnotherUser` returned, and one
     /// linked to no user is `.unowned` unless `claimUnowned`. A registration that would give its
     /// user more than `maxPerUser` active devices is `.tooManyDevices`.
-    func upsert(_ registration: DeviceRegistration, onlyForUser: String?, claimUnowned: Bool, maxPerUser: Int) async throws -> DeviceUpsert
+    func upsert(
+        _ registration: DeviceRegistration,
+        onlyForUser: String?,
+        claimUnowned: Bool,
+        maxPerUser: Int
+    ) async throws -> DeviceUpsert
     func get(app: String, token: String) async throws -> Device?
     /// Deletes the device; with `onlyForUser`, only if it is that user's, or linked to no user and
     /// `claimUnowned` (the rule of ``upsert(_:onlyForUser:claimUnowned:maxPerUser:)``).

@@ -27,27 +27,11 @@ struct DeviceController<Repository: DeviceRepository, Context: RequestContext>: 
     @Sendable func register(_ request: Request, context: Context) async throws -> EditedResponse<Device> {
         let (app, principal) = try await authenticator.resolve(request, context: context)
         var request = request
-        let body = try await request.collectJSON(context: context)
-
-        let platformName = try body.string("platform")
-        guard let platform = Platform(rawValue: platformName) else {
-            throw JSONBody.invalidField("platform", "must be \"ios\" or \"android\"")
-        }
-        let token = try InputRules.deviceToken(try pathToken(context), platform: platform).get()
-        var userID = try body.optionalString("user_id").map {
-            try InputRules.identifier($0, field: "user_id", maxBytes: InputRules.maxUserBytes)
-        }
-        let environment = try body.optionalString("environment")
-        if let environment, environment != "production" && environment != "sandbox" {
-            throw JSONBody.invalidField("environment", "must be \"production\" or \"sandbox\"")
-        }
-        let locale = try body.optionalString("locale")
-        if let locale, locale.isEmpty || locale.utf8.count > 35 || !locale.utf8.allSatisfy(Self.isLanguageTagByte) {
-            throw JSONBody.invalidField("locale", "must be a language tag of 1-35 letters, digits, '-' or '_'")
-        }
-
-        let pushKey = try Self.pushKey(body)
-
+        let input = try DeviceRegistrationRequest(
+            body: try await request.collectJSON(context: context),
+            pathToken: try pathToken(context)
+        )
+        var userID = input.userID
         var onlyForUser: String?
         if case .user(_, let subject) = principal {
             userID = userID ?? subject
@@ -57,18 +41,38 @@ struct DeviceController<Repository: DeviceRepository, Context: RequestContext>: 
 
         let registration = DeviceRegistration(
             appID: app,
-            token: token,
-            platform: platform,
+            token: input.token,
+            platform: input.platform,
             userID: userID,
-            environment: environment,
-            locale: locale,
-            pushKey: try pushKey.map { try settings.pushKeys.seal($0.bytes, id: $0.id, app: app, token: token) }
+            environment: input.environment,
+            locale: input.locale,
+            pushKey: try input.pushKey.map {
+                try settings.pushKeys.seal($0.bytes, id: $0.id, app: app, token: input.token)
+            }
         )
         // A user token takes over a device registered to no user only where the app allows it.
-        switch try await repository.upsert(registration, onlyForUser: onlyForUser, claimUnowned: claimsUnowned(app), maxPerUser: settings.maxPerUser)
-        {
+        let outcome = try await repository.upsert(
+            registration,
+            onlyForUser: onlyForUser,
+            claimUnowned: claimsUnowned(app),
+            maxPerUser: settings.maxPerUser
+        )
+        return try Self.answer(outcome, app: app, token: input.token, logger: context.logger)
+    }
+
+    /// A registration's answer: the device (201 or 200), or why it was refused.
+    private static func answer(
+        _ outcome: DeviceUpsert,
+        app: String,
+        token: String,
+        logger: Logger
+    ) throws -> EditedResponse<Device> {
+        switch outcome {
         case .created(let device):
-            context.logger.info("device registered", metadata: ["push.app": "\(app)", "push.token": "\(Redaction.token(token))"])
+            logger.info(
+                "device registered",
+                metadata: ["push.app": "\(app)", "push.token": "\(Redaction.token(token))"]
+            )
             return EditedResponse(status: .created, response: device)
         case .updated(let device):
             return EditedResponse(status: .ok, response: device)
@@ -80,7 +84,8 @@ struct DeviceController<Repository: DeviceRepository, Context: RequestContext>: 
             throw APIError(
                 .conflict,
                 code: "too_many_user_devices",
-                message: "this user has \(count) active devices in this app, the most allowed (devices.max_per_user); unregister one first"
+                message:
+                    "this user has \(count) active devices in this app, the most allowed (devices.max_per_user); unregister one first"
             )
         }
     }
@@ -110,9 +115,17 @@ struct DeviceController<Repository: DeviceRepository, Context: RequestContext>: 
         } else {
             try principal.requireAppKey(app, scope: .devicesWrite)
         }
-        switch try await repository.delete(app: app, token: token, onlyForUser: onlyForUser, claimUnowned: claimsUnowned(app)) {
+        switch try await repository.delete(
+            app: app,
+            token: token,
+            onlyForUser: onlyForUser,
+            claimUnowned: claimsUnowned(app)
+        ) {
         case .deleted:
-            context.logger.info("device unregistered", metadata: ["push.app": "\(app)", "push.token": "\(Redaction.token(token))"])
+            context.logger.info(
+                "device unregistered",
+                metadata: ["push.app": "\(app)", "push.token": "\(Redaction.token(token))"]
+            )
             return .noContent
         case .notFound:
             return .noContent
@@ -126,7 +139,11 @@ struct DeviceController<Repository: DeviceRepository, Context: RequestContext>: 
     /// `GET /v1/apps/{app}/users/{user}/devices`.
     @Sendable func list(_ request: Request, context: Context) async throws -> DeviceList {
         let (app, principal) = try await authenticator.resolve(request, context: context)
-        let user = try InputRules.identifier(try context.pathParameter("user"), field: "user", maxBytes: InputRules.maxTokenBytes)
+        let user = try InputRules.identifier(
+            try context.pathParameter("user"),
+            field: "user",
+            maxBytes: InputRules.maxTokenBytes
+        )
         try principal.require(app, scope: .devicesRead, user: user)
         return DeviceList(devices: try await repository.list(app: app, user: user))
     }
@@ -145,31 +162,6 @@ struct DeviceController<Repository: DeviceRepository, Context: RequestContext>: 
             "this device is registered to no user; a user token may not \(action) it (the app's user_tokens.claim_unowned_devices is off): "
                 + "\(instead) it with an app key"
         )
-    }
-
-    /// `push_key` (base64 of 32 bytes) and `push_key_id` (1-64 of `A-Z a-z 0-9 - _ .`), both or
-    /// neither. The key's bytes never reach a message or a log line.
-    static func pushKey(_ body: JSONBody) throws -> (id: String, bytes: Data)? {
-        let key = try body.optionalString("push_key")
-        let id = try body.optionalString("push_key_id")
-        guard let key else {
-            if id != nil { throw JSONBody.invalidField("push_key_id", "is given without push_key") }
-            return nil
-        }
-        guard let bytes = Data(base64Encoded: key), bytes.count == 32 else {
-            throw JSONBody.invalidField("push_key", "must be 32 random bytes in standard base64 (44 characters)")
-        }
-        guard let id else { throw JSONBody.invalidField("push_key_id", "is required with push_key") }
-        guard !id.isEmpty, id.utf8.count <= 64, id.utf8.allSatisfy({ InputRules.isAlphanumericASCII($0) || $0 == 0x2D || $0 == 0x5F || $0 == 0x2E })
-        else {
-            throw JSONBody.invalidField("push_key_id", "must be 1-64 characters of A-Z a-z 0-9 - _ .")
-        }
-        return (id, bytes)
-    }
-
-    /// BCP 47 tags (`pt-BR`) and the POSIX form (`pt_BR`) apps often send.
-    static func isLanguageTagByte(_ byte: UInt8) -> Bool {
-        InputRules.isAlphanumericASCII(byte) || byte == 0x2D || byte == 0x5F
     }
 
     static var deviceNotFound: APIError { APIError(.notFound, code: "device_not_found", message: "no such device") }

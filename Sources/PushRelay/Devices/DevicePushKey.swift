@@ -22,7 +22,11 @@ struct DevicePushKeys: Sendable {
     /// cannot be moved to another row.
     func seal(_ bytes: Data, id: String, app: String, token: String) throws -> StoredPushKey {
         guard let key else { return StoredPushKey(id: id, bytes: bytes, sealedBy: nil) }
-        let sealed = try AES.GCM.seal(bytes, using: key.key, authenticating: Self.associatedData(app: app, token: token))
+        let sealed = try AES.GCM.seal(
+            bytes,
+            using: key.key,
+            authenticating: Self.associatedData(app: app, token: token)
+        )
         guard let combined = sealed.combined else { throw ConfigurationError("AES-GCM gave no combined form") }
         return StoredPushKey(id: id, bytes: combined, sealedBy: key.id)
     }
@@ -32,7 +36,9 @@ struct DevicePushKeys: Sendable {
     func open(_ stored: StoredPushKey, app: String, token: String) -> SymmetricKey? {
         let bytes: Data?
         if let sealedBy = stored.sealedBy {
-            guard let key = [key, previousKey].compactMap({ $0 }).first(where: { $0.id == sealedBy }) else { return nil }
+            guard let key = [key, previousKey].compactMap({ $0 }).first(where: { $0.id == sealedBy }) else {
+                return nil
+            }
             bytes = try? AES.GCM.open(
                 AES.GCM.SealedBox(combined: stored.bytes),
                 using: key.key,
@@ -45,5 +51,7 @@ struct DevicePushKeys: Sendable {
         return SymmetricKey(data: bytes)
     }
 
-    private static func associatedData(app: String, token: String) -> Data { Data("push-relay device key \(app) \(token)".utf8) }
+    private static func associatedData(app: String, token: String) -> Data {
+        Data("push-relay device key \(app) \(token)".utf8)
+    }
 }

@@ -5,11 +5,11 @@ import Postgres
 public struct PostgresDeviceRepository: DeviceRepository {
     let client: PostgresClient
     /// Where a device that moves to another owner gets its badge sync.
-    let outbox: DeliveryQueue
+    let reads: ReadSync
 
     public init(client: PostgresClient) {
         self.client = client
-        self.outbox = DeliveryQueue(client: client)
+        self.reads = ReadSync(client: client)
     }
 
     static let columns =
@@ -24,12 +24,20 @@ public struct PostgresDeviceRepository: DeviceRepository {
     /// A registration linking the device to a user counts that user's other active devices under
     /// a transaction-scoped advisory lock on (app, user), so concurrent registrations cannot pass
     /// the cap together.
-    public func upsert(_ registration: DeviceRegistration, onlyForUser: String?, claimUnowned: Bool, maxPerUser: Int) async throws -> DeviceUpsert {
+    public func upsert(
+        _ registration: DeviceRegistration,
+        onlyForUser: String?,
+        claimUnowned: Bool,
+        maxPerUser: Int
+    ) async throws -> DeviceUpsert {
         try await client.withTransaction { session in
             if let user = registration.userID {
                 // The lock first, then the count in a statement of its own: its snapshot is taken
                 // after the lock, so it sees what a registration that held the lock committed.
-                _ = try await session.query("SELECT pg_advisory_xact_lock(hashtextextended($1 || ' ' || $2, 7))", [registration.appID, user])
+                _ = try await session.query(
+                    "SELECT pg_advisory_xact_lock(hashtextextended($1 || ' ' || $2, 7))",
+                    [registration.appID, user]
+                )
                 let others =
                     try await session.query(
                         "SELECT count(*)::int FROM devices WHERE app_id = $1 AND user_id = $2 AND token <> $3 AND status = 'active'",
@@ -71,7 +79,11 @@ public struct PostgresDeviceRepository: DeviceRepository {
             }
             let device = try Self.device(row, offset: 1)
             if try row.decode(Bool.self, at: 13) {
-                try await outbox.queueBadgeSyncs(app: device.appID, devices: [(device.token, device.platform)], in: session)
+                try await reads.queueBadgeSyncs(
+                    app: device.appID,
+                    devices: [(device.token, device.platform)],
+                    in: session
+                )
             }
             return try row.decode(Bool.self, at: 0) ? .created(device) : .updated(device)
         }
@@ -82,7 +94,12 @@ public struct PostgresDeviceRepository: DeviceRepository {
             .first.map { try Self.device($0, offset: 0) }
     }
 
-    public func delete(app: String, token: String, onlyForUser: String?, claimUnowned: Bool) async throws -> DeviceDeletion {
+    public func delete(
+        app: String,
+        token: String,
+        onlyForUser: String?,
+        claimUnowned: Bool
+    ) async throws -> DeviceDeletion {
         let result = try await client.query(
             """
             WITH target AS (SELECT user_id FROM devices WHERE app_id = $1 AND token = $2),
@@ -108,7 +125,9 @@ public struct PostgresDeviceRepository: DeviceRepository {
     }
 
     private static func status(_ text: String) throws -> DeviceStatus {
-        guard let status = DeviceStatus(rawValue: text) else { throw PostgresError(code: .decoding, message: "unknown status in devices") }
+        guard let status = DeviceStatus(rawValue: text) else {
+            throw PostgresError(code: .decoding, message: "unknown status in devices")
+        }
         return status
     }
 

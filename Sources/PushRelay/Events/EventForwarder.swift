@@ -99,7 +99,11 @@ struct EventQueue: Sendable {
 
     /// The receiver accepted these events.
     func sent(app: String, ids: [Int64]) async throws {
-        _ = try await client.query("DELETE FROM delivery_events WHERE app_id = $1 AND id = ANY($2)", [app, ids], prepare: true)
+        _ = try await client.query(
+            "DELETE FROM delivery_events WHERE app_id = $1 AND id = ANY($2)",
+            [app, ids],
+            prepare: true
+        )
     }
 
     /// How many events of the app wait, counted up to `cap`.
@@ -199,7 +203,8 @@ final class EventForwarder: Service, Sendable {
             await withDiscardingTaskGroup { group in
                 // Starts a loop for each app that has none, then looks again after a poll interval.
                 while !Task.isCancelled {
-                    for app in self.targets.withLock({ Array($0.keys) }) where self.loops.withLock({ $0.insert(app).inserted }) {
+                    for app in self.targets.withLock({ Array($0.keys) })
+                    where self.loops.withLock({ $0.insert(app).inserted }) {
                         group.addTask {
                             await self.serve(app)
                             self.loops.withLock { _ = $0.remove(app) }
@@ -218,7 +223,11 @@ final class EventForwarder: Service, Sendable {
     /// One app's loop, until the service is cancelled or a reload removes the app.
     private func serve(_ app: String) async {
         // The lease outlives a request several times over, so it cannot lapse during one.
-        var lease = HeldLease(name: "events:\(app)", duration: max(settings.lease, settings.requestTimeout * 3), clock: clock)
+        var lease = HeldLease(
+            name: "events:\(app)",
+            duration: max(settings.lease, settings.requestTimeout * 3),
+            clock: clock
+        )
         held.withLock { _ = $0.insert(lease.name) }
         var failures = 0
         var countedAt: ContinuousClock.Instant?
@@ -245,7 +254,7 @@ final class EventForwarder: Service, Sendable {
                 logger.log(
                     level: PostgresError.logLevel(for: error),
                     "reading the feedback event queue failed",
-                    metadata: ["push.app": "\(target.app)", "error": "\(error)"]
+                    metadata: PostgresError.metadata(error, ["push.app": "\(target.app)"])
                 )
                 round = .idle
             }
@@ -254,7 +263,10 @@ final class EventForwarder: Service, Sendable {
                 try? await clock.sleep(for: settings.pollInterval)
             case .sent(let full):
                 if failures > 0 {
-                    logger.notice("feedback events are accepted again", metadata: ["push.app": "\(target.app)", "push.failures": "\(failures)"])
+                    logger.notice(
+                        "feedback events are accepted again",
+                        metadata: ["push.app": "\(target.app)", "push.failures": "\(failures)"]
+                    )
                 }
                 failures = 0
                 if !full { try? await clock.sleep(for: settings.pollInterval) }
@@ -272,7 +284,9 @@ final class EventForwarder: Service, Sendable {
                 while !Task.isCancelled, clock.now() < until {
                     try? await clock.sleep(for: min(until - clock.now(), lease.duration / 4))
                     if (try? await lease.hold(with: leases)) != true { lease.forget() }
-                    if let count = try? await queue.queued(app: target.app, cap: 100_000) { metrics.eventsQueued(app: target.app, count: count) }
+                    if let count = try? await queue.queued(app: target.app, cap: 100_000) {
+                        metrics.eventsQueued(app: target.app, count: count)
+                    }
                 }
             }
         }
@@ -298,8 +312,12 @@ final class EventForwarder: Service, Sendable {
                 HTTP2Request(
                     url: target.url,
                     headers: [
-                        ("content-type", "application/json"), ("user-agent", "PushRelay"), (EventSignature.timestampHeader, timestamp),
-                        (EventSignature.signatureHeader, EventSignature.sign(body: body, timestamp: timestamp, secret: target.secret)),
+                        ("content-type", "application/json"), ("user-agent", "PushRelay"),
+                        (EventSignature.timestampHeader, timestamp),
+                        (
+                            EventSignature.signatureHeader,
+                            EventSignature.sign(body: body, timestamp: timestamp, secret: target.secret)
+                        ),
                     ],
                     body: body,
                     timeout: settings.requestTimeout

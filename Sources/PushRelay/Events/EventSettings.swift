@@ -67,7 +67,9 @@ public struct EventSettings: Sendable, Codable, Hashable {
                 "app '\(app)': events.types lists '\(type)'; use \(DeliveryEventType.allCases.map(\.rawValue).joined(separator: ", "))"
             )
         }
-        if let types, types.isEmpty { throw ConfigurationError("app '\(app)': events.types is empty; remove the events section instead") }
+        if let types, types.isEmpty {
+            throw ConfigurationError("app '\(app)': events.types is empty; remove the events section instead")
+        }
     }
 }
 
@@ -98,7 +100,9 @@ public struct EventForwarderSettings: Sendable {
         pollInterval = .milliseconds(max(10, config.int(forKey: "poll_interval_ms", default: 500)))
         retryBase = .milliseconds(max(1, config.int(forKey: "retry_base_ms", default: 1000)))
         retryMax = .seconds(max(1, config.int(forKey: "retry_max_seconds", default: 300)))
-        maxRetryAfter = .seconds(min(max(0, config.int(forKey: "max_retry_after_seconds", default: 3600)), RetryAfter.ceiling))
+        maxRetryAfter = .seconds(
+            min(max(0, config.int(forKey: "max_retry_after_seconds", default: 3600)), RetryAfter.ceiling)
+        )
         requestTimeout = .seconds(max(1, config.int(forKey: "request_timeout_seconds", default: 15)))
         lease = .seconds(max(5, config.int(forKey: "lease_seconds", default: 60)))
     }

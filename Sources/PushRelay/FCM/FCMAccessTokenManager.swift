@@ -59,7 +59,9 @@ actor FCMAccessTokenManager {
 
     /// The credential's name in the ``ProviderTokenStore``: the account and its key's fingerprint,
     /// so a replaced service account key never reuses the old key's access token.
-    nonisolated var credential: String { ProviderTokenStore.credentialName("fcm:\(account.clientEmail)", material: account.privateKey) }
+    nonisolated var credential: String {
+        ProviderTokenStore.credentialName("fcm:\(account.clientEmail)", material: account.privateKey)
+    }
 
     init(
         account: ServiceAccount,
@@ -68,7 +70,10 @@ actor FCMAccessTokenManager {
         now: @escaping @Sendable () -> Date = { Date() }
     ) async throws {
         self.account = account
-        keys = await JWTKeyCollection().add(rsa: try Insecure.RSA.PrivateKey(pem: account.privateKey), digestAlgorithm: .sha256)
+        keys = await JWTKeyCollection().add(
+            rsa: try Insecure.RSA.PrivateKey(pem: account.privateKey),
+            digestAlgorithm: .sha256
+        )
         self.exchange = exchange
         self.store = store
         self.now = now
@@ -113,7 +118,11 @@ actor FCMAccessTokenManager {
             throw TokenError(description: "the OAuth token endpoint answered HTTP \(status)")
         }
         let lifetime = Self.lifetime(object["expires_in"])
-        return .init(token: token, issuedAt: issued, expiresAt: issued.addingTimeInterval(TimeInterval(max(lifetime - 60, 0))))
+        return .init(
+            token: token,
+            issuedAt: issued,
+            expiresAt: issued.addingTimeInterval(TimeInterval(max(lifetime - 60, 0)))
+        )
     }
 
     /// The token's lifetime in seconds from the answer's `expires_in`, bounded: Google grants an hour

@@ -26,14 +26,17 @@ extension PushOutcome {
         if status == 200 { return .delivered(providerID: object?["name"]?.stringValue) }
         let error = object?["error"]?.objectValue
         let details = error?["details"]?.arrayValue ?? []
-        let name = details.compactMap { $0.objectValue?["errorCode"]?.stringValue }.first ?? error?["status"]?.stringValue ?? "HTTP \(status)"
+        let name =
+            details.compactMap { $0.objectValue?["errorCode"]?.stringValue }.first ?? error?["status"]?.stringValue
+            ?? "HTTP \(status)"
         let message = error?["message"]?.stringValue ?? ""
         let after = RetryAfter.seconds(retryAfter, now: now)
         switch ProviderReason<FCMErrorCode>(name) {
         case .known(.unregistered), .known(.senderIDMismatch):
             return .deadToken(reason: name)
         case .known(.invalidArgument):
-            return message.contains("not a valid FCM registration token") ? .deadToken(reason: name) : .permanent(reason: name)
+            return message.contains("not a valid FCM registration token")
+                ? .deadToken(reason: name) : .permanent(reason: name)
         case .known(.quotaExceeded), .known(.unavailable), .known(.internalError):
             return .retry(reason: name, retryAfter: after)
         case .known(.unauthenticated):

@@ -83,7 +83,9 @@ enum FCMMessage {
         PayloadJSON.object([
             "message": .object([
                 "token": .string(token),
-                "data": .object(["unread_count": .string(String(unreadCount)), "zendesk_sdk_event": .string("read_sync")]),
+                "data": .object([
+                    "unread_count": .string(String(unreadCount)), "zendesk_sdk_event": .string("read_sync"),
+                ]),
                 "android": .object(["priority": .string("NORMAL"), "ttl": .string("3600s")]),
             ])
         ]).bytes

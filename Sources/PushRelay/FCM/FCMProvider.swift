@@ -56,12 +56,18 @@ struct FCMProvider: PushProvider {
             } catch {
                 return .transportFailure(error)
             }
-            let outcome = PushOutcome.fcm(status: response.status, body: response.body, retryAfter: response.header("retry-after"))
+            let outcome = PushOutcome.fcm(
+                status: response.status,
+                body: response.body,
+                retryAfter: response.header("retry-after")
+            )
             if case .credential(let reason, let refresh) = outcome, response.status == 401 || response.status == 403 {
                 // A refusal of the access token retires it (once per token, cluster-wide).
                 await tokens.rejected(bearer)
                 if refresh && !refreshed {
-                    guard deadline.allowsAnotherRequest else { return .outOfTime("a request with a new access token", after: reason) }
+                    guard deadline.allowsAnotherRequest else {
+                        return .outOfTime("a request with a new access token", after: reason)
+                    }
                     refreshed = true
                     continue
                 }

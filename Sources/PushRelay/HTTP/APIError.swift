@@ -41,7 +41,12 @@ public struct APIError: Error, Sendable, CustomStringConvertible {
 
     /// The database answers but cannot take writes now (`cause` says why, in words safe to show).
     public static func databaseUnavailable(because cause: String) -> APIError {
-        APIError(.serviceUnavailable, code: "database_unavailable", message: "\(cause); retry later", headers: [.retryAfter: "5"])
+        APIError(
+            .serviceUnavailable,
+            code: "database_unavailable",
+            message: "\(cause); retry later",
+            headers: [.retryAfter: "5"]
+        )
     }
 }
 
@@ -77,15 +82,23 @@ extension APIError {
         case let error as HTTPParserError:
             // The request's own bytes are not HTTP (a bad chunk size, a body cut short by the
             // client's close): the client's fault, and often there is no one left to answer.
-            logger.debug("request body could not be read", metadata: ["error": "\(error)"])
-            return APIError(.badRequest, code: "invalid_request", message: "the request is not well-formed HTTP: \(error)")
+            logger.debug("request body could not be read", metadata: PostgresError.metadata(error))
+            return APIError(
+                .badRequest,
+                code: "invalid_request",
+                message: "the request is not well-formed HTTP: \(error)"
+            )
         case let error as PostgresError where error.isUnavailable:
             // The pool logs one warning naming the cause when the fault begins (not one per request).
-            logger.debug("database unavailable", metadata: ["error": "\(error)"])
+            logger.debug("database unavailable", metadata: PostgresError.metadata(error))
             return .databaseUnavailable()
         default:
-            logger.error("request failed", metadata: ["error": "\(error)"])
-            return APIError(.internalServerError, code: "internal_error", message: "the server failed to handle the request")
+            logger.error("request failed", metadata: PostgresError.metadata(error))
+            return APIError(
+                .internalServerError,
+                code: "internal_error",
+                message: "the server failed to handle the request"
+            )
         }
     }
 
@@ -102,7 +115,9 @@ extension APIError {
     func response() -> Response {
         var headers = self.headers
         headers[.contentType] = "application/json; charset=utf-8"
-        if status == .unauthorized || status == .forbidden, code != "invalid_signature" { headers[.connection] = "close" }
+        if status == .unauthorized || status == .forbidden, code != "invalid_signature" {
+            headers[.connection] = "close"
+        }
         return Response(status: status, headers: headers, body: .init(byteBuffer: body))
     }
 

@@ -7,7 +7,11 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     /// The served routes, filled in as they are registered (after this middleware is added).
     let routes: RouteRecorder<Context>.Recorded
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    func handle(
+        _ request: Request,
+        context: Context,
+        next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
         do {
             return try await next(request, context)
         } catch let error as HTTPError where error.status == .notFound && context.endpointPath == "NotFound" {
@@ -17,7 +21,8 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             return APIError(
                 .methodNotAllowed,
                 code: "method_not_allowed",
-                message: "this path does not accept \(RequestLogMiddleware<Context>.method(request.method.rawValue)); it accepts \(list)",
+                message:
+                    "this path does not accept \(RequestLogMiddleware<Context>.method(request.method.rawValue)); it accepts \(list)",
                 headers: [.allow: list]
             ).response()
         } catch {

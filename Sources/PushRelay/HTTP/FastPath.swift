@@ -31,12 +31,18 @@ enum FastPathRequest {
     /// no query or fragment; `nil` for any other target.
     static func parameters(_ uri: String, _ pattern: [StaticString?]) -> [Substring]? {
         guard !uri.utf8.contains(where: { $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }) else { return nil }
-        let parts = uri.utf8.split(separator: UInt8(ascii: "/"), maxSplits: pattern.count + 1, omittingEmptySubsequences: false)
+        let parts = uri.utf8.split(
+            separator: UInt8(ascii: "/"),
+            maxSplits: pattern.count + 1,
+            omittingEmptySubsequences: false
+        )
         guard parts.count == pattern.count + 1, parts[0].isEmpty else { return nil }
         var parameters: [Substring] = []
         for (part, segment) in zip(parts.dropFirst(), pattern) {
             if let literal = segment {
-                guard part.elementsEqual(UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount)) else { return nil }
+                guard
+                    part.elementsEqual(UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
+                else { return nil }
             } else {
                 guard !part.isEmpty else { return nil }
                 parameters.append(Substring(part))
@@ -53,11 +59,18 @@ enum FastPathRequest {
     }
 
     /// The request log line ``RequestLogMiddleware`` writes, for a route already redacted.
-    static func log(_ logger: Logger, requestID: String, method: String, route: String, status: Int, elapsed: Duration) {
+    static func log(_ logger: Logger, requestID: String, method: String, route: String, status: Int, elapsed: Duration)
+    {
         guard logger.logLevel <= .info else { return }
         var logger = logger
         logger[metadataKey: "request.id"] = .string(requestID)
-        RequestLogMiddleware<AppRequestContext>.log(logger, method: method, route: route, status: status, elapsed: elapsed)
+        RequestLogMiddleware<AppRequestContext>.log(
+            logger,
+            method: method,
+            route: route,
+            status: status,
+            elapsed: elapsed
+        )
     }
 
     /// A route's parameter as the request log shows it.

@@ -15,14 +15,18 @@ enum InputRules {
     /// Free text (a notification's title and body): any Unicode but U+0000, which PostgreSQL's
     /// `text` cannot hold.
     static func text(_ value: String, field: String) throws(APIError) -> String {
-        guard !value.utf8.contains(0) else { throw JSONBody.invalidField(field, "must not contain the NUL character (\\u0000)") }
+        guard !value.utf8.contains(0) else {
+            throw JSONBody.invalidField(field, "must not contain the NUL character (\\u0000)")
+        }
         return value
     }
 
     /// An identifier (ticket id, user id): 1 to `maxBytes` bytes with no control character (C0, DEL
     /// or C1). Identifiers travel in URL paths, NOTIFY payloads (one per line) and log metadata.
     static func identifier(_ value: String, field: String, maxBytes: Int) throws(APIError) -> String {
-        guard !value.isEmpty, value.utf8.count <= maxBytes else { throw JSONBody.invalidField(field, "must be 1-\(maxBytes) bytes") }
+        guard !value.isEmpty, value.utf8.count <= maxBytes else {
+            throw JSONBody.invalidField(field, "must be 1-\(maxBytes) bytes")
+        }
         guard !value.unicodeScalars.contains(where: isControl) else {
             throw JSONBody.invalidField(field, "must not contain control characters (U+0000-U+001F, U+007F-U+009F)")
         }
@@ -126,7 +130,9 @@ extension InputRules {
     /// `limit` of a list: 1-500, 50 when absent; anything else is a 400 (the OpenAPI document says so).
     static func pageLimit(_ value: Substring?) throws -> Int {
         guard let value else { return 50 }
-        guard value.utf8.count <= 3, value.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let limit = Int(value), (1...500).contains(limit) else {
+        guard value.utf8.count <= 3, value.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let limit = Int(value),
+            (1...500).contains(limit)
+        else {
             throw JSONBody.invalidField("limit", "must be an integer from 1 to 500")
         }
         return limit
@@ -143,7 +149,11 @@ extension InputRules {
             let count = token.utf8.count
             guard count >= 32, count <= 200, count % 2 == 0, token.utf8.allSatisfy(DeviceToken.isHex) else {
                 return .failure(
-                    APIError(.badRequest, code: "invalid_field", message: "token must be an APNs token: hex, even length, 32-200 characters")
+                    APIError(
+                        .badRequest,
+                        code: "invalid_field",
+                        message: "token must be an APNs token: hex, even length, 32-200 characters"
+                    )
                 )
             }
             return .success(token.lowercased())
@@ -153,7 +163,8 @@ extension InputRules {
                     APIError(
                         .badRequest,
                         code: "invalid_field",
-                        message: "token must be 1-\(InputRules.maxTokenBytes) bytes of printable characters without spaces"
+                        message:
+                            "token must be 1-\(InputRules.maxTokenBytes) bytes of printable characters without spaces"
                     )
                 )
             }
@@ -164,7 +175,9 @@ extension InputRules {
     /// A token from a lookup's path (`…/devices/{token}`): printable, else 400; hex tokens are
     /// compared lower-case, as they are stored.
     static func deviceTokenForLookup(_ token: String) throws -> String {
-        guard DeviceToken.isPrintable(token) else { throw JSONBody.invalidField("token", "must be printable characters without spaces") }
+        guard DeviceToken.isPrintable(token) else {
+            throw JSONBody.invalidField("token", "must be printable characters without spaces")
+        }
         return token.utf8.allSatisfy(DeviceToken.isHex) ? token.lowercased() : token
     }
 }

@@ -55,7 +55,9 @@ struct JSONBody {
     func stringArray(_ key: String) throws -> [String] {
         let list = try array(key)
         return try list.enumerated().map { index, value in
-            guard case .string(let string) = value else { throw Self.invalidField("\(name(key))[\(index)]", "must be a string") }
+            guard case .string(let string) = value else {
+                throw Self.invalidField("\(name(key))[\(index)]", "must be a string")
+            }
             return string
         }
     }
@@ -106,7 +108,11 @@ extension Request {
     /// bytes, such as a signature check).
     mutating func collectJSONBytes(context: some RequestContext) async throws -> ByteBuffer {
         if let type = headers[.contentType], !type.lowercased().hasPrefix("application/json") {
-            throw APIError(.unsupportedMediaType, code: "unsupported_media_type", message: "Content-Type must be application/json")
+            throw APIError(
+                .unsupportedMediaType,
+                code: "unsupported_media_type",
+                message: "Content-Type must be application/json"
+            )
         }
         do {
             return try await collectBody(upTo: context.maxUploadSize)

@@ -12,7 +12,11 @@ import NIOHTTP1
 struct RequestIDMiddleware<Context: RequestContext>: RouterMiddleware {
     static var headerName: HTTPField.Name { HTTPField.Name("X-Request-Id")! }
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    func handle(
+        _ request: Request,
+        context: Context,
+        next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
         let id = request.headers[Self.headerName].flatMap(Self.acceptable) ?? Self.newID()
         var context = context
         context.logger[metadataKey: "request.id"] = .string(id)
@@ -41,7 +45,9 @@ struct RequestIDMiddleware<Context: RequestContext>: RouterMiddleware {
     static func acceptable(_ value: String) -> String? {
         guard !value.isEmpty, value.utf8.count <= 128,
             value.utf8.allSatisfy({
-                $0 < 128 && (Character(Unicode.Scalar($0)).isLetter || Character(Unicode.Scalar($0)).isNumber || $0 == 45 || $0 == 95 || $0 == 46)
+                $0 < 128
+                    && (Character(Unicode.Scalar($0)).isLetter || Character(Unicode.Scalar($0)).isNumber || $0 == 45
+                        || $0 == 95 || $0 == 46)
             })
         else { return nil }
         return value

@@ -11,7 +11,11 @@ import Logging
 /// no route is logged as `(no route)`: any of its segments could be a secret sent to the wrong place.
 /// Hummingbird's own request logger would log the raw path.
 struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    func handle(
+        _ request: Request,
+        context: Context,
+        next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
         let start = ContinuousClock.now
         let response = try await next(request, context)
         Self.log(
@@ -88,6 +92,8 @@ struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
 
     /// The method as sent when it is a plain token of at most 16 letters, else `(other)`.
     static func method(_ raw: String) -> String {
-        raw.utf8.count <= 16 && raw.utf8.allSatisfy({ ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x2D }) ? raw : "(other)"
+        raw.utf8.count <= 16
+            && raw.utf8.allSatisfy({ ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x2D })
+            ? raw : "(other)"
     }
 }

@@ -29,7 +29,11 @@ struct RouteRecorder<Context: RequestContext>: RouterMethods {
     }
 
     @discardableResult
-    func on<Responder: HTTPResponder>(_ path: RouterPath, method: HTTPRequest.Method, responder: Responder) -> RouteRecorder
+    func on<Responder: HTTPResponder>(
+        _ path: RouterPath,
+        method: HTTPRequest.Method,
+        responder: Responder
+    ) -> RouteRecorder
     where Responder.Context == Context {
         recorded.append(Route(method: method.rawValue, path: path.description))
         router.on(path, method: method, responder: responder)

@@ -48,7 +48,10 @@ public struct ConnectionLimits: Sendable {
 
     public init(config: ConfigReader) {
         maxConnections = max(2, config.int(forKey: "max_connections", default: 2048))
-        intakeReserved = min(max(1, config.int(forKey: "intake_reserved_connections", default: maxConnections / 8)), maxConnections - 1)
+        intakeReserved = min(
+            max(1, config.int(forKey: "intake_reserved_connections", default: maxConnections / 8)),
+            maxConnections - 1
+        )
         idleTimeout = .seconds(Int64(max(1, config.int(forKey: "idle_timeout_seconds", default: 75))))
         headerTimeout = .seconds(Int64(max(1, config.int(forKey: "header_timeout_seconds", default: 10))))
         bodyTimeout = .seconds(Int64(max(1, config.int(forKey: "body_timeout_seconds", default: 30))))
@@ -62,7 +65,9 @@ public struct ConnectionLimits: Sendable {
         let milliseconds = userTimeout.nanoseconds / 1_000_000
         guard milliseconds > 0 else { return [] }
         let seconds = max(1, milliseconds / 1000)
-        let tcp = { (name: CInt) in ChannelOptions.Types.SocketOption(level: .tcp, name: NIOBSDSocket.Option(rawValue: name)) }
+        let tcp = { (name: CInt) in
+            ChannelOptions.Types.SocketOption(level: .tcp, name: NIOBSDSocket.Option(rawValue: name))
+        }
         return [
             (ChannelOptions.socketOption(.so_keepalive), 1),
             (tcp(CInt(TCP_USER_TIMEOUT)), SocketOptionValue(milliseconds)),
@@ -74,10 +79,25 @@ public struct ConnectionLimits: Sendable {
 
     /// Hummingbird's HTTP/1.1 server with these limits, with the `fastPaths` behind each
     /// connection's decoder (the first listed furthest from it).
-    func server(logger: Logger, fastPaths: [FastPath] = [], metrics: RelayMetrics? = nil, serverName: String = "PushRelay") -> HTTPServerBuilder {
-        let shares = ConnectionShares(generalLimit: maxConnections - intakeReserved, metrics: metrics, serverName: serverName)
+    func server(
+        logger: Logger,
+        fastPaths: [FastPath] = [],
+        metrics: RelayMetrics? = nil,
+        serverName: String = "PushRelay"
+    ) -> HTTPServerBuilder {
+        let shares = ConnectionShares(
+            generalLimit: maxConnections - intakeReserved,
+            metrics: metrics,
+            serverName: serverName
+        )
         return HTTPServerBuilder { responder in
-            GuardedHTTP1Channel(responder: responder, limits: self, logger: logger, fastPaths: fastPaths, shares: shares)
+            GuardedHTTP1Channel(
+                responder: responder,
+                limits: self,
+                logger: logger,
+                fastPaths: fastPaths,
+                shares: shares
+            )
         }
     }
 }
@@ -100,7 +120,11 @@ final class ConnectionShares: Sendable {
     func claim() -> Bool {
         var current = general.load(ordering: .relaxed)
         while current < generalLimit {
-            let (exchanged, original) = general.compareExchange(expected: current, desired: current + 1, ordering: .relaxed)
+            let (exchanged, original) = general.compareExchange(
+                expected: current,
+                desired: current + 1,
+                ordering: .relaxed
+            )
             if exchanged { return true }
             current = original
         }
@@ -162,12 +186,18 @@ final class IntakeShareHandler: ChannelDuplexHandler, RemovableChannelHandler {
         refused = true
         shares.metrics?.connectionRefused()
         let body = ByteBuffer(
-            string: #"{"error":{"code":"over_capacity","message":"the relay's connections for this kind of request are all in use; retry later"}}"#
+            string:
+                #"{"error":{"code":"over_capacity","message":"the relay's connections for this kind of request are all in use; retry later"}}"#
         )
         var headers: HTTPHeaders = [
-            "Content-Type": "application/json", "Content-Length": "\(body.readableBytes)", "Retry-After": "1", "Connection": "close",
+            "Content-Type": "application/json", "Content-Length": "\(body.readableBytes)", "Retry-After": "1",
+            "Connection": "close",
         ]
-        FastPathRequest.addCommonHeaders(&headers, requestID: RequestIDMiddleware<AppRequestContext>.id(for: head), serverName: shares.serverName)
+        FastPathRequest.addCommonHeaders(
+            &headers,
+            requestID: RequestIDMiddleware<AppRequestContext>.id(for: head),
+            serverName: shares.serverName
+        )
         let response = HTTPResponseHead(version: .http1_1, status: .serviceUnavailable, headers: headers)
         context.write(wrapOutboundOut(.head(response)), promise: nil)
         context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
@@ -202,7 +232,10 @@ struct GuardedHTTP1Channel: ServerChildChannel {
         let deadline = ConnectionDeadline(limits: limits, logger: self.logger)
         let inner = HTTP1Channel(
             responder: responder,
-            configuration: .init(additionalChannelHandlers: [RequestProgressHandler(deadline: deadline)], idleTimeout: nil)
+            configuration: .init(
+                additionalChannelHandlers: [RequestProgressHandler(deadline: deadline)],
+                idleTimeout: nil
+            )
         )
         let socketOptions = limits.socketOptions
         return channel.eventLoop.makeCompletedFuture {

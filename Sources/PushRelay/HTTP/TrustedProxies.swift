@@ -41,7 +41,9 @@ public struct TrustedProxies: Sendable, Equatable {
             let text = entry.trimmingCharacters(in: .whitespaces)
             let parts = text.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
             guard let bytes = Self.addressBytes(String(parts[0])) else {
-                throw ConfigurationError("http.trusted_proxies: '\(text)' is not an IP address or CIDR block (such as 10.0.0.0/8)")
+                throw ConfigurationError(
+                    "http.trusted_proxies: '\(text)' is not an IP address or CIDR block (such as 10.0.0.0/8)"
+                )
             }
             var length = bytes.count * 8
             if parts.count == 2 {

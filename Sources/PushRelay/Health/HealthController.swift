@@ -74,7 +74,7 @@ struct HealthController<Context: RequestContext>: Sendable {
                 return (applied, writable)
             }
         } catch let error as PostgresError {
-            context.logger.debug("readiness check failed", metadata: ["error": "\(error)"])
+            context.logger.debug("readiness check failed", metadata: PostgresError.metadata(error))
             throw APIError.databaseUnavailable()
         }
         guard writable else { throw APIError.databaseUnavailable(because: "the database is read-only") }
@@ -85,7 +85,8 @@ struct HealthController<Context: RequestContext>: Sendable {
             throw APIError(
                 .serviceUnavailable,
                 code: "migrations_pending",
-                message: "database schema is at version \(applied), this build needs \(expected); run push-relay migrate",
+                message:
+                    "database schema is at version \(applied), this build needs \(expected); run push-relay migrate",
                 headers: [.retryAfter: "5"]
             )
         }

@@ -203,7 +203,11 @@ public struct RelayLogHandler: LogHandler {
 
     private static func appendJSON(_ text: String, to line: inout String) {
         line += "\""
-        guard text.utf8.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C || $0 == 0x7F || $0 == 0xC2 || $0 == 0xE2 }) else {
+        guard
+            text.utf8.contains(where: {
+                $0 < 0x20 || $0 == 0x22 || $0 == 0x5C || $0 == 0x7F || $0 == 0xC2 || $0 == 0xE2
+            })
+        else {
             line += text
             line += "\""
             return
@@ -239,7 +243,8 @@ public struct RelayLogHandler: LogHandler {
 
     /// C0 and C1 control characters, DEL, and the Unicode line and paragraph separators.
     static func breaksLine(_ scalar: Unicode.Scalar) -> Bool {
-        scalar.value < 0x20 || (scalar.value >= 0x7F && scalar.value <= 0x9F) || scalar.value == 0x2028 || scalar.value == 0x2029
+        scalar.value < 0x20 || (scalar.value >= 0x7F && scalar.value <= 0x9F) || scalar.value == 0x2028
+            || scalar.value == 0x2029
     }
 
     /// `now` (seconds since the epoch), as `2026-11-27T05:40:01.123Z`: truncated to the millisecond.

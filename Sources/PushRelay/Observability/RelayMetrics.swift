@@ -24,8 +24,10 @@ public final class RelayMetrics: Sendable {
 
     /// Buckets of ``deliveredAfter(app:_:)``: from the webhook's commit to the provider's answer.
     static let latencyBuckets: [Duration] = [
-        .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250),
-        .milliseconds(500), .seconds(1), .seconds(2), .seconds(5), .seconds(10), .seconds(30), .seconds(60), .seconds(300), .seconds(3600),
+        .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
+        .milliseconds(250),
+        .milliseconds(500), .seconds(1), .seconds(2), .seconds(5), .seconds(10), .seconds(30), .seconds(60),
+        .seconds(300), .seconds(3600),
     ]
 
     /// Per-minute counts for the console's Overview, written to PostgreSQL by ``ActivityWriter``.
@@ -84,25 +86,39 @@ public final class RelayMetrics: Sendable {
     }
 
     func zendeskForwarded(app: String, tokens: Int) {
-        registry.makeCounter(descriptor: Metric.zendeskForwardedTokens.descriptor, labels: [("app", app)]).increment(by: Int64(tokens))
+        registry.makeCounter(descriptor: Metric.zendeskForwardedTokens.descriptor, labels: [("app", app)]).increment(
+            by: Int64(tokens)
+        )
     }
 
     func zendeskFailure(app: String, reason: String) {
-        registry.makeCounter(descriptor: Metric.zendeskForwardFailures.descriptor, labels: [("app", app), ("reason", reason)]).increment()
+        registry.makeCounter(
+            descriptor: Metric.zendeskForwardFailures.descriptor,
+            labels: [("app", app), ("reason", reason)]
+        ).increment()
     }
 
     func bulkUnregister(app: String, removed: Int, notFound: Int) {
-        registry.makeCounter(descriptor: Metric.bulkUnregisterRemoved.descriptor, labels: [("app", app)]).increment(by: Int64(removed))
-        registry.makeCounter(descriptor: Metric.bulkUnregisterNotFound.descriptor, labels: [("app", app)]).increment(by: Int64(notFound))
+        registry.makeCounter(descriptor: Metric.bulkUnregisterRemoved.descriptor, labels: [("app", app)]).increment(
+            by: Int64(removed)
+        )
+        registry.makeCounter(descriptor: Metric.bulkUnregisterNotFound.descriptor, labels: [("app", app)]).increment(
+            by: Int64(notFound)
+        )
     }
 
     func eventsSent(app: String, count: Int) {
-        registry.makeCounter(descriptor: Metric.eventsSent.descriptor, labels: [("app", app)]).increment(by: Int64(count))
+        registry.makeCounter(descriptor: Metric.eventsSent.descriptor, labels: [("app", app)]).increment(
+            by: Int64(count)
+        )
     }
 
     /// A failed request to an app's events endpoint: `HTTP <status>` or `transport`.
     func eventFailure(app: String, reason: String) {
-        registry.makeCounter(descriptor: Metric.eventSendFailures.descriptor, labels: [("app", app), ("reason", reason)]).increment()
+        registry.makeCounter(
+            descriptor: Metric.eventSendFailures.descriptor,
+            labels: [("app", app), ("reason", reason)]
+        ).increment()
     }
 
     /// Events of the app waiting to be sent (counted up to 100,000) when last looked at.
@@ -112,7 +128,9 @@ public final class RelayMetrics: Sendable {
 
     /// Rows the retention service deleted, by table.
     func pruned(table: String, rows: Int) {
-        registry.makeCounter(descriptor: Metric.retentionPrunedRows.descriptor, labels: [("table", table)]).increment(by: Int64(rows))
+        registry.makeCounter(descriptor: Metric.retentionPrunedRows.descriptor, labels: [("table", table)]).increment(
+            by: Int64(rows)
+        )
     }
 
     /// How a `GET …/unread` was answered: `cached` (304 from the cached ETag, on the connection's
@@ -161,7 +179,8 @@ public final class RelayMetrics: Sendable {
             case .webhooksAccepted: "Webhooks answered 202."
             case .deliveriesQueued: "Deliveries stored by accepted webhooks."
             case .pushOutcomes: "Results of delivery attempts, by platform and outcome."
-            case .deliveryLatency: "Seconds from a delivery's storing to the provider accepting the push, for delivered pushes."
+            case .deliveryLatency:
+                "Seconds from a delivery's storing to the provider accepting the push, for delivered pushes."
             case .zendeskForwardedTokens: "Dead tokens Zendesk's bulk-unregister API accepted."
             case .zendeskForwardFailures: "Failed calls to Zendesk's bulk-unregister API, by reason."
             case .bulkUnregisterRemoved: "Devices removed by bulk-unregister jobs."
@@ -173,7 +192,8 @@ public final class RelayMetrics: Sendable {
             case .unreadPolls: "Unread count polls, by how they were answered (cached, cached_routed, read)."
             case .unreadStreamsRefused:
                 "Live unread streams refused 429: the user, the credential, the app or the instance had the most allowed open."
-            case .connectionsRefused: "Connections answered 503 over_capacity: the share of connections kept for webhook intake was reached."
+            case .connectionsRefused:
+                "Connections answered 503 over_capacity: the share of connections kept for webhook intake was reached."
             }
         }
 

@@ -97,7 +97,9 @@ extension ClaimedDelivery {
         let kind = try row.decode(String.self, at: offset + 4)
         let title = try row.decode(String?.self, at: offset + 8)
         var pushKey: StoredPushKey?
-        if let id = try row.decode(String?.self, at: offset + 15), let bytes = try row.decode(Data?.self, at: offset + 16) {
+        if let id = try row.decode(String?.self, at: offset + 15),
+            let bytes = try row.decode(Data?.self, at: offset + 16)
+        {
             pushKey = StoredPushKey(id: id, bytes: bytes, sealedBy: try row.decode(String?.self, at: offset + 17))
         }
         self.init(
@@ -152,8 +154,20 @@ struct DeliveryResult: Sendable, Equatable {
 
     /// Back to `pending` without counting the attempt, due at `next` (`nil`: when its lease would
     /// have ended).
-    static func handedBack(_ delivery: ClaimedDelivery, outcome: DeliveryOutcome, next: Date?, reason: String?) -> DeliveryResult {
-        DeliveryResult(delivery: delivery, status: .pending, outcome: outcome, nextAttemptAt: next, reason: reason, countsAttempt: false)
+    static func handedBack(
+        _ delivery: ClaimedDelivery,
+        outcome: DeliveryOutcome,
+        next: Date?,
+        reason: String?
+    ) -> DeliveryResult {
+        DeliveryResult(
+            delivery: delivery,
+            status: .pending,
+            outcome: outcome,
+            nextAttemptAt: next,
+            reason: reason,
+            countsAttempt: false
+        )
     }
 }
 

@@ -101,91 +101,65 @@ extension DeliveryQueue {
         ).first?.decode(Int.self, at: 0) ?? 0
     }
 
-    private func storeOutcomes(_ batch: [DeliveryResult], owner: String, events: [String: Set<DeliveryEventType>]) async throws {
-        var ids: [Int64] = []
-        var statuses: [String] = []
-        var next: [Date?] = []
-        var providerIDs: [String?] = []
-        var reasons: [String?] = []
-        var adjustments: [Int] = []
-        var deadApps: [String] = []
-        var deadTokens: [String] = []
-        var deadPlatforms: [String] = []
-        var deadReasons: [String] = []
-        var deadSince: [Date?] = []
-        var learnedApps: [String] = []
-        var learnedTokens: [String] = []
-        var learnedEnvironments: [String] = []
-        var eventRows = EventRows()
-        for result in batch {
-            if let type = DeliveryEventType(result), events[result.delivery.appID]?.contains(type) == true {
-                eventRows.append(result, type: type)
-            }
-            ids.append(result.delivery.id)
-            statuses.append(result.status.rawValue)
-            next.append(result.nextAttemptAt)
-            providerIDs.append(result.providerID)
-            reasons.append(result.reason)
-            adjustments.append(result.countsAttempt ? 0 : -1)
-            if result.isDeadToken {
-                deadApps.append(result.delivery.appID)
-                deadTokens.append(result.delivery.token)
-                deadPlatforms.append(result.delivery.platform.rawValue)
-                deadReasons.append(result.reason ?? "dead token")
-                deadSince.append(result.deadSince)
-            }
-            if let environment = result.learnedEnvironment {
-                learnedApps.append(result.delivery.appID)
-                learnedTokens.append(result.delivery.token)
-                learnedEnvironments.append(environment)
-            }
-        }
-        let outcomes: [any PostgresEncodable] = [ids, statuses, next, providerIDs, reasons, adjustments, owner]
-        guard !deadApps.isEmpty || !learnedApps.isEmpty else {
+    private func storeOutcomes(
+        _ batch: [DeliveryResult],
+        owner: String,
+        events: [String: Set<DeliveryEventType>]
+    ) async throws {
+        let columns = OutcomeColumns(batch, events: events)
+        let outcomes = columns.outcomes(owner: owner)
+        guard columns.changeDevices else {
             // Most batches: only the deliveries' new state (and their events), with one generic
             // plan per connection (see updateOutcomes): planning took 0.13 ms per batch, and a
             // connection that also runs the intake statement no longer switches plan_cache_mode.
-            if eventRows.isEmpty {
+            if columns.events.isEmpty {
                 _ = try await client.query(Self.storeOutcomes, outcomes, prepare: true, planning: .cached)
             } else {
-                _ = try await client.query(Self.storeOutcomesAndEvents, outcomes + eventRows.parameters, prepare: true, planning: .cached)
+                _ = try await client.query(
+                    Self.storeOutcomesAndEvents,
+                    outcomes + columns.events.parameters,
+                    prepare: true,
+                    planning: .cached
+                )
             }
             return
         }
-        // One statement: the deliveries' new state; the devices of dead tokens marked invalid and
-        // queued for Zendesk; the APNs environment of devices that had none, where one was learned.
         _ = try await client.query(
-            """
-            WITH updated AS (\(Self.updateOutcomes)),
-            \(Self.insertEvents(from: 16)),
-            dead AS (
-                -- A token APNs says died at some time, but that was registered again after it, lives on.
-                SELECT * FROM (
-                    SELECT DISTINCT ON (app_id, token) * FROM unnest($8::text[], $9::text[], $10::text[], $11::text[], $12::timestamptz[])
-                        AS t(app_id, token, platform, reason, since)
-                ) t
-                WHERE since IS NULL OR NOT EXISTS (
-                    SELECT 1 FROM devices dv WHERE dv.app_id = t.app_id AND dv.token = t.token AND dv.updated_at > t.since
-                )
-            ),
-            invalidated AS (
-                UPDATE devices dv SET status = 'invalid', invalid_reason = dead.reason, invalidated_at = now(), updated_at = now()
-                FROM dead WHERE dv.app_id = dead.app_id AND dv.token = dead.token AND dv.status = 'active'
-            ),
-            queued AS (\(Self.deadTokensForZendesk)),
-            learned AS (
-                -- Devices registered without an environment, now known (APNs accepted them there).
-                UPDATE devices dv SET environment = l.environment
-                FROM unnest($13::text[], $14::text[], $15::text[]) AS l(app_id, token, environment)
-                WHERE dv.app_id = l.app_id AND dv.token = l.token AND dv.environment IS NULL
-            )
-            SELECT (SELECT count(*) FROM updated), \(Self.relaxedCommit)
-            """,
-            outcomes + [deadApps, deadTokens, deadPlatforms, deadReasons, deadSince, learnedApps, learnedTokens, learnedEnvironments]
-                + eventRows.parameters,
+            Self.storeOutcomesAndDevices,
+            outcomes + columns.devices + columns.events.parameters,
             prepare: true
         )
     }
+
+    /// One statement: the deliveries' new state; the devices of dead tokens (parameters $8–$12)
+    /// marked invalid and queued for Zendesk; the APNs environment of devices that had none, where
+    /// one was learned ($13–$15); the events ($16–$22).
+    static let storeOutcomesAndDevices = """
+        WITH updated AS (\(updateOutcomes)),
+        \(insertEvents(from: 16)),
+        dead AS (
+            -- A token APNs says died at some time, but that was registered again after it, lives on.
+            SELECT * FROM (
+                SELECT DISTINCT ON (app_id, token) * FROM unnest($8::text[], $9::text[], $10::text[], $11::text[], $12::timestamptz[])
+                    AS t(app_id, token, platform, reason, since)
+            ) t
+            WHERE since IS NULL OR NOT EXISTS (
+                SELECT 1 FROM devices dv WHERE dv.app_id = t.app_id AND dv.token = t.token AND dv.updated_at > t.since
+            )
+        ),
+        invalidated AS (
+            UPDATE devices dv SET status = 'invalid', invalid_reason = dead.reason, invalidated_at = now(), updated_at = now()
+            FROM dead WHERE dv.app_id = dead.app_id AND dv.token = dead.token AND dv.status = 'active'
+        ),
+        queued AS (\(ZendeskQueue.deadTokensForZendesk)),
+        learned AS (
+            -- Devices registered without an environment, now known (APNs accepted them there).
+            UPDATE devices dv SET environment = l.environment
+            FROM unnest($13::text[], $14::text[], $15::text[]) AS l(app_id, token, environment)
+            WHERE dv.app_id = l.app_id AND dv.token = l.token AND dv.environment IS NULL
+        )
+        SELECT (SELECT count(*) FROM updated), \(relaxedCommit)
+        """
 
     /// The deliveries' new state, parameters $1–$7; rows whose lease another instance has taken
     /// over are left to it.
@@ -218,7 +192,8 @@ extension DeliveryQueue {
         """
 
     /// ``updateOutcomes`` alone, with the relaxed commit.
-    static let storeOutcomes = "WITH updated AS (\(updateOutcomes)) SELECT (SELECT count(*) FROM updated), \(relaxedCommit)"
+    static let storeOutcomes =
+        "WITH updated AS (\(updateOutcomes)) SELECT (SELECT count(*) FROM updated), \(relaxedCommit)"
 
     /// ``updateOutcomes`` and the events of the rows it updated (``EventRows``, parameters $8–$14).
     static let storeOutcomesAndEvents =
@@ -258,5 +233,55 @@ extension DeliveryQueue {
         }
 
         var parameters: [any PostgresEncodable] { [deliveries, apps, types, tickets, platforms, hints, reasons] }
+    }
+}
+
+/// A batch of outcomes as the columns of ``DeliveryQueue``'s outcome statements, in parameter order.
+private struct OutcomeColumns {
+    var ids: [Int64] = [], statuses: [String] = [], next: [Date?] = [], providerIDs: [String?] = []
+    var reasons: [String?] = [], adjustments: [Int] = []
+    var deadApps: [String] = [], deadTokens: [String] = [], deadPlatforms: [String] = [], deadReasons: [String] = []
+    var deadSince: [Date?] = []
+    var learnedApps: [String] = [], learnedTokens: [String] = [], learnedEnvironments: [String] = []
+    var events = DeliveryQueue.EventRows()
+
+    init(_ batch: [DeliveryResult], events wanted: [String: Set<DeliveryEventType>]) {
+        for result in batch {
+            if let type = DeliveryEventType(result), wanted[result.delivery.appID]?.contains(type) == true {
+                events.append(result, type: type)
+            }
+            ids.append(result.delivery.id)
+            statuses.append(result.status.rawValue)
+            next.append(result.nextAttemptAt)
+            providerIDs.append(result.providerID)
+            reasons.append(result.reason)
+            adjustments.append(result.countsAttempt ? 0 : -1)
+            if result.isDeadToken {
+                deadApps.append(result.delivery.appID)
+                deadTokens.append(result.delivery.token)
+                deadPlatforms.append(result.delivery.platform.rawValue)
+                deadReasons.append(result.reason ?? "dead token")
+                deadSince.append(result.deadSince)
+            }
+            if let environment = result.learnedEnvironment {
+                learnedApps.append(result.delivery.appID)
+                learnedTokens.append(result.delivery.token)
+                learnedEnvironments.append(environment)
+            }
+        }
+    }
+
+    /// Whether a dead token or a learned environment changes a device: the batch then needs
+    /// ``DeliveryQueue/storeOutcomesAndDevices``.
+    var changeDevices: Bool { !deadApps.isEmpty || !learnedApps.isEmpty }
+
+    /// Parameters $1–$7 (``DeliveryQueue/updateOutcomes``).
+    func outcomes(owner: String) -> [any PostgresEncodable] {
+        [ids, statuses, next, providerIDs, reasons, adjustments, owner]
+    }
+
+    /// Parameters $8–$15 (``DeliveryQueue/storeOutcomesAndDevices``).
+    var devices: [any PostgresEncodable] {
+        [deadApps, deadTokens, deadPlatforms, deadReasons, deadSince, learnedApps, learnedTokens, learnedEnvironments]
     }
 }

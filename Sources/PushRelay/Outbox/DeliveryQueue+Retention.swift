@@ -9,7 +9,12 @@ extension DeliveryQueue {
     /// - Returns: the batch's last id (`nil` when there was none), how many were deleted, and
     ///   whether the walk reached deliveries created after the shorter of the two cut-offs (then
     ///   no later row can be old enough).
-    func prune(after cursor: Int64, limit: Int, deliveredDays: Int, failedDays: Int) async throws -> (last: Int64?, deleted: Int, done: Bool) {
+    func prune(
+        after cursor: Int64,
+        limit: Int,
+        deliveredDays: Int,
+        failedDays: Int
+    ) async throws -> (last: Int64?, deleted: Int, done: Bool) {
         let row = try await client.query(
             """
             WITH batch AS MATERIALIZED (

@@ -16,7 +16,13 @@ struct ReadSync: Sendable {
     /// When a count went down, every other active device of the owner gets a `badge_sync` delivery
     /// (its badge is read when it is sent, so it is current), and listeners are notified.
     /// - Returns: the owner's new total and how many devices will be synced.
-    func markRead(app: String, owner: String, ticket: String?, upTo: Int64? = nil, readOn device: String?) async throws -> (total: Int, synced: Int) {
+    func markRead(
+        app: String,
+        owner: String,
+        ticket: String?,
+        upTo: Int64? = nil,
+        readOn device: String?
+    ) async throws -> (total: Int, synced: Int) {
         let row = try await client.query(
             """
             WITH locked AS MATERIALIZED (
@@ -93,7 +99,11 @@ struct ReadSync: Sendable {
     /// Queues one badge sync for each of the app's `devices` inside the caller's transaction
     /// (`session`), and wakes the dispatchers when it commits. The device registry calls it when a
     /// device moves to another owner, so the device stops showing the previous owner's badge.
-    func queueBadgeSyncs(app: String, devices: [(token: String, platform: Platform)], in session: PostgresSession) async throws {
+    func queueBadgeSyncs(
+        app: String,
+        devices: [(token: String, platform: Platform)],
+        in session: PostgresSession
+    ) async throws {
         guard !devices.isEmpty else { return }
         try await session.query(
             """

@@ -27,7 +27,14 @@ struct ZendeskQueue: Sendable {
         from: "dead"
     )
 
-    static func queueForZendesk(app: String, token: String, platform: String, reason: String, job: String, from source: String) -> String {
+    static func queueForZendesk(
+        app: String,
+        token: String,
+        platform: String,
+        reason: String,
+        job: String,
+        from source: String
+    ) -> String {
         """
         INSERT INTO zendesk_unregister_queue (app_id, token, platform, reason, job_id)
         SELECT DISTINCT ON (\(app), \(token)) \(app), \(token), \(platform), \(reason), \(job) FROM \(source)

@@ -20,7 +20,9 @@ struct ProviderTokenStore: Sendable {
     /// The token could not be had in time: another instance holds the refresh and stored nothing.
     struct Unavailable: Error, CustomStringConvertible {
         var credential: String
-        var description: String { "no provider token for \(credential): another instance is refreshing it and stored none in time" }
+        var description: String {
+            "no provider token for \(credential): another instance is refreshing it and stored none in time"
+        }
     }
 
     /// A credential's name in `provider_tokens`: `base` (what names it to a person, such as
@@ -28,7 +30,8 @@ struct ProviderTokenStore: Sendable {
     /// replaced under the same name never reuses a token the old one made.
     static func credentialName(_ base: String, material: String) -> String {
         let normalised = material.split(whereSeparator: \.isWhitespace).joined()
-        return base + ":" + SHA256.hash(data: Data(normalised.utf8)).prefix(6).map { String(format: "%02x", $0) }.joined()
+        return base + ":"
+            + SHA256.hash(data: Data(normalised.utf8)).prefix(6).map { String(format: "%02x", $0) }.joined()
     }
 
     /// ``credentialName(_:material:)`` for an APNs key: the fingerprint is of its public key.
@@ -105,7 +108,9 @@ struct ProviderTokenStore: Sendable {
         make: @Sendable () async throws -> Entry
     ) async throws -> Entry {
         func usable(_ entry: Entry?) -> Entry? {
-            guard let entry, entry.token != rejected, now.timeIntervalSince(entry.issuedAt) < reuseFor, now < entry.expiresAt else { return nil }
+            guard let entry, entry.token != rejected, now.timeIntervalSince(entry.issuedAt) < reuseFor,
+                now < entry.expiresAt
+            else { return nil }
             return entry
         }
         let lease = "provider_token " + credential
@@ -142,13 +147,20 @@ struct ProviderTokenStore: Sendable {
 
     private func read(_ credential: String) async throws -> Entry? {
         guard
-            let row = try await client.query("SELECT token, issued_at, expires_at FROM provider_tokens WHERE credential = $1", [credential]).rows
+            let row = try await client.query(
+                "SELECT token, issued_at, expires_at FROM provider_tokens WHERE credential = $1",
+                [credential]
+            ).rows
                 .first
         else { return nil }
         // A value this store cannot use (sealed under another key, or in clear while a key is set,
         // as written before the key was) is as good as none: a fresh token replaces it.
         guard let token = openStored(try row.decode(String.self, at: 0), credential: credential) else { return nil }
-        return Entry(token: token, issuedAt: try row.decode(Date.self, at: 1), expiresAt: try row.decode(Date.self, at: 2))
+        return Entry(
+            token: token,
+            issuedAt: try row.decode(Date.self, at: 1),
+            expiresAt: try row.decode(Date.self, at: 2)
+        )
     }
 
     /// What the `token` column holds for `token`: sealed when there is a sealer.
@@ -171,7 +183,10 @@ struct ProviderTokenStore: Sendable {
 final class RefreshesInFlight: Sendable {
     private let running = Mutex<[String: Task<ProviderTokenStore.Entry, any Error>]>([:])
 
-    func run(_ credential: String, _ body: @escaping @Sendable () async throws -> ProviderTokenStore.Entry) async throws -> ProviderTokenStore.Entry {
+    func run(
+        _ credential: String,
+        _ body: @escaping @Sendable () async throws -> ProviderTokenStore.Entry
+    ) async throws -> ProviderTokenStore.Entry {
         let task = running.withLock { running in
             if let task = running[credential] { return task }
             // Unstructured on purpose: it must outlive a first caller that is cancelled, since the

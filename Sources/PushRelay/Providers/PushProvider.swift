@@ -23,8 +23,12 @@ extension PushOutcome {
     /// backoff and counts as an attempt, so a failure nobody foresaw still ends.
     static func transportFailure(_ error: any Error) -> PushOutcome {
         guard let error = error as? CurlError else { return .retry(reason: "transport: \(error)", retryAfter: nil) }
-        if error.isRequestInvalid { return .unsendable(reason: "the relay could not build the request: \(error.message)") }
-        if error.isTLSConfiguration { return .credential(reason: "transport: curl \(error.code): \(error.message)", refreshToken: false) }
+        if error.isRequestInvalid {
+            return .unsendable(reason: "the relay could not build the request: \(error.message)")
+        }
+        if error.isTLSConfiguration {
+            return .credential(reason: "transport: curl \(error.code): \(error.message)", refreshToken: false)
+        }
         return .retry(reason: "transport: curl \(error.code): \(error.message)", retryAfter: nil)
     }
 }

@@ -53,7 +53,11 @@ enum ReplyText: Sendable {
             guard let stored = delivery.pushKey, let notificationID = delivery.notificationID,
                 let key = keys.open(stored, app: delivery.appID, token: delivery.token)
             else { return .generic }
-            return .encrypted(title: delivery.title, body: delivery.body, key: DeviceKey(id: stored.id, key: key, notificationID: notificationID))
+            return .encrypted(
+                title: delivery.title,
+                body: delivery.body,
+                key: DeviceKey(id: stored.id, key: key, notificationID: notificationID)
+            )
         }
     }
 }
@@ -70,7 +74,11 @@ enum PushEncryption {
     /// The `push_relay_ciphertext` value for `title` and `body`.
     static func seal(title: String, body: String, key: SymmetricKey, keyID: String, notificationID: Int64) -> String? {
         let plaintext = PayloadJSON.object(["title": .string(title), "body": .string(body)]).bytes
-        let sealed = try? AES.GCM.seal(plaintext, using: key, authenticating: associatedData(keyID: keyID, notificationID: notificationID))
+        let sealed = try? AES.GCM.seal(
+            plaintext,
+            using: key,
+            authenticating: associatedData(keyID: keyID, notificationID: notificationID)
+        )
         return sealed?.combined?.base64EncodedString()
     }
 }

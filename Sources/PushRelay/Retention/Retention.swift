@@ -73,7 +73,11 @@ struct RetentionStore: Sendable {
 
     /// Deletes, among the `limit` notifications after id `cursor`, those received before the
     /// shorter cut-off that have no delivery left.
-    func pruneNotifications(after cursor: Int64, limit: Int, days: Int) async throws -> (last: Int64?, deleted: Int, done: Bool) {
+    func pruneNotifications(
+        after cursor: Int64,
+        limit: Int,
+        days: Int
+    ) async throws -> (last: Int64?, deleted: Int, done: Bool) {
         let row = try await client.query(
             """
             WITH batch AS MATERIALIZED (
@@ -177,6 +181,7 @@ final class RetentionService: Service, Sendable {
     static let leaseName = "retention"
 
     private let queue: DeliveryQueue
+    private let zendesk: ZendeskQueue
     private let store: RetentionStore
     private let leases: Leases
     private let settings: RetentionSettings
@@ -203,6 +208,7 @@ final class RetentionService: Service, Sendable {
         self.served = served
         self.maxAge = maxAge
         queue = DeliveryQueue(client: client)
+        zendesk = ZendeskQueue(client: client)
         store = RetentionStore(client: client)
         leases = Leases(client: client, owner: leaseOwnerName(role: "retention"))
         self.settings = settings
@@ -221,12 +227,17 @@ final class RetentionService: Service, Sendable {
                 do {
                     if let report = try await self.runOnce() {
                         self.logger.notice(
-                            report.complete ? "retention run finished" : "retention run stopped: another instance took the lease over",
+                            report.complete
+                                ? "retention run finished"
+                                : "retention run stopped: another instance took the lease over",
                             metadata: [
-                                "push.deliveries_pruned": "\(report.deliveries)", "push.notifications_pruned": "\(report.notifications)",
+                                "push.deliveries_pruned": "\(report.deliveries)",
+                                "push.notifications_pruned": "\(report.notifications)",
                                 "push.events_pruned": "\(report.events)", "push.jobs_pruned": "\(report.jobs)",
-                                "push.job_tokens_pruned": "\(report.jobTokens)", "push.zendesk_forwarded_pruned": "\(report.zendeskForwarded)",
-                                "push.texts_erased": "\(report.erasedTexts)", "push.unserved_deliveries_ended": "\(report.unservedEnded)",
+                                "push.job_tokens_pruned": "\(report.jobTokens)",
+                                "push.zendesk_forwarded_pruned": "\(report.zendeskForwarded)",
+                                "push.texts_erased": "\(report.erasedTexts)",
+                                "push.unserved_deliveries_ended": "\(report.unservedEnded)",
                                 "push.seconds": "\(report.seconds)",
                             ]
                         )
@@ -238,7 +249,7 @@ final class RetentionService: Service, Sendable {
                     self.logger.log(
                         level: PostgresError.logLevel(for: error),
                         "retention run failed; trying again at the next interval",
-                        metadata: ["error": "\(error)"]
+                        metadata: PostgresError.metadata(error)
                     )
                 }
                 try? await self.clock.sleep(for: self.settings.interval)
@@ -256,74 +267,128 @@ final class RetentionService: Service, Sendable {
         guard try await lease.hold(with: leases) else { return nil }
         let started = clock.now()
         var report = RetentionReport()
-        func stopped() -> RetentionReport {
-            report.seconds = (clock.now() - started).timeInterval
-            return report
+        if try await runSteps(lease: &lease, report: &report) {
+            // Complete: the lease now marks when the cluster's next run is due.
+            _ = try? await leases.acquire(Self.leaseName, for: settings.interval)
+            report.complete = true
         }
-        /// Deletes batch after batch until one is short, holding the lease before each; false
-        /// when the lease was lost (another instance goes on). Rows pruned from `table` are
-        /// counted in the metric; `nil` for a step that ends rows rather than deleting them.
-        func drain(_ table: String?, into total: inout Int, _ batch: () async throws -> Int) async throws -> Bool {
-            while true {
-                try Task.checkCancellation()
-                guard try await lease.hold(with: leases) else { return false }
-                let deleted = try await batch()
-                total += deleted
-                if let table { metrics.pruned(table: table, rows: deleted) }
-                if deleted < settings.batchSize { return true }
-                try await pause()
-            }
-        }
+        report.seconds = (clock.now() - started).timeInterval
+        return report
+    }
+
+    /// A run's steps in order; false when the lease was lost midway (another instance goes on).
+    private func runSteps(lease: inout HeldLease, report: inout RetentionReport) async throws -> Bool {
+        let limit = settings.batchSize
         if let served {
             // Ended first, so the steps below erase their texts and, in time, prune them.
-            let ended = try await drain(nil, into: &report.unservedEnded) {
-                try await queue.endUnservedDeliveries(served: served(), maxAge: maxAge, limit: settings.batchSize)
+            let ended = try await drain(nil, into: &report.unservedEnded, lease: &lease) {
+                try await queue.endUnservedDeliveries(served: served(), maxAge: maxAge, limit: limit)
             }
-            guard ended else { return stopped() }
+            guard ended else { return false }
         }
-        var cursor: Int64 = 0
-        while true {
-            try Task.checkCancellation()
-            guard try await lease.hold(with: leases) else { return stopped() }
-            let step = try await queue.prune(
-                after: cursor,
-                limit: settings.batchSize,
-                deliveredDays: settings.deliveredDays,
-                failedDays: settings.failedDays
-            )
-            report.deliveries += step.deleted
-            metrics.pruned(table: "deliveries", rows: step.deleted)
-            guard let last = step.last, !step.done else { break }
-            cursor = last
-            try await pause()
-        }
-        cursor = 0
         let shorter = min(settings.deliveredDays, settings.failedDays)
-        while true {
-            try Task.checkCancellation()
-            guard try await lease.hold(with: leases) else { return stopped() }
-            let step = try await store.pruneNotifications(after: cursor, limit: settings.batchSize, days: shorter)
-            report.notifications += step.deleted
-            metrics.pruned(table: "notifications", rows: step.deleted)
-            guard let last = step.last, !step.done else { break }
-            cursor = last
-            try await pause()
-        }
+        guard
+            try await walk(
+                "deliveries",
+                into: &report.deliveries,
+                lease: &lease,
+                { cursor in
+                    try await queue.prune(
+                        after: cursor,
+                        limit: limit,
+                        deliveredDays: settings.deliveredDays,
+                        failedDays: settings.failedDays
+                    )
+                }
+            ),
+            try await walk(
+                "notifications",
+                into: &report.notifications,
+                lease: &lease,
+                { try await store.pruneNotifications(after: $0, limit: limit, days: shorter) }
+            )
+        else { return false }
+        return try await drainTables(lease: &lease, report: &report)
+    }
+
+    /// The steps after the two walks: tables drained in batches until one is short.
+    private func drainTables(lease: inout HeldLease, report: inout RetentionReport) async throws -> Bool {
         let limit = settings.batchSize
-        guard try await drain("delivery_events", into: &report.events, { try await store.pruneEvents(limit: limit, days: settings.failedDays) }),
-            try await drain("job_tokens", into: &report.jobTokens, { try await store.pruneFinishedJobTokens(limit: limit) }),
-            try await drain("jobs", into: &report.jobs, { try await store.pruneJobs(limit: limit, days: settings.jobsDays) }),
+        guard
+            try await drain(
+                "delivery_events",
+                into: &report.events,
+                lease: &lease,
+                { try await store.pruneEvents(limit: limit, days: settings.failedDays) }
+            ),
+            try await drain(
+                "job_tokens",
+                into: &report.jobTokens,
+                lease: &lease,
+                { try await store.pruneFinishedJobTokens(limit: limit) }
+            ),
+            try await drain(
+                "jobs",
+                into: &report.jobs,
+                lease: &lease,
+                { try await store.pruneJobs(limit: limit, days: settings.jobsDays) }
+            ),
             try await drain(
                 "zendesk_unregister_queue",
                 into: &report.zendeskForwarded,
-                { try await queue.pruneForwardedZendesk(limit: limit, days: settings.zendeskForwardedDays) }
+                lease: &lease,
+                { try await zendesk.pruneForwardedZendesk(limit: limit, days: settings.zendeskForwardedDays) }
             ),
-            try await drain("notification_texts", into: &report.erasedTexts, { try await queue.eraseEndedText(limit: limit) })
-        else { return stopped() }
-        // Complete: the lease now marks when the cluster's next run is due.
-        _ = try? await leases.acquire(Self.leaseName, for: settings.interval)
-        report.complete = true
-        return stopped()
+            try await drain(
+                "notification_texts",
+                into: &report.erasedTexts,
+                lease: &lease,
+                { try await queue.eraseEndedText(limit: limit) }
+            )
+        else { return false }
+        return true
+    }
+
+    /// Deletes batch after batch until one is short, holding the lease before each; false when the
+    /// lease was lost. Rows pruned from `table` are counted in the metric; `nil` for a step that
+    /// ends rows rather than deleting them.
+    private func drain(
+        _ table: String?,
+        into total: inout Int,
+        lease: inout HeldLease,
+        _ batch: () async throws -> Int
+    ) async throws -> Bool {
+        while true {
+            try Task.checkCancellation()
+            guard try await lease.hold(with: leases) else { return false }
+            let deleted = try await batch()
+            total += deleted
+            if let table { metrics.pruned(table: table, rows: deleted) }
+            if deleted < settings.batchSize { return true }
+            try await pause()
+        }
+    }
+
+    /// Walks `table` by id from its start, one batch per step (`step` takes the last id visited and
+    /// answers what it deleted, where it stopped and whether it reached the end), holding the lease
+    /// before each; false when the lease was lost.
+    private func walk(
+        _ table: String,
+        into total: inout Int,
+        lease: inout HeldLease,
+        _ step: (Int64) async throws -> (last: Int64?, deleted: Int, done: Bool)
+    ) async throws -> Bool {
+        var cursor: Int64 = 0
+        while true {
+            try Task.checkCancellation()
+            guard try await lease.hold(with: leases) else { return false }
+            let result = try await step(cursor)
+            total += result.deleted
+            metrics.pruned(table: table, rows: result.deleted)
+            guard let last = result.last, !result.done else { return true }
+            cursor = last
+            try await pause()
+        }
     }
 
     private func pause() async throws {

@@ -57,7 +57,10 @@ extension DeliveryStatusRecord {
         + "d.created_at, d.updated_at, d.delivered_at"
 
     init(row: PostgresRow, fullTokens: Bool) throws {
-        let (id, notification, ticket, token, platform, kind, status, attempts, reason, provider, created, updated, delivered) = try row.decode(
+        let (
+            id, notification, ticket, token, platform, kind, status, attempts, reason, provider, created, updated,
+            delivered
+        ) = try row.decode(
             (Int64, Int64?, String?, String, String, String, String, Int, String?, String?, Date, Date, Date?).self
         )
         self.init(
@@ -118,12 +121,15 @@ struct NotificationStatusRecord: Sendable, Equatable, Codable {
 
     /// The select list ``init(row:)`` reads, from `n` the notification and `c` the counts (``countsJoin``).
     static let columns =
-        "n.id, n.ticket_id, n.title, n.received_at, n.content, " + DeliveryStatus.allCases.map { "c.\($0.rawValue)" }.joined(separator: ", ")
+        "n.id, n.ticket_id, n.title, n.received_at, n.content, "
+        + DeliveryStatus.allCases.map { "c.\($0.rawValue)" }.joined(separator: ", ")
 
     /// A lateral join `c` counting the deliveries of `n` by status.
     /// One count per status, each named after it.
-    private static let counts = DeliveryStatus.allCases.map { "count(*) FILTER (WHERE d.status = '\($0.rawValue)')::int AS \($0.rawValue)" }
-        .joined(separator: ", ")
+    private static let counts = DeliveryStatus.allCases.map {
+        "count(*) FILTER (WHERE d.status = '\($0.rawValue)')::int AS \($0.rawValue)"
+    }
+    .joined(separator: ", ")
 
     static let countsJoin = """
         CROSS JOIN LATERAL (
@@ -143,7 +149,14 @@ struct NotificationStatusRecord: Sendable, Equatable, Codable {
         if title == nil { text = content == "generic" ? "not_stored" : "erased" }
     }
 
-    init(id: Int64, ticketID: String, title: String?, createdAt: Date, counts: [String: Int], deliveries: [DeliveryStatusRecord]?) {
+    init(
+        id: Int64,
+        ticketID: String,
+        title: String?,
+        createdAt: Date,
+        counts: [String: Int],
+        deliveries: [DeliveryStatusRecord]?
+    ) {
         self.id = id
         self.ticketID = ticketID
         self.title = title
@@ -185,7 +198,12 @@ struct DeliveryStatusStore: Sendable {
     }
 
     /// A ticket's notifications, newest first, older than `before` when given.
-    func notifications(app: String, ticket: String, before: Int64?, limit: Int) async throws -> (page: [NotificationStatusRecord], more: Bool) {
+    func notifications(
+        app: String,
+        ticket: String,
+        before: Int64?,
+        limit: Int
+    ) async throws -> (page: [NotificationStatusRecord], more: Bool) {
         let rows = try await client.query(
             """
             SELECT \(NotificationStatusRecord.columns) FROM (

@@ -41,17 +41,26 @@ struct StatusController<Context: RequestContext>: Sendable {
         let full = try fullTokens(request, principal: principal, app: app)
         let raw = try context.pathParameter("id")
         // An id that is not a positive 64-bit integer names no notification.
-        guard let id = Self.positiveID(Substring(raw)), let found = try await store.notification(app: app, id: id, fullTokens: full) else {
+        guard let id = Self.positiveID(Substring(raw)),
+            let found = try await store.notification(app: app, id: id, fullTokens: full)
+        else {
             throw APIError(.notFound, code: "notification_not_found", message: "no such notification in this app")
         }
         return found
     }
 
     /// `GET /v1/apps/{app}/tickets/{ticket}/notifications?limit=&cursor=`.
-    @Sendable func ticketNotifications(_ request: Request, context: Context) async throws -> Page<NotificationStatusRecord> {
+    @Sendable func ticketNotifications(
+        _ request: Request,
+        context: Context
+    ) async throws -> Page<NotificationStatusRecord> {
         let (app, principal) = try await authenticator.resolve(request, context: context)
         try principal.requireAppKey(app, scope: .notificationsRead)
-        let ticket = try InputRules.identifier(try context.pathParameter("ticket"), field: "ticket", maxBytes: InputRules.maxTicketBytes)
+        let ticket = try InputRules.identifier(
+            try context.pathParameter("ticket"),
+            field: "ticket",
+            maxBytes: InputRules.maxTicketBytes
+        )
         let (limit, before) = try page(request)
         let (rows, more) = try await store.notifications(app: app, ticket: ticket, before: before, limit: limit)
         return Page(name: "notifications", items: rows, next: more ? rows.last.map { String($0.id) } : nil)
@@ -64,7 +73,13 @@ struct StatusController<Context: RequestContext>: Sendable {
         let full = try fullTokens(request, principal: principal, app: app)
         let lookup = try InputRules.deviceTokenForLookup(try context.pathParameter("token"))
         let (limit, before) = try page(request)
-        let (rows, more) = try await store.deliveries(app: app, token: lookup, before: before, limit: limit, fullTokens: full)
+        let (rows, more) = try await store.deliveries(
+            app: app,
+            token: lookup,
+            before: before,
+            limit: limit,
+            fullTokens: full
+        )
         return Page(name: "deliveries", items: rows, next: more ? rows.last.map { String($0.id) } : nil)
     }
 
@@ -84,7 +99,9 @@ struct StatusController<Context: RequestContext>: Sendable {
     /// it, so a 19-digit value past `Int64.max` bounds nothing and reads as `Int64.max`.
     static func pageCursor(_ text: Substring) -> Int64? {
         if let id = positiveID(text) { return id }
-        guard text.utf8.count == 19, text.utf8.first != 0x30, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+        guard text.utf8.count == 19, text.utf8.first != 0x30, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
+            return nil
+        }
         return Int64.max
     }
 
@@ -102,7 +119,9 @@ struct StatusController<Context: RequestContext>: Sendable {
 
     /// A positive decimal 64-bit integer of at most 19 digits.
     static func positiveID(_ text: Substring) -> Int64? {
-        guard !text.isEmpty, text.utf8.count <= 19, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let value = Int64(text), value > 0 else {
+        guard !text.isEmpty, text.utf8.count <= 19, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+            let value = Int64(text), value > 0
+        else {
             return nil
         }
         return value

@@ -33,7 +33,8 @@ enum ConfiguredFile {
         if descriptor >= 0 {
             close(descriptor)
             var directory: ObjCBool = false
-            return FileManager.default.fileExists(atPath: path, isDirectory: &directory) && directory.boolValue ? "is a directory" : "unreadable"
+            return FileManager.default.fileExists(atPath: path, isDirectory: &directory) && directory.boolValue
+                ? "is a directory" : "unreadable"
         }
         switch error {
         case ENOENT: return "no such file"

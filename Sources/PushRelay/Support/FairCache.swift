@@ -58,7 +58,11 @@ struct FairCache<Key: Hashable, Value> {
         removeValue(for: key)
         guard entryBytes <= maxBytes else { return }
         let groupPosition = groupSlot(group)
-        let position = Self.place(Node(key: key, value: value, group: groupPosition, bytes: entryBytes), in: &nodes, reusing: &freeNodes)
+        let position = Self.place(
+            Node(key: key, value: value, group: groupPosition, bytes: entryBytes),
+            in: &nodes,
+            reusing: &freeNodes
+        )
         positions[key] = position
         groups[groupPosition].count += 1
         groups[groupPosition].bytes += entryBytes
@@ -108,7 +112,9 @@ struct FairCache<Key: Hashable, Value> {
                 continue
             }
             let bytes = groups[position].bytes
-            if bytes > groups[current].bytes || (bytes == groups[current].bytes && name < groups[current].name) { largest = position }
+            if bytes > groups[current].bytes || (bytes == groups[current].bytes && name < groups[current].name) {
+                largest = position
+            }
         }
         return largest
     }
@@ -141,8 +147,16 @@ struct FairCache<Key: Hashable, Value> {
     private mutating func unlink(_ position: Int) {
         let node = nodes[position]
         let group = node.group
-        if node.newer >= 0 { nodes[node.newer].older = node.older } else if groups[group].newest == position { groups[group].newest = node.older }
-        if node.older >= 0 { nodes[node.older].newer = node.newer } else if groups[group].oldest == position { groups[group].oldest = node.newer }
+        if node.newer >= 0 {
+            nodes[node.newer].older = node.older
+        } else if groups[group].newest == position {
+            groups[group].newest = node.older
+        }
+        if node.older >= 0 {
+            nodes[node.older].newer = node.newer
+        } else if groups[group].oldest == position {
+            groups[group].oldest = node.newer
+        }
         nodes[position].newer = -1
         nodes[position].older = -1
     }

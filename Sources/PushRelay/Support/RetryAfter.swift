@@ -21,7 +21,9 @@ enum RetryAfter {
     /// The seconds to wait that `header` asks for, measured from `now` for a date.
     static func seconds(_ header: String?, now: Date = Date()) -> Int? {
         guard let header else { return nil }
-        let bytes = Array(header.utf8.drop { $0 == 0x20 || $0 == 0x09 }.reversed().drop { $0 == 0x20 || $0 == 0x09 }.reversed())
+        let bytes = Array(
+            header.utf8.drop { $0 == 0x20 || $0 == 0x09 }.reversed().drop { $0 == 0x20 || $0 == 0x09 }.reversed()
+        )
         guard !bytes.isEmpty else { return nil }
         if bytes.allSatisfy(isDigit) {
             var value = 0
@@ -49,13 +51,17 @@ enum RetryAfter {
             // IMF-fixdate: day-name "," SP day SP month SP year SP time-of-day SP GMT
             guard days.contains(String(words[0].dropLast())) else { return nil }
             fields = (day, month, year, words[4])
-        } else if words.count == 4, words[0].hasSuffix(","), words[3] == "GMT", longDays.contains(String(words[0].dropLast())) {
+        } else if words.count == 4, words[0].hasSuffix(","), words[3] == "GMT",
+            longDays.contains(String(words[0].dropLast()))
+        {
             // RFC 850: day-name-l "," SP day "-" month "-" 2DIGIT SP time-of-day SP GMT
             let parts = words[1].split(separator: "-", omittingEmptySubsequences: false).map(String.init)
-            guard parts.count == 3, let day = number(parts[0], digits: 2), let month = month(parts[1]), let short = number(parts[2], digits: 2)
+            guard parts.count == 3, let day = number(parts[0], digits: 2), let month = month(parts[1]),
+                let short = number(parts[2], digits: 2)
             else { return nil }
             fields = (day, month, fullYear(short), words[2])
-        } else if words.count == 5, days.contains(words[0]), let month = month(words[1]), let day = number(words[2], digits: 1...2),
+        } else if words.count == 5, days.contains(words[0]), let month = month(words[1]),
+            let day = number(words[2], digits: 1...2),
             let year = number(words[4], digits: 4)
         {
             // asctime: day-name SP month SP ( 2DIGIT / ( SP DIGIT )) SP time-of-day SP year

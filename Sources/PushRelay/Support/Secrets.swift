@@ -14,12 +14,19 @@ func constantTimeEqual(_ lhs: [UInt8], _ rhs: [UInt8]) -> Bool {
 /// The secret in a file named by an app's configuration, trimmed of surrounding whitespace and
 /// newlines; start-up stops with a message naming the app and `key` when the file cannot be read
 /// or the secret is shorter than `minBytes`.
-func readSecretFile(_ path: String, app: String, key: String, minBytes: Int, what: String = "the secret") throws -> String {
+func readSecretFile(
+    _ path: String,
+    app: String,
+    key: String,
+    minBytes: Int,
+    what: String = "the secret"
+) throws -> String {
     let data = try ConfiguredFile.read(path, what: "app '\(app)': cannot read \(key)")
     let secret = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
     guard secret.utf8.count >= minBytes else {
         throw ConfigurationError(
-            minBytes <= 1 ? "app '\(app)': \(key) is empty" : "app '\(app)': \(what) in \(key) must be at least \(minBytes) bytes"
+            minBytes <= 1
+                ? "app '\(app)': \(key) is empty" : "app '\(app)': \(what) in \(key) must be at least \(minBytes) bytes"
         )
     }
     return secret
@@ -48,7 +55,9 @@ func secretMaterial(
         let secret = value.trimmingCharacters(in: .whitespacesAndNewlines)
         guard secret.utf8.count >= minBytes else {
             throw ConfigurationError(
-                minBytes <= 1 ? "app '\(app)': \(key) is empty" : "app '\(app)': \(what) in \(key) must be at least \(minBytes) bytes"
+                minBytes <= 1
+                    ? "app '\(app)': \(key) is empty"
+                    : "app '\(app)': \(what) in \(key) must be at least \(minBytes) bytes"
             )
         }
         return secret

@@ -14,7 +14,8 @@ extension Substring {
     func trimmingSpacesAndTabs() -> Substring {
         let utf8 = self.utf8
         let isBlank = { (byte: UInt8) in byte == 0x20 || byte == 0x09 }
-        guard let first = utf8.firstIndex(where: { !isBlank($0) }), let last = utf8.lastIndex(where: { !isBlank($0) }) else {
+        guard let first = utf8.firstIndex(where: { !isBlank($0) }), let last = utf8.lastIndex(where: { !isBlank($0) })
+        else {
             return Substring()
         }
         // Spaces and tabs are single bytes, so both indices fall on character boundaries.

@@ -16,7 +16,8 @@ extension UUID {
             raw[8] = (raw[8] & 0x3F) | 0x80  // RFC 4122 variant
             return UUID(
                 uuid: (
-                    raw[0], raw[1], raw[2], raw[3], raw[4], raw[5], raw[6], raw[7], raw[8], raw[9], raw[10], raw[11], raw[12], raw[13], raw[14],
+                    raw[0], raw[1], raw[2], raw[3], raw[4], raw[5], raw[6], raw[7], raw[8], raw[9], raw[10], raw[11],
+                    raw[12], raw[13], raw[14],
                     raw[15]
                 )
             )

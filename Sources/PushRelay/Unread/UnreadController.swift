@@ -73,9 +73,19 @@ struct UnreadController<Context: RequestContext>: Sendable {
     /// `POST …/tickets/{ticket}/read`, optional body `{"device": "<token read on>"}`.
     @Sendable func readTicket(_ request: Request, context: Context) async throws -> Total {
         let (app, owner) = try await authorize(request, context: context, scope: .unreadWrite)
-        let ticket = try InputRules.identifier(try context.pathParameter("ticket"), field: "ticket", maxBytes: InputRules.maxTicketBytes)
+        let ticket = try InputRules.identifier(
+            try context.pathParameter("ticket"),
+            field: "ticket",
+            maxBytes: InputRules.maxTicketBytes
+        )
         let read = try await readRequest(request, context: context)
-        let result = try await store.markRead(app: app, owner: owner, ticket: ticket, upTo: read.upTo, readOn: read.device)
+        let result = try await store.markRead(
+            app: app,
+            owner: owner,
+            ticket: ticket,
+            upTo: read.upTo,
+            readOn: read.device
+        )
         hub.changed(app: app, owner: owner)
         return Total(total: result.total, synced: result.synced)
     }
@@ -106,14 +116,7 @@ struct UnreadController<Context: RequestContext>: Sendable {
             subscription = try hub.subscribe(app: app, owner: owner, credential: holder)
         } catch {
             metrics.unreadStreamRefused(app: app)
-            let message =
-                switch error {
-                case .owner: "this user has \(hub.maxStreamsPerOwner) live streams open, the most allowed; close one or poll"
-                case .credential: "this credential has \(hub.maxStreamsPerCredential) live streams open, its share of the relay; close one or poll"
-                case .app: "this app has \(hub.maxStreamsPerApp) live streams open, its share of the relay; retry later or poll"
-                case .instance: "the relay has as many live streams open as it serves; retry later or poll"
-                }
-            throw APIError(.tooManyRequests, code: "too_many_streams", message: message, headers: [.retryAfter: "30", .connection: "close"])
+            throw Self.tooManyStreams(error, hub: hub)
         }
         let first = try await store.summary(app: app, owner: owner)
         let store = self.store
@@ -121,7 +124,9 @@ struct UnreadController<Context: RequestContext>: Sendable {
         let authenticator = self.authenticator
         let logger = context.logger
         let endAt = hub.clock.now() + hub.streamLifetime
-        let headers: HTTPFields = [.contentType: "text/event-stream", .cacheControl: "no-cache", HTTPField.Name("X-Accel-Buffering")!: "no"]
+        let headers: HTTPFields = [
+            .contentType: "text/event-stream", .cacheControl: "no-cache", HTTPField.Name("X-Accel-Buffering")!: "no",
+        ]
         return Response(
             status: .ok,
             headers: headers,
@@ -137,8 +142,12 @@ struct UnreadController<Context: RequestContext>: Sendable {
                             // Expired or revoked since the stream began: end it. The checks are the
                             // request's own (cached, so a heartbeat costs no query).
                             let principal = try? await authenticator.authenticate(request, app: app)
-                            guard let principal, (try? principal.require(app, scope: .unreadRead, user: owner)) != nil else {
-                                logger.debug("ending a live stream whose credential is no longer valid", metadata: ["push.app": "\(app)"])
+                            guard let principal, (try? principal.require(app, scope: .unreadRead, user: owner)) != nil
+                            else {
+                                logger.debug(
+                                    "ending a live stream whose credential is no longer valid",
+                                    metadata: ["push.app": "\(app)"]
+                                )
                                 return
                             }
                             try await writer.write(ByteBuffer(string: ": heartbeat\n\n"))
@@ -150,7 +159,7 @@ struct UnreadController<Context: RequestContext>: Sendable {
                                 logger.log(
                                     level: PostgresError.logLevel(for: error),
                                     "reading unread counts for a stream failed",
-                                    metadata: ["error": "\(error)"]
+                                    metadata: PostgresError.metadata(error)
                                 )
                                 continue
                             }
@@ -168,6 +177,27 @@ struct UnreadController<Context: RequestContext>: Sendable {
         )
     }
 
+    /// The 429 for a stream past one of the hub's limits, saying whose; the connection closes so
+    /// it frees its place at once.
+    static func tooManyStreams(_ refusal: UnreadHub.Refusal, hub: UnreadHub) -> APIError {
+        let message =
+            switch refusal {
+            case .owner:
+                "this user has \(hub.maxStreamsPerOwner) live streams open, the most allowed; close one or poll"
+            case .credential:
+                "this credential has \(hub.maxStreamsPerCredential) live streams open, its share of the relay; close one or poll"
+            case .app:
+                "this app has \(hub.maxStreamsPerApp) live streams open, its share of the relay; retry later or poll"
+            case .instance: "the relay has as many live streams open as it serves; retry later or poll"
+            }
+        return APIError(
+            .tooManyRequests,
+            code: "too_many_streams",
+            message: message,
+            headers: [.retryAfter: "30", .connection: "close"]
+        )
+    }
+
     // MARK: Helpers
 
     static var encoder: JSONEncoder {
@@ -177,7 +207,9 @@ struct UnreadController<Context: RequestContext>: Sendable {
     }
 
     static func event(_ summary: UnreadSummary) throws -> ByteBuffer {
-        ByteBuffer(string: "event: unread\ndata: " + String(decoding: try encoder.encode(summary), as: UTF8.self) + "\n\n")
+        ByteBuffer(
+            string: "event: unread\ndata: " + String(decoding: try encoder.encode(summary), as: UTF8.self) + "\n\n"
+        )
     }
 
     /// A strong ETag: the first 96 bits of the body's SHA-256, in hex.
@@ -198,8 +230,12 @@ struct UnreadController<Context: RequestContext>: Sendable {
     /// API key by its prefix, a user token or a console session by a digest of it (the secret
     /// itself is not kept).
     static func credential(of request: Request) -> String {
-        func digest(_ text: String) -> String { SHA256.hash(data: Data(text.utf8)).prefix(12).map { String(format: "%02x", $0) }.joined() }
-        if request.headers[.authorization] != nil, let credential = try? Authenticator.bearerCredential(request.headers[.authorization]) {
+        func digest(_ text: String) -> String {
+            SHA256.hash(data: Data(text.utf8)).prefix(12).map { String(format: "%02x", $0) }.joined()
+        }
+        if request.headers[.authorization] != nil,
+            let credential = try? Authenticator.bearerCredential(request.headers[.authorization])
+        {
             if let key = APIKey(presented: credential) { return "key " + key.prefix }
             return "token " + digest(credential)
         }
@@ -209,7 +245,8 @@ struct UnreadController<Context: RequestContext>: Sendable {
     /// ``credential(of:)``, but a console session counts as the key it was opened with: one key's
     /// share is the same however many sessions it opens.
     func credential(of request: Request) async -> String {
-        if request.headers[.authorization] == nil, let sessions = authenticator.sessions, let token = Authenticator.sessionCookie(request),
+        if request.headers[.authorization] == nil, let sessions = authenticator.sessions,
+            let token = Authenticator.sessionCookie(request),
             let session = try? await sessions.session(token: token)
         {
             return "key " + session.keyPrefix
@@ -225,7 +262,11 @@ struct UnreadController<Context: RequestContext>: Sendable {
         }
     }
 
-    private func authorize(_ request: Request, context: Context, scope: APIKeyScope) async throws -> (app: String, owner: String) {
+    private func authorize(
+        _ request: Request,
+        context: Context,
+        scope: APIKeyScope
+    ) async throws -> (app: String, owner: String) {
         let (app, principal) = try await authenticator.resolve(request, context: context)
         // The owner is a user id or, for a device linked to no user, its token.
         let owner = try Self.owner(try context.pathParameter("user"))
@@ -245,7 +286,10 @@ struct UnreadController<Context: RequestContext>: Sendable {
         case nil, .null?: break
         case let value?:
             guard let id = value.int, id >= 1 else {
-                throw JSONBody.invalidField("up_to_notification_id", "must be a notification id, an integer of at least 1")
+                throw JSONBody.invalidField(
+                    "up_to_notification_id",
+                    "must be a notification id, an integer of at least 1"
+                )
             }
             upTo = id
         }

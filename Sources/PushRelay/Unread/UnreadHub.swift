@@ -84,7 +84,9 @@ final class UnreadHub: Service, Sendable {
             guard readsInFlight > 0 || etags.count > 0 else { return }
             for key in keys() {
                 let key = String(key)
-                if readsInFlight > 0, changedAt.updateValue(generation, forKey: key) == nil { changedBytes += UnreadHub.entryBytes(key, 8) }
+                if readsInFlight > 0, changedAt.updateValue(generation, forKey: key) == nil {
+                    changedBytes += UnreadHub.entryBytes(key, 8)
+                }
                 etags.removeValue(for: key)
             }
             // Every owner announced while reads are in flight would stay here: past the bound,
@@ -132,7 +134,11 @@ final class UnreadHub: Service, Sendable {
     let cacheControl: String
 
     /// - Parameter events: the listener's events on ``UnreadChannel`` (``PostgresListener/events(on:)``).
-    init(events: AsyncStream<PostgresListenerEvent>, settings: UnreadSettings = UnreadSettings(), clock: RelayClock = .system) {
+    init(
+        events: AsyncStream<PostgresListenerEvent>,
+        settings: UnreadSettings = UnreadSettings(),
+        clock: RelayClock = .system
+    ) {
         self.clock = clock
         self.streamLifetime = settings.streamLifetime
         self.events = events
@@ -247,7 +253,9 @@ final class UnreadHub: Service, Sendable {
         let key = Self.key(app: app, owner: owner)
         versions.withLock { versions in
             defer { versions.endRead() }
-            guard versions.listening, versions.everythingAt <= generation, versions.changedAt[key, default: 0] <= generation else { return }
+            guard versions.listening, versions.everythingAt <= generation,
+                versions.changedAt[key, default: 0] <= generation
+            else { return }
             versions.remember(key, app: app, etag)
         }
     }
@@ -321,7 +329,9 @@ final class UnreadHub: Service, Sendable {
         streams.withLock { streams in
             guard !streams.subscribers.isEmpty else { return }
             let changed = Set(lines())
-            for subscriber in streams.subscribers.values where changed.contains(Substring(subscriber.key)) { subscriber.continuation.yield(.changed) }
+            for subscriber in streams.subscribers.values where changed.contains(Substring(subscriber.key)) {
+                subscriber.continuation.yield(.changed)
+            }
         }
     }
 
@@ -400,9 +410,18 @@ public struct UnreadSettings: Sendable {
             pollAfter: min(max(0, config.int(forKey: "poll_after_seconds", default: 10)), 86_400),
             maxStreamsPerOwner: min(max(1, config.int(forKey: "max_streams_per_owner", default: 4)), 1000),
             maxStreams: maxStreams,
-            maxStreamsPerApp: min(max(1, config.int(forKey: "max_streams_per_app", default: Self.defaultAppShare(of: maxStreams))), 1_000_000),
+            maxStreamsPerApp: min(
+                max(1, config.int(forKey: "max_streams_per_app", default: Self.defaultAppShare(of: maxStreams))),
+                1_000_000
+            ),
             maxStreamsPerCredential: min(
-                max(1, config.int(forKey: "max_streams_per_credential", default: Self.defaultCredentialShare(of: maxStreams))),
+                max(
+                    1,
+                    config.int(
+                        forKey: "max_streams_per_credential",
+                        default: Self.defaultCredentialShare(of: maxStreams)
+                    )
+                ),
                 1_000_000
             ),
             streamLifetime: .seconds(min(max(10, config.int(forKey: "stream_max_seconds", default: 3600)), 7 * 86_400)),

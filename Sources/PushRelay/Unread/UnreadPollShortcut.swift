@@ -28,13 +28,22 @@ struct UnreadPollShortcut: Sendable {
     /// `push_relay_unread_polls_total{answer="cached"}` per configured app, made once.
     private let counters: [String: Counter]
 
-    init(hub: UnreadHub, authenticator: Authenticator, metrics: RelayMetrics, apps: [String], logger: Logger, serverName: String) {
+    init(
+        hub: UnreadHub,
+        authenticator: Authenticator,
+        metrics: RelayMetrics,
+        apps: [String],
+        logger: Logger,
+        serverName: String
+    ) {
         self.hub = hub
         self.authenticator = authenticator
         self.metrics = metrics
         self.logger = logger
         self.serverName = serverName
-        counters = Dictionary(uniqueKeysWithValues: apps.map { ($0, metrics.unreadPollCounter(app: $0, answer: "cached")) })
+        counters = Dictionary(
+            uniqueKeysWithValues: apps.map { ($0, metrics.unreadPollCounter(app: $0, answer: "cached")) }
+        )
     }
 
     struct Answer: Equatable {
@@ -58,13 +67,16 @@ struct UnreadPollShortcut: Sendable {
             } else if FastPathRequest.isNamed(name, "if-none-match") {
                 // Several fields are one list, as the normal path reads them.
                 match = match.map { $0 + ", " + value } ?? value
-            } else if FastPathRequest.isNamed(name, "transfer-encoding") || (FastPathRequest.isNamed(name, "content-length") && value != "0") {
+            } else if FastPathRequest.isNamed(name, "transfer-encoding")
+                || (FastPathRequest.isNamed(name, "content-length") && value != "0")
+            {
                 // A body, or framing the normal path would have to judge, goes there.
                 return nil
             }
         }
         guard let authorization, let match else { return nil }
-        guard let credential = try? Authenticator.bearerCredential(authorization), Authenticator.isJWTShaped(credential),
+        guard let credential = try? Authenticator.bearerCredential(authorization),
+            Authenticator.isJWTShaped(credential),
             let app = try? PathSegment.parameter(rawApp, name: "app"),
             let principal = authenticator.rememberedUser(credential, app: app, now: now),
             let user = try? PathSegment.parameter(rawUser, name: "user"),
@@ -106,7 +118,8 @@ struct UnreadPollShortcut: Sendable {
             logger,
             requestID: id,
             method: "GET",
-            route: "/v1/apps/\(FastPathRequest.redacted("app", answer.app))/users/\(FastPathRequest.redacted("user", answer.owner))/unread",
+            route:
+                "/v1/apps/\(FastPathRequest.redacted("app", answer.app))/users/\(FastPathRequest.redacted("user", answer.owner))/unread",
             status: 304,
             elapsed: elapsed
         )
@@ -144,7 +157,11 @@ final class UnreadPollShortcutHandler: ChannelDuplexHandler, RemovableChannelHan
             // A request answered here has no body (checked): only its end follows.
             guard case .end = part else { return }
             self.answering = nil
-            let id = shortcut.requestID(answering.head, answer: answering.answer, elapsed: ContinuousClock.now - answering.start)
+            let id = shortcut.requestID(
+                answering.head,
+                answer: answering.answer,
+                elapsed: ContinuousClock.now - answering.start
+            )
             context.write(wrapOutboundOut(.head(shortcut.response(answering.answer, requestID: id))), promise: nil)
             context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
             deadline.enter(.idle, context: context)

@@ -37,9 +37,15 @@ struct UnreadStore: Sendable {
 
     /// Clears one ticket (or every ticket when `ticket` is nil), up to notification `upTo` when
     /// given; when a count went down, the owner's other active devices get a badge sync
-    /// (``DeliveryQueue/markRead(app:owner:ticket:upTo:readOn:)``).
+    /// (``ReadSync/markRead(app:owner:ticket:upTo:readOn:)``).
     /// - Returns: the owner's new total and how many devices will be synced.
-    func markRead(app: String, owner: String, ticket: String?, upTo: Int64? = nil, readOn device: String?) async throws -> (total: Int, synced: Int) {
-        try await DeliveryQueue(client: client).markRead(app: app, owner: owner, ticket: ticket, upTo: upTo, readOn: device)
+    func markRead(
+        app: String,
+        owner: String,
+        ticket: String?,
+        upTo: Int64? = nil,
+        readOn device: String?
+    ) async throws -> (total: Int, synced: Int) {
+        try await ReadSync(client: client).markRead(app: app, owner: owner, ticket: ticket, upTo: upTo, readOn: device)
     }
 }

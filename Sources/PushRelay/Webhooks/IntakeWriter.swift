@@ -204,7 +204,9 @@ final class IntakeWriter: Service, Sendable {
     /// Waits while the dispatcher has more than `paceWaiting` deliveries waiting for a sender, up
     /// to `paceMaxWait` (see the type's comment).
     private func pace() async {
-        guard let dispatcher, paceWaiting > 0, paceMaxWait > .zero, dispatcher.waitingForSenders > paceWaiting else { return }
+        guard let dispatcher, paceWaiting > 0, paceMaxWait > .zero, dispatcher.waitingForSenders > paceWaiting else {
+            return
+        }
         let deadline = clock.now() + paceMaxWait
         while dispatcher.waitingForSenders > paceWaiting, clock.now() < deadline {
             try? await clock.sleep(for: .milliseconds(1))
@@ -241,7 +243,7 @@ final class IntakeWriter: Service, Sendable {
                 // 2·log2(batch) more statements, on a path valid input never takes).
                 logger.warning(
                     "a webhook batch failed on a value of one of its webhooks; storing its halves separately",
-                    metadata: ["error": "\(error)", "push.batch_size": "\(batch.count)"]
+                    metadata: PostgresError.metadata(error, ["push.batch_size": "\(batch.count)"])
                 )
                 let half = batch.count / 2
                 await write(Array(batch[..<half]))
@@ -252,7 +254,7 @@ final class IntakeWriter: Service, Sendable {
             logger.log(
                 level: postgres?.isUnavailable == true ? .debug : .warning,
                 "storing a webhook batch failed",
-                metadata: ["error": "\(error)", "push.batch_size": "\(batch.count)"]
+                metadata: PostgresError.metadata(error, ["push.batch_size": "\(batch.count)"])
             )
             let failure: any Error =
                 if let postgres, postgres.isUnavailable {

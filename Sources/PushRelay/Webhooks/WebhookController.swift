@@ -25,11 +25,17 @@ struct WebhookController<Context: RequestContext>: Sendable {
         var skipped: Int
 
         var response: Response {
-            Response(status: .accepted, headers: [.contentType: "application/json; charset=utf-8"], body: ResponseBody(byteBuffer: body))
+            Response(
+                status: .accepted,
+                headers: [.contentType: "application/json; charset=utf-8"],
+                body: ResponseBody(byteBuffer: body)
+            )
         }
 
         var body: ByteBuffer {
-            ByteBuffer(string: #"{"notification_id":\#(notificationID),"deliveries":\#(deliveries),"skipped":\#(skipped)}"#)
+            ByteBuffer(
+                string: #"{"notification_id":\#(notificationID),"deliveries":\#(deliveries),"skipped":\#(skipped)}"#
+            )
         }
     }
 
@@ -50,7 +56,12 @@ struct WebhookController<Context: RequestContext>: Sendable {
         )
         let requestID = context.logger[metadataKey: "request.id"].map { "\($0)" }
         // An `IntakeError` becomes its answer in `APIError.from`, as on the event loop's path.
-        let item = IntakeItem(appID: app, notification: webhook, requestID: requestID, content: configuration.push?.content ?? .full)
+        let item = IntakeItem(
+            appID: app,
+            notification: webhook,
+            requestID: requestID,
+            content: configuration.push?.content ?? .full
+        )
         let receipt = try await writer.submit(item)
         return Self.accepted(receipt, app: app, metrics: metrics, logger: context.logger).response
     }
@@ -68,7 +79,11 @@ extension WebhookController {
                 "push.deliveries": "\(receipt.deliveries)", "push.skipped": "\(receipt.skipped)",
             ]
         )
-        return Accepted(notificationID: receipt.notificationID, deliveries: receipt.deliveries, skipped: receipt.skipped)
+        return Accepted(
+            notificationID: receipt.notificationID,
+            deliveries: receipt.deliveries,
+            skipped: receipt.skipped
+        )
     }
 }
 
@@ -82,7 +97,12 @@ extension AppDirectory {
 extension WebhookSettings {
     /// A webhook's checks, the same on both intake paths (the router's and ``WebhookShortcut``'s):
     /// its signature when the app requires one, then its body.
-    func notification(body: ByteBuffer, signingSecrets: [String], signature: String?, timestamp: String?) throws -> PushNotification {
+    func notification(
+        body: ByteBuffer,
+        signingSecrets: [String],
+        signature: String?,
+        timestamp: String?
+    ) throws -> PushNotification {
         if !signingSecrets.isEmpty {
             try WebhookSignature(secrets: signingSecrets, tolerance: limits.signatureTolerance).verify(
                 signature: signature,
@@ -98,9 +118,15 @@ extension IntakeError: APIErrorConvertible {
     /// The answer to a webhook intake did not store.
     var apiError: APIError {
         switch self {
-        case .shuttingDown: APIError(.serviceUnavailable, code: "shutting_down", message: "the relay is shutting down; retry")
+        case .shuttingDown:
+            APIError(.serviceUnavailable, code: "shutting_down", message: "the relay is shutting down; retry")
         case .databaseUnavailable: .databaseUnavailable()
-        case .unstorable: APIError(.badRequest, code: "unstorable_input", message: "the webhook holds a value the database cannot store")
+        case .unstorable:
+            APIError(
+                .badRequest,
+                code: "unstorable_input",
+                message: "the webhook holds a value the database cannot store"
+            )
         }
     }
 }
@@ -186,7 +212,9 @@ public struct WebhookSettings: Sendable {
             signatureTolerance: config.double(forKey: "signature_tolerance_seconds", default: 300),
             batchSize: config.int(forKey: "batch_size", default: 500),
             concurrentWrites: config.int(forKey: "concurrent_writes", default: 2),
-            concurrentWriteAfter: .milliseconds(min(1000, max(0, config.int(forKey: "concurrent_write_after_ms", default: 5)))),
+            concurrentWriteAfter: .milliseconds(
+                min(1000, max(0, config.int(forKey: "concurrent_write_after_ms", default: 5)))
+            ),
             paceWaitingDeliveries: max(0, config.int(forKey: "pace_waiting_deliveries", default: 250)),
             paceMaxWait: .milliseconds(min(5000, max(0, config.int(forKey: "pace_max_wait_ms", default: 250))))
         )

@@ -56,7 +56,8 @@ struct WebhookShortcut: Sendable {
         for (name, value) in head.headers {
             // Each header the normal path reads may come once; a repeat is for it to judge.
             if FastPathRequest.isNamed(name, "content-length") {
-                guard contentLength == nil, let length = Int(value), length > 0, length <= AppRequestContext.uploadLimit else { return nil }
+                guard contentLength == nil, let length = Int(value), length > 0, length <= AppRequestContext.uploadLimit
+                else { return nil }
                 contentLength = length
             } else if FastPathRequest.isNamed(name, "content-type") {
                 guard contentType == nil else { return nil }
@@ -76,7 +77,8 @@ struct WebhookShortcut: Sendable {
         }
         guard let contentLength else { return nil }
         if let contentType, !contentType.lowercased().hasPrefix("application/json") { return nil }
-        guard let app = try? PathSegment.parameter(rawApp, name: "app"), let secret = try? PathSegment.parameter(rawSecret, name: "secret"),
+        guard let app = try? PathSegment.parameter(rawApp, name: "app"),
+            let secret = try? PathSegment.parameter(rawSecret, name: "secret"),
             let configuration = apps.webhookApp(app, secret: secret)
         else { return nil }
         typealias IDs = RequestIDMiddleware<AppRequestContext>
@@ -119,7 +121,11 @@ struct WebhookShortcut: Sendable {
     }
 
     /// The answer to a stored (or failed) webhook, counted and logged as the normal path does.
-    func answer(_ taken: Taken, _ result: Result<IntakeReceipt, any Error>, elapsed: Duration) -> (HTTPResponseHead, ByteBuffer) {
+    func answer(
+        _ taken: Taken,
+        _ result: Result<IntakeReceipt, any Error>,
+        elapsed: Duration
+    ) -> (HTTPResponseHead, ByteBuffer) {
         var logger = logger
         logger[metadataKey: "request.id"] = .string(taken.requestID)
         var headers: HTTPHeaders = ["Content-Type": "application/json; charset=utf-8"]
@@ -128,7 +134,9 @@ struct WebhookShortcut: Sendable {
         switch result {
         case .success(let receipt):
             status = .accepted
-            body = WebhookController<AppRequestContext>.accepted(receipt, app: taken.app, metrics: metrics, logger: logger).body
+            body =
+                WebhookController<AppRequestContext>.accepted(receipt, app: taken.app, metrics: metrics, logger: logger)
+                .body
         case .failure(let error):
             let apiError = APIError.from(error, logger: logger)
             for field in apiError.headers { headers.add(name: field.name.rawName, value: field.value) }
@@ -141,7 +149,8 @@ struct WebhookShortcut: Sendable {
             logger,
             requestID: taken.requestID,
             method: "POST",
-            route: "/v1/webhooks/zendesk/\(FastPathRequest.redacted("app", taken.app))/\(FastPathRequest.redacted("secret", ""))",
+            route:
+                "/v1/webhooks/zendesk/\(FastPathRequest.redacted("app", taken.app))/\(FastPathRequest.redacted("secret", ""))",
             status: Int(status.code),
             elapsed: elapsed
         )
@@ -166,7 +175,12 @@ final class WebhookShortcutHandler: ChannelDuplexHandler, RemovableChannelHandle
     private enum State {
         case idle
         /// A webhook's head was taken; its body is being read.
-        case reading(head: HTTPRequestHead, taken: WebhookShortcut.Taken, body: ByteBuffer, start: ContinuousClock.Instant)
+        case reading(
+            head: HTTPRequestHead,
+            taken: WebhookShortcut.Taken,
+            body: ByteBuffer,
+            start: ContinuousClock.Instant
+        )
         /// The webhook was handed to the writer; its answer is not written yet.
         case storing
     }
@@ -251,7 +265,12 @@ final class WebhookShortcutHandler: ChannelDuplexHandler, RemovableChannelHandle
                 // Room for a usual webhook; a larger body grows the buffer as it arrives, so a head
                 // that announces a megabyte does not hold one before its bytes come.
                 let capacity = min(taken.contentLength, 16 * 1024)
-                state = .reading(head: head, taken: taken, body: context.channel.allocator.buffer(capacity: capacity), start: .now)
+                state = .reading(
+                    head: head,
+                    taken: taken,
+                    body: context.channel.allocator.buffer(capacity: capacity),
+                    start: .now
+                )
                 return
             }
             passedOn += 1
@@ -265,8 +284,12 @@ final class WebhookShortcutHandler: ChannelDuplexHandler, RemovableChannelHandle
         for part in parts { context.fireChannelRead(wrapInboundOut(part)) }
     }
 
-    private func answer(_ taken: WebhookShortcut.Taken, _ result: Result<IntakeReceipt, any Error>, elapsed: Duration, context: ChannelHandlerContext)
-    {
+    private func answer(
+        _ taken: WebhookShortcut.Taken,
+        _ result: Result<IntakeReceipt, any Error>,
+        elapsed: Duration,
+        context: ChannelHandlerContext
+    ) {
         guard case .storing = state else { return }
         let (head, body) = shortcut.answer(taken, result, elapsed: elapsed)
         context.write(wrapOutboundOut(.head(head)), promise: nil)

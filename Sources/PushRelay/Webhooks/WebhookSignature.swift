@@ -25,18 +25,26 @@ struct WebhookSignature: Sendable {
     /// Throws 401 with the reason when the signature is missing, stale or wrong.
     func verify(signature: String?, timestamp: String?, body: ByteBuffer, now: Date = Date()) throws {
         guard let signature, let timestamp else {
-            throw Self.rejected("X-Zendesk-Webhook-Signature and X-Zendesk-Webhook-Signature-Timestamp are required for this app")
+            throw Self.rejected(
+                "X-Zendesk-Webhook-Signature and X-Zendesk-Webhook-Signature-Timestamp are required for this app"
+            )
         }
         guard let time = Self.parse(timestamp) else {
             throw Self.rejected("X-Zendesk-Webhook-Signature-Timestamp must be an ISO 8601 time or Unix seconds")
         }
         guard abs(time.timeIntervalSince(now)) <= tolerance else {
-            throw Self.rejected("the webhook signature timestamp is outside the accepted window of \(Int(tolerance)) seconds")
+            throw Self.rejected(
+                "the webhook signature timestamp is outside the accepted window of \(Int(tolerance)) seconds"
+            )
         }
-        guard let mac = Data(base64Encoded: signature) else { throw Self.rejected("the webhook signature is not base64") }
+        guard let mac = Data(base64Encoded: signature) else {
+            throw Self.rejected("the webhook signature is not base64")
+        }
         var signed = Data(timestamp.utf8)
         signed.append(contentsOf: body.readableBytesView)
-        guard secrets.contains(where: { HMAC<SHA256>.isValidAuthenticationCode(mac, authenticating: signed, using: $0) }) else {
+        guard
+            secrets.contains(where: { HMAC<SHA256>.isValidAuthenticationCode(mac, authenticating: signed, using: $0) })
+        else {
             throw Self.rejected("the webhook signature does not match")
         }
     }

@@ -36,7 +36,10 @@ extension PushNotification {
                 throw JSONBody.invalidField("\(path).type", "must be \"ios\" or \"android\"")
             }
             guard let token = DeviceToken.normaliseFromWebhook(identifier, platform: platform) else {
-                throw JSONBody.invalidField("\(path).identifier", "must be 1-\(InputRules.maxTokenBytes) printable characters without spaces")
+                throw JSONBody.invalidField(
+                    "\(path).identifier",
+                    "must be 1-\(InputRules.maxTokenBytes) printable characters without spaces"
+                )
             }
             if seen.insert(token).inserted { devices.append(Target(token: token, platform: platform)) }
         }

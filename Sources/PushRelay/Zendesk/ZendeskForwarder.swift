@@ -20,7 +20,7 @@ final class ZendeskForwarder: Service, Sendable {
         var authorization: String
     }
 
-    private let queue: DeliveryQueue
+    private let queue: ZendeskQueue
     private let http: HTTP2Client
     /// The apps with a `zendesk` section; a reload replaces them.
     private let targets: Mutex<[Target]>
@@ -44,7 +44,7 @@ final class ZendeskForwarder: Service, Sendable {
         clock: RelayClock = .system
     ) throws {
         self.clock = clock
-        queue = DeliveryQueue(client: client)
+        queue = ZendeskQueue(client: client)
         self.metrics = metrics
         targets = Mutex(try Self.targets(apps))
         http = try HTTP2Client(configuration: .init(maxConnectionsPerHost: 1, maxConcurrentStreams: 10, caFile: caFile))
@@ -101,7 +101,11 @@ final class ZendeskForwarder: Service, Sendable {
         do {
             claimed = try await queue.takeZendeskBatch(app: target.app, limit: batchSize)
         } catch {
-            logger.log(level: PostgresError.logLevel(for: error), "reading the Zendesk unregister queue failed", metadata: ["error": "\(error)"])
+            logger.log(
+                level: PostgresError.logLevel(for: error),
+                "reading the Zendesk unregister queue failed",
+                metadata: PostgresError.metadata(error)
+            )
             return false
         }
         guard !claimed.isEmpty else { return false }
@@ -148,16 +152,24 @@ final class ZendeskForwarder: Service, Sendable {
                 logger.warning(
                     "Zendesk bulk unregister failed; will retry",
                     metadata: [
-                        "push.app": "\(target.app)", "push.tokens": "\(batch.count)", "push.reason": "\(problem)", "push.retry_in_s": "\(delay)",
+                        "push.app": "\(target.app)", "push.tokens": "\(batch.count)", "push.reason": "\(problem)",
+                        "push.retry_in_s": "\(delay)",
                     ]
                 )
                 return false
             }
             try await queue.zendeskBatchForwarded(app: target.app, tokens: batch)
             metrics.zendeskForwarded(app: target.app, tokens: batch.count)
-            logger.debug("tokens forwarded to Zendesk", metadata: ["push.app": "\(target.app)", "push.tokens": "\(batch.count)"])
+            logger.debug(
+                "tokens forwarded to Zendesk",
+                metadata: ["push.app": "\(target.app)", "push.tokens": "\(batch.count)"]
+            )
         } catch {
-            logger.log(level: PostgresError.logLevel(for: error), "recording a Zendesk forward failed", metadata: ["error": "\(error)"])
+            logger.log(
+                level: PostgresError.logLevel(for: error),
+                "recording a Zendesk forward failed",
+                metadata: PostgresError.metadata(error)
+            )
         }
         return true
     }

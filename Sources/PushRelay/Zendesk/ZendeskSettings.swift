@@ -36,7 +36,14 @@ public struct ZendeskSettings: Sendable, Codable, Hashable {
 
     /// The API token, inline or read from its file.
     func token(app: String) throws -> String {
-        try secretMaterial(inline: apiToken, file: apiTokenFile, app: app, key: "zendesk.api_token", fileKey: "zendesk.api_token_file", minBytes: 1)
+        try secretMaterial(
+            inline: apiToken,
+            file: apiTokenFile,
+            app: app,
+            key: "zendesk.api_token",
+            fileKey: "zendesk.api_token_file",
+            minBytes: 1
+        )
     }
 
     public var baseURL: String { url.trimmingSuffix("/") }
@@ -49,7 +56,9 @@ public struct ZendeskSettings: Sendable, Codable, Hashable {
 
     func validate(app: String) throws {
         try validateHTTPSURL(url, app: app, key: "zendesk.url")
-        guard email.contains("@") else { throw ConfigurationError("app '\(app)': zendesk.email must be an admin's email address") }
+        guard email.contains("@") else {
+            throw ConfigurationError("app '\(app)': zendesk.email must be an admin's email address")
+        }
         _ = try authorization(app: app)
     }
 }
@@ -73,6 +82,8 @@ public struct ZendeskForwarderSettings: Sendable {
         batchSize = max(1, config.int(forKey: "batch_size", default: 100))
         pollInterval = .milliseconds(max(10, config.int(forKey: "poll_interval_ms", default: 1000)))
         retryBase = .milliseconds(max(1, config.int(forKey: "retry_base_ms", default: 1000)))
-        maxRetryAfter = .seconds(min(max(0, config.int(forKey: "max_retry_after_seconds", default: 3600)), RetryAfter.ceiling))
+        maxRetryAfter = .seconds(
+            min(max(0, config.int(forKey: "max_retry_after_seconds", default: 3600)), RetryAfter.ceiling)
+        )
     }
 }

@@ -18,6 +18,8 @@ struct StoreErrorLogTests {
     )
     func failedClaimIsNamed(format: RelayLogHandler.Format) async throws {
         let test = try await TestApp.make()
+        let migrations = try Migrator.parse(EmbeddedAssets.migrations, source: "the migrations built into push-relay")
+        _ = try await Migrator(migrations: migrations, logger: TestDatabase.logger).migrate(test.client)
         try await test.client.query("ALTER TABLE jobs RENAME TO jobs_elsewhere")
         let lines = OutageLogTests.Lines()
         var logger = Logger(label: "push-relay") { RelayLogHandler(label: $0, stream: lines, format: format) }

@@ -24,15 +24,15 @@ struct OpenAPITests {
         let listener = try PostgresListener(conninfo: conninfo, channels: [UnreadChannel.name], logger: TestDatabase.logger)
         let hub = UnreadHub(events: listener.events())
         let authenticator = Authenticator(keys: APIKeyStore(client: database.client), apps: apps)
-        let (_, routes) = buildRouter(
+        let (_, routes) = RelayRoutes(
             database: database,
             apps: apps,
             authenticator: authenticator,
             writer: writer,
-            settings: settings,
+            webhooks: settings,
             hub: hub,
             metrics: RelayMetrics()
-        )
+        ).router()
 
         let document = try #require(try Yams.load(yaml: OpenAPIDocument.yaml) as? [String: Any])
         #expect(document["openapi"] as? String == "3.0.3")

@@ -36,10 +36,10 @@ struct ConfigurationTests {
             overrides: ["http.port": .init(.int(7070), isSecret: false)],
             configFile: path
         )
-        let http = HTTPConfiguration(config: reader.scoped(to: "http"))
+        let http = HTTPSettings(config: reader.scoped(to: "http"))
         #expect(http.host == "0.0.0.0")
         #expect(http.port == 7070)
-        let database = DatabaseConfiguration(config: reader.scoped(to: "database"))
+        let database = DatabaseSettings(config: reader.scoped(to: "database"))
         #expect(database.url == "host=db.internal password=s3cret")
         #expect(database.maxConnections == 25)
         #expect(database.migrateOnStart)

@@ -13,11 +13,11 @@ struct EmbeddedMigrationsTests {
         let reader = try await ConfigReader.pushRelay(overrides: [:], configFile: nil, environment: [:])
         let folder = packageRoot(from: #filePath).appendingPathComponent("Migrations").path
         let files = try Migrator.load(directory: folder)
-        let embedded = try Database.migrations(DatabaseConfiguration(config: reader.scoped(to: "database")))
+        let embedded = try Database.migrations(DatabaseSettings(config: reader.scoped(to: "database")))
         #expect(files.count >= 12)
         #expect(embedded == files)
         #expect(EmbeddedAssets.migrations.map(\.name) == EmbeddedAssets.migrations.map(\.name).sorted())
-        var configured = DatabaseConfiguration(config: reader.scoped(to: "database"))
+        var configured = DatabaseSettings(config: reader.scoped(to: "database"))
         configured.migrationsDirectory = NSTemporaryDirectory() + "/push-relay-missing-\(UUID().uuidString)"
         #expect(throws: PostgresError.self) { try Database.migrations(configured) }
     }

@@ -108,7 +108,7 @@ struct StrictConfigurationTests {
             configFile: path,
             environment: ["PUSH_RELAY_ADMIN_KEY": "x", "HTTP_PROXY": "http://proxy", "HTTP_HOST": "0.0.0.0"]
         )
-        #expect(HTTPConfiguration(config: reader.scoped(to: "http")).host == "0.0.0.0")
+        #expect(HTTPSettings(config: reader.scoped(to: "http")).host == "0.0.0.0")
     }
 
     @Test("the variables Kubernetes sets for a Service named push-relay are not refused; look-alikes still are")
@@ -155,7 +155,7 @@ struct StrictConfigurationTests {
     func example() async throws {
         let path = packageRoot(from: #filePath).appendingPathComponent("Deploy/push-relay.example.yaml").path
         let reader = try await ConfigReader.pushRelay(configFile: path, environment: [:])
-        #expect(HTTPConfiguration(config: reader.scoped(to: "http")).port > 0)
+        #expect(HTTPSettings(config: reader.scoped(to: "http")).port > 0)
     }
 
     @Test("a webhook signing secret may be a list while it is rotated; each entry is checked")
