@@ -107,24 +107,19 @@ public struct PostgresSession: Sendable {
         _ body: (PostgresCopyWriter) async throws -> Void
     ) async throws -> Int {
         let connection = self.connection
-        let origin = PostgresError.Origin(statement: statement, file: file, line: line)
         do {
             try await threadPool.runIfActive { try connection.beginCopy(sql) }
-        } catch {
-            throw PostgresError.attributed(error, to: origin)
-        }
-        let writer = PostgresCopyWriter(connection: connection, threadPool: threadPool)
-        do {
-            try await body(writer)
-            try await writer.flush()
-        } catch {
-            _ = try? await threadPool.runIfActive { try connection.endCopy(error: "aborted by client") }
-            throw PostgresError.attributed(error, to: origin)
-        }
-        do {
+            let writer = PostgresCopyWriter(connection: connection, threadPool: threadPool)
+            do {
+                try await body(writer)
+                try await writer.flush()
+            } catch {
+                _ = try? await threadPool.runIfActive { try connection.endCopy(error: "aborted by client") }
+                throw error
+            }
             return try await threadPool.runIfActive { try connection.endCopy(error: nil) }
         } catch {
-            throw PostgresError.attributed(error, to: origin)
+            throw PostgresError.attributed(error, to: .init(statement: statement, file: file, line: line))
         }
     }
 }

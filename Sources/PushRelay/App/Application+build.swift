@@ -271,9 +271,10 @@ struct RelayParts {
     ) throws -> some ApplicationProtocol {
         let http = HTTPSettings(config: reader.scoped(to: "http"))
         let limits = ConnectionLimits(config: reader.scoped(to: "http"))
+        let jobs = JobSettings(config: reader.scoped(to: "jobs"))
         let serverName = "PushRelay"
         var app = Application(
-            router: try router(reader: reader, reloader: reloader, reloadable: reloadable),
+            router: try router(reader: reader, jobs: jobs, reloader: reloader, reloadable: reloadable),
             server: limits.server(
                 logger: logger,
                 fastPaths: fastPaths(logger: logger, serverName: serverName),
@@ -287,13 +288,14 @@ struct RelayParts {
             ),
             logger: logger
         )
-        addServices(to: &app, reader: reader, reloader: reloader, reloadable: reloadable, logger: logger)
+        addServices(to: &app, reader: reader, jobs: jobs, reloader: reloader, reloadable: reloadable, logger: logger)
         return app
     }
 
     /// The router: the API's routes and, when enabled, the console's pages.
     private func router(
         reader: ConfigReader,
+        jobs: JobSettings,
         reloader: ConfigurationReloader,
         reloadable: Bool
     ) throws -> Router<AppRequestContext> {
@@ -317,7 +319,7 @@ struct RelayParts {
             hub: hub,
             metrics: metrics,
             console: consoleController,
-            maxUploadBytes: JobSettings(config: reader.scoped(to: "jobs")).maxUploadBytes,
+            maxUploadBytes: jobs.maxUploadBytes,
             devices: DeviceSettings(config: reader.scoped(to: "devices"), pushKeys: deviceKeys),
             reloader: reloader,
             reloadable: reloadable,
@@ -354,6 +356,7 @@ struct RelayParts {
     private func addServices(
         to app: inout Application<RouterResponder<AppRequestContext>>,
         reader: ConfigReader,
+        jobs: JobSettings,
         reloader: ConfigurationReloader,
         reloadable: Bool,
         logger: Logger
@@ -369,7 +372,7 @@ struct RelayParts {
             JobRunner(
                 store: JobStore(client: database.client),
                 wakeUps: listener.events(on: [JobStore.channel]),
-                settings: JobSettings(config: reader.scoped(to: "jobs")),
+                settings: jobs,
                 metrics: metrics,
                 logger: logger,
                 clock: clock
