@@ -168,32 +168,3 @@ final class JobRunner: Service, Sendable {
 private final class BatchQueue: Sendable {
     let state = Mutex((next: 0, stopped: false))
 }
-
-/// How bulk-unregister jobs run (`jobs.*`).
-///
-/// Keys, read from a reader scoped to `jobs`:
-/// - `batch_size` (int, default 50000): tokens removed per transaction.
-/// - `parallel_batches` (int, default 2): batches of one job run at once, each on its own connection.
-/// - `poll_interval_ms` (int, default 1000, at least 10): how often runnable jobs are looked for without a NOTIFY.
-/// - `lease_seconds` (int, default 30): how long a job stays this instance's without a batch renewing it.
-/// - `max_upload_bytes` (int, default 268435456): most bytes of a text or CSV upload.
-public struct JobSettings: Sendable {
-    public var batchSize: Int
-    public var parallelBatches: Int
-    public var pollInterval: Duration
-    public var lease: Duration
-    /// Most bytes of a text or CSV bulk-unregister upload (`max_upload_bytes`, default 256 MiB);
-    /// a larger one is refused with 413 and nothing stored.
-    public var maxUploadBytes: Int
-
-    /// ``maxUploadBytes`` when not configured: a million FCM tokens with room to spare.
-    public static let defaultMaxUploadBytes = 256 << 20
-
-    public init(config: ConfigReader) {
-        batchSize = max(1, config.int(forKey: "batch_size", default: 50_000))
-        parallelBatches = max(1, config.int(forKey: "parallel_batches", default: 2))
-        pollInterval = .milliseconds(max(10, config.int(forKey: "poll_interval_ms", default: 1000)))
-        lease = .seconds(max(1, config.int(forKey: "lease_seconds", default: 30)))
-        maxUploadBytes = max(1, config.int(forKey: "max_upload_bytes", default: Self.defaultMaxUploadBytes))
-    }
-}

@@ -420,7 +420,7 @@ struct RelayRoutes {
     var hub: UnreadHub
     var metrics: RelayMetrics
     var console: ConsoleController? = nil
-    var maxUploadBytes = JobSettings.defaultMaxUploadBytes
+    var maxUploadBytes = JobSettings().maxUploadBytes
     var devices = DeviceSettings()
     var reloader: ConfigurationReloader? = nil
     var reloadable = false

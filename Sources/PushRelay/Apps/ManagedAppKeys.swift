@@ -96,20 +96,8 @@ public struct ManagedAppStoreSettings: Sendable {
     /// The key a rotation replaced, for reading.
     public var previousKey: ManagedAppKey?
 
-    public init(key: ManagedAppKey?, previousKey: ManagedAppKey? = nil) {
+    public init(key: ManagedAppKey? = nil, previousKey: ManagedAppKey? = nil) {
         self.key = key
         self.previousKey = previousKey
-    }
-
-    public init(config: ConfigReader) throws {
-        key = try config.string(forKey: "key_file").map { try ManagedAppKey(file: $0, source: "apps_store.key_file") }
-        previousKey = try config.string(forKey: "previous_key_file").map {
-            try ManagedAppKey(file: $0, source: "apps_store.previous_key_file")
-        }
-        if previousKey != nil && key == nil {
-            throw ConfigurationError(
-                "apps_store.previous_key_file needs apps_store.key_file (the key that replaces it)"
-            )
-        }
     }
 }

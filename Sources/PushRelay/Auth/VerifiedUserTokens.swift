@@ -96,8 +96,4 @@ struct AuthSettings: Sendable {
     var userTokenCacheBytes = 32 << 20
 
     init() {}
-
-    init(config: ConfigReader) {
-        userTokenCacheBytes = min(max(1, config.int(forKey: "user_token_cache_mb", default: 32)), 4096) << 20
-    }
 }

@@ -1,7 +1,7 @@
-import Configuration
 import Postgres
 
-/// Where PushRelay's PostgreSQL is and how the pool behaves.
+/// Where PushRelay's PostgreSQL is and how the pool behaves; the values below are the defaults,
+/// and `DatabaseSettings+ConfigReader.swift` reads the keys.
 ///
 /// Keys, read from a reader scoped to `database`:
 /// - `url` (string, secret, optional): libpq connection string or `postgresql://` URI. When absent,
@@ -25,13 +25,19 @@ import Postgres
 ///   after this long without a message, to notice a server that is gone.
 public struct DatabaseSettings: Sendable {
     public var url: String?
-    public var embedded: Bool
-    public var maxConnections: Int
-    public var acquireTimeout: Duration
-    public var migrateOnStart: Bool
+    public var embedded = true
+    public var maxConnections = 10
+    /// 1 ms to an hour.
+    public var acquireTimeout = Duration.seconds(10)
+    public var migrateOnStart = true
     public var migrationsDirectory: String?
-    public var connection: PostgresConnectionSettings
-    public var listenerProbeInterval: Duration
+    /// Timeouts and keepalives; their defaults are ``PostgresConnectionSettings``'s.
+    public var connection = PostgresConnectionSettings()
+    /// 1 s to an hour.
+    public var listenerProbeInterval = Duration.seconds(5)
+
+    /// The defaults, with `url` when given.
+    public init(url: String? = nil) { self.url = url }
 
     /// Where the embedded cluster lives unless `data.directory` says otherwise.
     public static let defaultDataDirectory = ".push-relay-data"
@@ -45,29 +51,6 @@ public struct DatabaseSettings: Sendable {
             database.url is not set and database.embedded is false: set DATABASE_URL in the environment (the packaged \
             units read /etc/push-relay/environment) or database.url in the configuration file; nothing was created
             """
-        )
-    }
-
-    public init(config: ConfigReader) {
-        self.url = config.string(forKey: "url", isSecret: true).flatMap { $0.isEmpty ? nil : $0 }
-        self.embedded = config.bool(forKey: "embedded", default: true)
-        self.maxConnections = config.int(forKey: "max_connections", default: 10)
-        let acquireSeconds = config.double(forKey: "acquire_timeout_seconds", default: 10)
-        self.acquireTimeout = .milliseconds(
-            Int((acquireSeconds.isFinite ? min(max(acquireSeconds, 0.001), 3600) : 10) * 1000)
-        )
-        self.migrateOnStart = config.bool(forKey: "migrate_on_start", default: true)
-        self.migrationsDirectory = config.string(forKey: "migrations_directory")
-        self.connection = PostgresConnectionSettings(
-            connectTimeoutSeconds: config.int(forKey: "connect_timeout_seconds", default: 5),
-            statementTimeoutMilliseconds: config.int(forKey: "statement_timeout_ms", default: 15_000),
-            keepaliveIdleSeconds: config.int(forKey: "keepalives_idle_seconds", default: 10),
-            keepaliveIntervalSeconds: config.int(forKey: "keepalives_interval_seconds", default: 5),
-            keepaliveCount: config.int(forKey: "keepalives_count", default: 3),
-            tcpUserTimeoutMilliseconds: config.int(forKey: "tcp_user_timeout_ms", default: 20_000)
-        )
-        self.listenerProbeInterval = .seconds(
-            min(max(1, config.int(forKey: "listener_probe_seconds", default: 5)), 3600)
         )
     }
 }

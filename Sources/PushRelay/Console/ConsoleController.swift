@@ -7,39 +7,6 @@ import Mustache
 import NIOCore
 import Synchronization
 
-/// `console.*` keys.
-public struct ConsoleSettings: Sendable {
-    /// Serve the console at `/console` (default true).
-    public var enabled: Bool
-    /// A session unused this long ends (default 30 minutes).
-    public var idleTimeout: Duration
-    /// A session ends this long after sign-in (default 12 hours).
-    public var sessionLifetime: Duration
-    /// `auto` (default): the session cookie is `Secure` (and `__Host-` prefixed) when the request
-    /// came over TLS (its scheme, or `X-Forwarded-Proto: https` from one of `http.trusted_proxies`);
-    /// `always` or `never` override.
-    public var secureCookies: String
-    /// Most sessions one key holds; a sign-in past it closes the key's oldest (default 5, 1-100).
-    public var maxSessionsPerKey = ConsoleSessionStore.defaultMaxPerKey
-    /// Sign-ins each instance accepts per minute for one key (default 10) and from one client
-    /// address (default 30), every attempt counted; past them 429 with `Retry-After`.
-    public var signInsPerKey = 10
-    public var signInsPerAddress = 30
-
-    public init(config: ConfigReader) {
-        enabled = config.bool(forKey: "enabled", default: true)
-        idleTimeout = .seconds(max(60, config.int(forKey: "idle_timeout_seconds", default: 1800)))
-        sessionLifetime = .seconds(max(300, config.int(forKey: "session_lifetime_seconds", default: 43_200)))
-        secureCookies = config.string(forKey: "secure_cookies", default: "auto")
-        maxSessionsPerKey = min(100, max(1, config.int(forKey: "max_sessions_per_key", default: maxSessionsPerKey)))
-        signInsPerKey = min(10_000, max(1, config.int(forKey: "sign_ins_per_key_per_minute", default: signInsPerKey)))
-        signInsPerAddress = min(
-            10_000,
-            max(1, config.int(forKey: "sign_ins_per_address_per_minute", default: signInsPerAddress))
-        )
-    }
-}
-
 /// The operator console: server-rendered pages at `/console` for the people who run the relay.
 ///
 /// Sign-in exchanges an API key for a session (``ConsoleSessionStore``). Every page reads its data,

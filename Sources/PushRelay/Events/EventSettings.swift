@@ -86,24 +86,14 @@ public struct EventSettings: Sendable, Codable, Hashable {
 ///   an app's sending; it renews it while it sends or waits to retry, and another instance takes
 ///   over when it lapses.
 public struct EventForwarderSettings: Sendable {
-    public var batchSize: Int
-    public var pollInterval: Duration
-    public var retryBase: Duration
-    public var retryMax: Duration
+    public var batchSize = 100
+    public var pollInterval = Duration.milliseconds(500)
+    public var retryBase = Duration.seconds(1)
+    public var retryMax = Duration.seconds(300)
     /// The longest `Retry-After` from a receiver that is honoured.
-    public var maxRetryAfter: Duration
-    public var requestTimeout: Duration
-    public var lease: Duration
+    public var maxRetryAfter = Duration.seconds(3600)
+    public var requestTimeout = Duration.seconds(15)
+    public var lease = Duration.seconds(60)
 
-    public init(config: ConfigReader) {
-        batchSize = min(1000, max(1, config.int(forKey: "batch_size", default: 100)))
-        pollInterval = .milliseconds(max(10, config.int(forKey: "poll_interval_ms", default: 500)))
-        retryBase = .milliseconds(max(1, config.int(forKey: "retry_base_ms", default: 1000)))
-        retryMax = .seconds(max(1, config.int(forKey: "retry_max_seconds", default: 300)))
-        maxRetryAfter = .seconds(
-            min(max(0, config.int(forKey: "max_retry_after_seconds", default: 3600)), RetryAfter.ceiling)
-        )
-        requestTimeout = .seconds(max(1, config.int(forKey: "request_timeout_seconds", default: 15)))
-        lease = .seconds(max(5, config.int(forKey: "lease_seconds", default: 60)))
-    }
+    public init() {}
 }

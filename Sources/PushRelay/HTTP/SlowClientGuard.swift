@@ -32,9 +32,9 @@ public struct ConnectionLimits: Sendable {
     public var maxConnections: Int
     /// Connections kept for webhook intake (``IntakeShareHandler``).
     public var intakeReserved: Int
-    public var idleTimeout: TimeAmount
-    public var headerTimeout: TimeAmount
-    public var bodyTimeout: TimeAmount
+    public var idleTimeout = TimeAmount.seconds(75)
+    public var headerTimeout = TimeAmount.seconds(10)
+    public var bodyTimeout = TimeAmount.seconds(30)
     /// Body bytes that must arrive within each `bodyTimeout`.
     public var bodyProgressBytes: Int = 64 * 1024
     /// How long data sent on a connection may stay unacknowledged before the kernel drops the
@@ -42,21 +42,18 @@ public struct ConnectionLimits: Sendable {
     /// client that vanished (a phone gone out of coverage, no FIN or RST) frees its connection, and
     /// a live stream its place, after about this long instead of TCP's 15 minutes of retries.
     /// Zero leaves the kernel's defaults.
-    public var userTimeout: TimeAmount
+    public var userTimeout = TimeAmount.seconds(30)
 
     var shortestTimeout: TimeAmount { min(idleTimeout, headerTimeout, bodyTimeout) }
 
-    public init(config: ConfigReader) {
-        maxConnections = max(2, config.int(forKey: "max_connections", default: 2048))
-        intakeReserved = min(
-            max(1, config.int(forKey: "intake_reserved_connections", default: maxConnections / 8)),
-            maxConnections - 1
-        )
-        idleTimeout = .seconds(Int64(max(1, config.int(forKey: "idle_timeout_seconds", default: 75))))
-        headerTimeout = .seconds(Int64(max(1, config.int(forKey: "header_timeout_seconds", default: 10))))
-        bodyTimeout = .seconds(Int64(max(1, config.int(forKey: "body_timeout_seconds", default: 30))))
-        userTimeout = .seconds(Int64(min(max(0, config.int(forKey: "tcp_user_timeout_seconds", default: 30)), 3600)))
+    /// The defaults, with `maxConnections` when given; `intakeReserved` defaults to an eighth of it.
+    public init(maxConnections: Int = 2048, intakeReserved: Int? = nil) {
+        self.maxConnections = maxConnections
+        self.intakeReserved = intakeReserved ?? Self.defaultIntakeShare(of: maxConnections)
     }
+
+    /// An eighth of the connections.
+    static func defaultIntakeShare(of maxConnections: Int) -> Int { maxConnections / 8 }
 
     /// The socket options of an accepted connection: `TCP_USER_TIMEOUT` of ``userTimeout``, and
     /// keepalive probes from half of it on (every sixth of it, three unanswered ones end the

@@ -56,11 +56,6 @@ public struct TrustedProxies: Sendable, Equatable {
         }
     }
 
-    /// Reads `trusted_proxies` (a list of strings) from a reader scoped to `http`.
-    public init(config: ConfigReader) throws {
-        try self.init(config.stringArray(forKey: "trusted_proxies", default: []))
-    }
-
     /// Whether a connection from `peer` is one of the trusted proxies. An IPv4 client seen on an
     /// IPv6 socket (`::ffff:a.b.c.d`) counts as its IPv4 address.
     public func contains(_ peer: SocketAddress?) -> Bool {

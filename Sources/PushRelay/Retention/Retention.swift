@@ -5,45 +5,6 @@ import Postgres
 import ServiceLifecycle
 import Synchronization
 
-/// How long history is kept (`retention.*`).
-///
-/// Keys, read from a reader scoped to `retention`:
-/// - `enabled` (bool, default true): whether this instance takes part in pruning.
-/// - `delivered_days` (int, default 30): deliveries `delivered` or `skipped` are deleted this many
-///   days after their last change.
-/// - `failed_days` (int, default 90): deliveries `failed`, `expired` or `dead_token`, and feedback
-///   events still unsent, after this many days.
-/// - `jobs_days` (int, default 30): finished bulk-unregister jobs (succeeded, failed, cancelled)
-///   are deleted this many days after they finished, with anything left of their uploads.
-/// - `zendesk_forwarded_days` (int, default 30): tokens Zendesk accepted are deleted from
-///   `zendesk_unregister_queue` this many days after they were forwarded.
-/// - `interval_seconds` (int, default 3600): time between runs.
-/// - `batch_size` (int, default 2000): rows looked at per statement; each statement is its own
-///   short transaction.
-/// - `batch_pause_ms` (int, default 50): pause between statements, so webhooks keep their share of
-///   the database while a large backlog is pruned.
-public struct RetentionSettings: Sendable {
-    public var enabled: Bool
-    public var deliveredDays: Int
-    public var failedDays: Int
-    public var jobsDays: Int
-    public var zendeskForwardedDays: Int
-    public var interval: Duration
-    public var batchSize: Int
-    public var batchPause: Duration
-
-    public init(config: ConfigReader) {
-        enabled = config.bool(forKey: "enabled", default: true)
-        deliveredDays = max(1, config.int(forKey: "delivered_days", default: 30))
-        failedDays = max(1, config.int(forKey: "failed_days", default: 90))
-        jobsDays = max(1, config.int(forKey: "jobs_days", default: 30))
-        zendeskForwardedDays = max(1, config.int(forKey: "zendesk_forwarded_days", default: 30))
-        interval = .seconds(max(1, config.int(forKey: "interval_seconds", default: 3600)))
-        batchSize = min(100_000, max(1, config.int(forKey: "batch_size", default: 2000)))
-        batchPause = .milliseconds(max(0, config.int(forKey: "batch_pause_ms", default: 50)))
-    }
-}
-
 /// What one retention run deleted.
 struct RetentionReport: Sendable, Equatable {
     var deliveries = 0

@@ -71,19 +71,12 @@ public struct ZendeskSettings: Sendable, Codable, Hashable {
 /// - `retry_base_ms` (int, default 1000): first retry delay, doubled per attempt up to 4096 times it.
 /// - `max_retry_after_seconds` (int, default 3600): the longest `Retry-After` honoured.
 public struct ZendeskForwarderSettings: Sendable {
-    public var batchSize: Int
-    public var pollInterval: Duration
-    public var retryBase: Duration
+    public var batchSize = 100
+    public var pollInterval = Duration.seconds(1)
+    public var retryBase = Duration.seconds(1)
     /// The longest `Retry-After` from Zendesk that is honoured (`max_retry_after_seconds`, default
     /// 3600, 0 to ignore the header); Zendesk's rate limits ask for seconds to minutes.
-    public var maxRetryAfter: Duration
+    public var maxRetryAfter = Duration.seconds(3600)
 
-    public init(config: ConfigReader) {
-        batchSize = max(1, config.int(forKey: "batch_size", default: 100))
-        pollInterval = .milliseconds(max(10, config.int(forKey: "poll_interval_ms", default: 1000)))
-        retryBase = .milliseconds(max(1, config.int(forKey: "retry_base_ms", default: 1000)))
-        maxRetryAfter = .seconds(
-            min(max(0, config.int(forKey: "max_retry_after_seconds", default: 3600)), RetryAfter.ceiling)
-        )
-    }
+    public init() {}
 }

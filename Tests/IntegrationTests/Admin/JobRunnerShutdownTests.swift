@@ -1,4 +1,3 @@
-import Configuration
 import Foundation
 import Logging
 import Postgres
@@ -24,7 +23,7 @@ struct JobRunnerShutdownTests {
         let runner = JobRunner(
             store: JobStore(client: client),
             wakeUps: nil,
-            settings: JobSettings(config: ConfigReader(provider: InMemoryProvider(values: [:]))),
+            settings: JobSettings(),
             logger: logger
         )
         let services = ServiceGroup(configuration: .init(services: [runner], logger: TestDatabase.logger))

@@ -1,4 +1,3 @@
-import Configuration
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -177,7 +176,8 @@ struct JobUploadTests {
                    ('support', 'waiting', 'ios', 'Unregistered', NULL)
             """
         )
-        let settings = RetentionSettings(config: ConfigReader(provider: InMemoryProvider(values: ["batch_size": .init(.int(3), isSecret: false)])))
+        var settings = RetentionSettings()
+        settings.batchSize = 3
         let service = RetentionService(client: sql, settings: settings, metrics: RelayMetrics(), logger: TestDatabase.logger)
         let report = try #require(try await service.runOnce())
         #expect(report.complete)

@@ -454,7 +454,7 @@ struct PrivatePushTests {
             // Two encrypted notifications that kept their text: one whose delivery ended, one still pending.
             let ended = try await Self.stored(sql, status: "delivered")
             let pending = try await Self.stored(sql, status: "pending")
-            let settings = RetentionSettings(config: ConfigReader(provider: InMemoryProvider(values: [:])))
+            let settings = RetentionSettings()
             let report = try #require(
                 try await RetentionService(client: sql, settings: settings, metrics: RelayMetrics(), logger: DeliveryHarness.logger).runOnce()
             )

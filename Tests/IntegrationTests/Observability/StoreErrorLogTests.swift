@@ -1,4 +1,3 @@
-import Configuration
 import Foundation
 import Logging
 import Postgres
@@ -27,7 +26,7 @@ struct StoreErrorLogTests {
         let runner = JobRunner(
             store: JobStore(client: test.client),
             wakeUps: nil,
-            settings: JobSettings(config: ConfigReader(provider: InMemoryProvider(values: [:]))),
+            settings: JobSettings(),
             logger: logger
         )
         let services = ServiceGroup(configuration: .init(services: [runner], logger: TestDatabase.logger))

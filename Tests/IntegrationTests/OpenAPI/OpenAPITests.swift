@@ -1,4 +1,3 @@
-import Configuration
 import Foundation
 import HummingbirdTesting
 import Postgres
@@ -14,12 +13,12 @@ struct OpenAPITests {
     func documentMatchesRoutes() async throws {
         let conninfo = try await TestDatabase.makeDatabase()
         let database = try await Database.open(
-            configuration: .init(config: ConfigReader(provider: InMemoryProvider(values: ["url": .init(.string(conninfo), isSecret: true)]))),
+            configuration: DatabaseSettings(url: conninfo),
             dataDirectory: NSTemporaryDirectory(),
             logger: TestDatabase.logger
         )
         let apps = try await AppDirectory(apps: [])
-        let settings = WebhookSettings(config: ConfigReader(provider: InMemoryProvider(values: [:])))
+        let settings = WebhookSettings()
         let writer = IntakeWriter(queue: DeliveryQueue(client: database.client), logger: TestDatabase.logger)
         let listener = try PostgresListener(conninfo: conninfo, channels: [UnreadChannel.name], logger: TestDatabase.logger)
         let hub = UnreadHub(events: listener.events())

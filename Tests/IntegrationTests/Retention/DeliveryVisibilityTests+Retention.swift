@@ -1,4 +1,3 @@
-import Configuration
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -44,9 +43,8 @@ extension DeliveryVisibilityTests {
             let unreadBefore = try await harness.test.count("SELECT coalesce(sum(unread), 0)::int FROM unread_counters")
             #expect(unreadBefore == 2)
 
-            let settings = RetentionSettings(
-                config: ConfigReader(provider: InMemoryProvider(values: ["batch_size": .init(.int(1), isSecret: false)]))
-            )
+            var settings = RetentionSettings()
+            settings.batchSize = 1
             let service = RetentionService(client: sql, settings: settings, metrics: RelayMetrics(), logger: DeliveryHarness.logger)
             let report = try #require(try await service.runOnce())
             // Gone: the old delivered row and the 100-day dead_token row, and the old notification

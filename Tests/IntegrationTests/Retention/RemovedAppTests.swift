@@ -1,4 +1,3 @@
-import Configuration
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -63,7 +62,7 @@ struct RemovedAppTests {
                 AS s(ord, app, age)
             """
         )
-        let settings = RetentionSettings(config: ConfigReader(provider: InMemoryProvider(values: [:])))
+        let settings = RetentionSettings()
         let service = RetentionService(
             client: sql,
             settings: settings,

@@ -1,4 +1,3 @@
-import Configuration
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -31,7 +30,7 @@ struct WebhookShortcutTests {
     ) async throws {
         let test = try await TestApp.make(signing: signing)
         let database = try await Database.open(
-            configuration: .init(config: ConfigReader(provider: InMemoryProvider(values: ["url": .init(.string(test.conninfo), isSecret: true)]))),
+            configuration: DatabaseSettings(url: test.conninfo),
             dataDirectory: NSTemporaryDirectory(),
             logger: TestDatabase.logger
         )
@@ -40,7 +39,7 @@ struct WebhookShortcutTests {
         let shortcut = WebhookShortcut(
             apps: try await AppDirectory(apps: test.apps),
             writer: writer,
-            settings: WebhookSettings(config: ConfigReader(provider: InMemoryProvider(values: [:]))),
+            settings: WebhookSettings(),
             metrics: RelayMetrics(),
             logger: TestDatabase.logger,
             serverName: "PushRelay"
@@ -108,7 +107,7 @@ struct WebhookShortcutTests {
     /// The test's task moves between threads and the writer answers from its own, so the channel
     /// is a thread-safe testing channel: its loop runs what was sent to it when the test says so.
     static func channel(_ shortcut: WebhookShortcut, inFront: (any ChannelHandler & Sendable)? = nil) async throws -> NIOAsyncTestingChannel {
-        let limits = ConnectionLimits(config: ConfigReader(provider: InMemoryProvider(values: [:])))
+        let limits = ConnectionLimits()
         let deadline = ConnectionDeadline(limits: limits, logger: TestDatabase.logger)
         return try await NIOAsyncTestingChannel { channel in
             if let inFront { try channel.pipeline.syncOperations.addHandler(inFront) }

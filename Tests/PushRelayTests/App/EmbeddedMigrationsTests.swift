@@ -1,4 +1,3 @@
-import Configuration
 import Foundation
 import Postgres
 import TestSupport
@@ -9,15 +8,14 @@ import Testing
 @Suite("Migrations built into the binary")
 struct EmbeddedMigrationsTests {
     @Test("the binary's migrations are the repository's Migrations/*.sql, byte for byte and in order; a configured folder replaces them")
-    func sameAsFiles() async throws {
-        let reader = try await ConfigReader.pushRelay(overrides: [:], configFile: nil, environment: [:])
+    func sameAsFiles() throws {
         let folder = packageRoot(from: #filePath).appendingPathComponent("Migrations").path
         let files = try Migrator.load(directory: folder)
-        let embedded = try Database.migrations(DatabaseSettings(config: reader.scoped(to: "database")))
+        let embedded = try Database.migrations(DatabaseSettings())
         #expect(files.count >= 12)
         #expect(embedded == files)
         #expect(EmbeddedAssets.migrations.map(\.name) == EmbeddedAssets.migrations.map(\.name).sorted())
-        var configured = DatabaseSettings(config: reader.scoped(to: "database"))
+        var configured = DatabaseSettings()
         configured.migrationsDirectory = NSTemporaryDirectory() + "/push-relay-missing-\(UUID().uuidString)"
         #expect(throws: PostgresError.self) { try Database.migrations(configured) }
     }

@@ -12,7 +12,15 @@ struct DispatcherStateMachineTests {
     typealias Machine = Dispatcher.StateMachine
     typealias Line = Dispatcher.Line
 
-    static func settings(_ values: [String: Int] = [:]) -> DeliverySettings {
+    /// The defaults, changed by `change`.
+    static func settings(_ change: (inout DeliverySettings) -> Void = { _ in }) -> DeliverySettings {
+        var settings = DeliverySettings()
+        change(&settings)
+        return settings
+    }
+
+    /// Settings read from `values` under `delivery.*`, as `serve` reads them.
+    static func read(_ values: [String: Int] = [:]) -> DeliverySettings {
         var config: [AbsoluteConfigKey: ConfigValue] = [:]
         for (key, value) in values { config[AbsoluteConfigKey(stringLiteral: key)] = .init(.int(value), isSecret: false) }
         return DeliverySettings(config: ConfigReader(provider: InMemoryProvider(values: config)))
@@ -52,7 +60,13 @@ struct DispatcherStateMachineTests {
 
     @Test("one wake-up gives one round of claims: every app with room, at most a batch each, and again only while claims come back full")
     func claimRounds() {
-        var machine = Machine(settings: Self.settings(["batch_size": 3, "max_in_flight_per_app": 5]), apps: ["a", "b"])
+        var machine = Machine(
+            settings: Self.settings {
+                $0.batchSize = 3
+                $0.maxInFlightPerApp = 5
+            },
+            apps: ["a", "b"]
+        )
         let firstLook = machine.startClaiming()
         #expect(firstLook)
         let secondLook = machine.startClaiming()
@@ -78,7 +92,13 @@ struct DispatcherStateMachineTests {
 
     @Test("an app at max_in_flight_per_app is left out of claims until one of its deliveries finishes, which asks for a claim")
     func fullAppWaitsForRoom() {
-        var machine = Machine(settings: Self.settings(["batch_size": 10, "max_in_flight_per_app": 2]), apps: ["a", "b"])
+        var machine = Machine(
+            settings: Self.settings {
+                $0.batchSize = 10
+                $0.maxInFlightPerApp = 2
+            },
+            apps: ["a", "b"]
+        )
         _ = machine.startClaiming()
         let request = machine.claimRequest()!
         _ = machine.claimed([Self.delivery(1, app: "a"), Self.delivery(2, app: "a")], for: request)
@@ -100,7 +120,13 @@ struct DispatcherStateMachineTests {
 
     @Test("senders per line: at most connections × streams start; the rest of the deliveries wait on the line, oldest first")
     func sendersPerLine() {
-        var machine = Machine(settings: Self.settings(["connections_per_host": 1, "streams_per_connection": 2]), apps: ["a"])
+        var machine = Machine(
+            settings: Self.settings {
+                $0.connectionsPerHost = 1
+                $0.streamsPerConnection = 2
+            },
+            apps: ["a"]
+        )
         let request = machine.claimRequest()!
         let claimed = (1...5).map { Self.delivery(Int64($0), app: "a", platform: $0 == 5 ? .android : .ios) }
         _ = machine.claimed(claimed, for: request)
@@ -120,7 +146,7 @@ struct DispatcherStateMachineTests {
 
     @Test("intake's reservations count against the app's room; unused slots are released; nothing is reserved for unknown apps")
     func reservations() {
-        var machine = Machine(settings: Self.settings(["max_in_flight_per_app": 10]), apps: ["a"])
+        var machine = Machine(settings: Self.settings { $0.maxInFlightPerApp = 10 }, apps: ["a"])
         #expect(machine.reserve(app: "a", count: 7) == 7)
         #expect(machine.reserve(app: "a", count: 7) == 3)
         #expect(machine.reserve(app: "a", count: 1) == 0)
@@ -147,7 +173,10 @@ struct DispatcherStateMachineTests {
 
     @Test("a delivery that waited past its send window is handed back uncounted, due when its lease ends; one within it is sent")
     func sendWindow() {
-        let settings = Self.settings(["lease_seconds": 60, "request_timeout_seconds": 30])
+        let settings = Self.settings {
+            $0.lease = .seconds(60)
+            $0.requestTimeout = .seconds(30)
+        }
         #expect(settings.sendWindow == .seconds(30))
         var machine = Machine(settings: settings, apps: ["a"])
         machine.handOff([Self.delivery(1, app: "a"), Self.delivery(2, app: "a")])
@@ -167,7 +196,7 @@ struct DispatcherStateMachineTests {
 
     @Test("shutdown: no claims or reservations; deliveries still waiting are handed back uncounted and due at once")
     func shutdown() {
-        var machine = Machine(settings: Self.settings(["max_in_flight_per_app": 10]), apps: ["a"])
+        var machine = Machine(settings: Self.settings { $0.maxInFlightPerApp = 10 }, apps: ["a"])
         #expect(machine.reserve(app: "a", count: 1) == 1)
         machine.handOff([Self.delivery(1, app: "a")])
         machine.wantClaim()
@@ -191,7 +220,7 @@ struct DispatcherStateMachineTests {
 
     @Test("finished results wait to be written oldest first; a batch whose write failed goes back in front")
     func unwrittenResults() {
-        var machine = Machine(settings: Self.settings(["max_in_flight_per_app": 10]), apps: ["a"])
+        var machine = Machine(settings: Self.settings { $0.maxInFlightPerApp = 10 }, apps: ["a"])
         let granted = machine.reserve(app: "a", count: 3)
         #expect(granted == 3)
         let results = (1...3).map { DeliveryResult(delivery: Self.delivery(Int64($0), app: "a"), status: .delivered, outcome: .delivered) }
@@ -206,18 +235,18 @@ struct DispatcherStateMachineTests {
 
     @Test("delivery.outcome_write_interval_ms: 10 ms unless set, 0 to 1000 ms")
     func outcomeWriteIntervalSetting() {
-        #expect(Self.settings().outcomeWriteInterval == .milliseconds(10))
-        #expect(Self.settings(["outcome_write_interval_ms": 0]).outcomeWriteInterval == .zero)
-        #expect(Self.settings(["outcome_write_interval_ms": 25]).outcomeWriteInterval == .milliseconds(25))
-        #expect(Self.settings(["outcome_write_interval_ms": -1]).outcomeWriteInterval == .zero)
-        #expect(Self.settings(["outcome_write_interval_ms": 5_000]).outcomeWriteInterval == .milliseconds(1000))
+        #expect(Self.read().outcomeWriteInterval == .milliseconds(10))
+        #expect(Self.read(["outcome_write_interval_ms": 0]).outcomeWriteInterval == .zero)
+        #expect(Self.read(["outcome_write_interval_ms": 25]).outcomeWriteInterval == .milliseconds(25))
+        #expect(Self.read(["outcome_write_interval_ms": -1]).outcomeWriteInterval == .zero)
+        #expect(Self.read(["outcome_write_interval_ms": 5_000]).outcomeWriteInterval == .milliseconds(1000))
     }
 
     // MARK: Outcome rules
 
     @Test("before sending: an invalidated device is skipped, a delivery past max_age expires, an app without the platform's section fails")
     func preflight() {
-        let machine = Machine(settings: Self.settings(["max_age_seconds": 3600]), apps: ["a"])
+        let machine = Machine(settings: Self.settings { $0.maxAge = .seconds(3600) }, apps: ["a"])
         let now = Self.epoch.addingTimeInterval(60)
         #expect(machine.rules.preflight(Self.delivery(1), now: now, hasProvider: true) == nil)
         #expect(machine.rules.preflight(Self.delivery(1, active: false), now: now, hasProvider: true)?.status == .skipped)
@@ -231,7 +260,14 @@ struct DispatcherStateMachineTests {
 
     @Test("retry: exponential backoff with equal jitter from delivery.retry_base_ms, never under Retry-After, counted as an attempt")
     func retryBackoff() {
-        let machine = Machine(settings: Self.settings(["retry_base_ms": 1000, "retry_max_seconds": 60, "max_attempts": 12]), apps: ["a"])
+        let machine = Machine(
+            settings: Self.settings {
+                $0.retryBase = .milliseconds(1000)
+                $0.retryMax = .seconds(60)
+                $0.maxAttempts = 12
+            },
+            apps: ["a"]
+        )
         let now = Self.epoch.addingTimeInterval(10)
         func delay(attempt: Int, retryAfter: Int? = nil, jitter: Double) -> TimeInterval? {
             let result = machine.rules.decide(
@@ -257,7 +293,10 @@ struct DispatcherStateMachineTests {
 
     @Test("a send's deadline is its lease less a tenth; a retry inside the send needs what a late first request gets, a request gets the time left")
     func sendDeadline() {
-        let settings = Self.settings(["lease_seconds": 60, "request_timeout_seconds": 30])
+        let settings = Self.settings {
+            $0.lease = .seconds(60)
+            $0.requestTimeout = .seconds(30)
+        }
         // The time left is read from this clock, which stands still.
         let time = ManualTime()
         let clock = RelayClock(time)
@@ -276,14 +315,24 @@ struct DispatcherStateMachineTests {
         #expect(!over.allowsRequest && !over.allowsAnotherRequest)
         #expect(over.timeout() == .seconds(-6), "the client turns a timeout under 1 ms into 1 ms, never into curl's 0 (no timeout)")
         // A lease shorter than two request timeouts (the delivery tests' 5 s and 10 s): retries need 2 s, not 10.
-        let short = Self.settings(["lease_seconds": 5, "request_timeout_seconds": 10]).sendDeadline(claimedAt: now, clock: clock)
+        let short = Self.settings {
+            $0.lease = .seconds(5)
+            $0.requestTimeout = .seconds(10)
+        }.sendDeadline(claimedAt: now, clock: clock)
         #expect(short.retryBudget == .seconds(2))
         #expect(short.allowsAnotherRequest)
     }
 
     @Test("retry gives up: at max_attempts, or when the next try would come after max_age, the delivery expires")
     func retryExpires() {
-        let machine = Machine(settings: Self.settings(["retry_base_ms": 1000, "max_attempts": 3, "max_age_seconds": 100]), apps: ["a"])
+        let machine = Machine(
+            settings: Self.settings {
+                $0.retryBase = .milliseconds(1000)
+                $0.maxAttempts = 3
+                $0.maxAge = .seconds(100)
+            },
+            apps: ["a"]
+        )
         let now = Self.epoch.addingTimeInterval(10)
         let retry = PushOutcome.retry(reason: "ServiceUnavailable", retryAfter: nil)
         #expect(machine.rules.decide(Self.delivery(1, attempts: 2), retry, now: now, jitter: 0).outcome == .retry)
@@ -296,7 +345,7 @@ struct DispatcherStateMachineTests {
 
     @Test("rejected credentials: the delivery waits delivery.credential_retry_seconds, its attempt not counted")
     func credentialWait() {
-        let machine = Machine(settings: Self.settings(["credential_retry_seconds": 90]), apps: ["a"])
+        let machine = Machine(settings: Self.settings { $0.credentialRetry = .seconds(90) }, apps: ["a"])
         let result = machine.rules.decide(
             Self.delivery(1),
             .credential(reason: "InvalidProviderToken", refreshToken: false),

@@ -1,4 +1,3 @@
-import Configuration
 import HTTPTypes
 import Logging
 import NIOCore
@@ -15,15 +14,13 @@ import Testing
 /// while the relay answers.
 @Suite("Connection deadlines")
 struct ConnectionDeadlineTests {
-    static let limits = ConnectionLimits(
-        config: ConfigReader(
-            provider: InMemoryProvider(values: [
-                "idle_timeout_seconds": .init(.int(60), isSecret: false),
-                "header_timeout_seconds": .init(.int(2), isSecret: false),
-                "body_timeout_seconds": .init(.int(3), isSecret: false),
-            ])
-        )
-    )
+    static let limits = {
+        var limits = ConnectionLimits()
+        limits.idleTimeout = .seconds(60)
+        limits.headerTimeout = .seconds(2)
+        limits.bodyTimeout = .seconds(3)
+        return limits
+    }()
 
     /// A connection with the guard's two handlers around the HTTP decoder, as the server sets it up.
     static func connection() throws -> EmbeddedChannel {

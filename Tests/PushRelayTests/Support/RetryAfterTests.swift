@@ -83,7 +83,7 @@ struct RetryAfterTests {
             jitter: 0
         )
         #expect(retry == cap)
-        let settings = DispatcherStateMachineTests.settings(["max_retry_after_seconds": 120])
+        let settings = DispatcherStateMachineTests.read(["max_retry_after_seconds": 120])
         #expect(settings.maxRetryAfter == .seconds(120))
         #expect(settings.retryDelay(attempt: 1, retryAfter: RetryAfter.seconds("10000000000000000"), jitter: 0) == .seconds(120))
         #expect(settings.retryDelay(attempt: 1, retryAfter: 30, jitter: 0) == .seconds(30))

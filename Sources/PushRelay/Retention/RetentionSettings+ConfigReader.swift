@@ -1,0 +1,16 @@
+import Configuration
+
+extension RetentionSettings {
+    /// Reads the `retention` section; a key that is not set keeps its default.
+    public init(config: ConfigReader) {
+        self.init()
+        enabled = config.bool(forKey: "enabled", default: enabled)
+        deliveredDays = max(1, config.int(forKey: "delivered_days", default: deliveredDays))
+        failedDays = max(1, config.int(forKey: "failed_days", default: failedDays))
+        jobsDays = max(1, config.int(forKey: "jobs_days", default: jobsDays))
+        zendeskForwardedDays = max(1, config.int(forKey: "zendesk_forwarded_days", default: zendeskForwardedDays))
+        interval = .seconds(max(1, config.int(forKey: "interval_seconds", default: interval.wholeSeconds)))
+        batchSize = min(100_000, max(1, config.int(forKey: "batch_size", default: batchSize)))
+        batchPause = .milliseconds(max(0, config.int(forKey: "batch_pause_ms", default: batchPause.wholeMilliseconds)))
+    }
+}
