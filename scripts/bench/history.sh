@@ -19,8 +19,7 @@
 #    parameters sampled from `history` (existing ids, tickets, tokens, users): p50 and p99 of
 #    EXPLAIN ANALYZE's execution time (TIMING OFF), empty and seeded, interleaved per query (a
 #    query stops early past 60 s of runs). Then
-#    EXPLAIN (ANALYZE, BUFFERS) of each on `history` once, and the overview's depth query once more
-#    with the sweep's watermark at -infinity (a cluster whose dispatchers never swept).
+#    EXPLAIN (ANALYZE, BUFFERS) of each on `history` once.
 # 4. Retention as RetentionService.runOnce runs it (every step in order, its statements, batch
 #    2000, 50 ms pause, a commit per statement), with delivered_days = failed_days = jobs_days =
 #    zendesk_forwarded_days = D: first D = 119 (the oldest day expired), then VACUUM, then D = 89
@@ -247,10 +246,13 @@ WHERE d.app_id = 'globex' AND d.status NOT IN ('pending', 'sending') ORDER BY d.
 INSERT INTO activity_minutes (app_id, minute, webhooks, delivered, failed, expired, dead_token, skipped)
 SELECT app, date_trunc('minute', now()) - m * interval '1 minute', 40 + m % 7, 78 + m % 11, 2, 0, 1, 1
 FROM unnest(ARRAY['acme', 'globex', 'initech']) app, generate_series(0, 119) m;
+-- Two instances' reports of what they have in flight (ActivityWriter).
+INSERT INTO instance_queue (instance, app_id, in_flight)
+SELECT 'relay-' || r || '.internal:4711:delivery', app, 40 * r FROM unnest(ARRAY['acme', 'globex', 'initech']) app, generate_series(1, 2) r;
 INSERT INTO leases VALUES ('retention', 'relay-1.internal:4711:retention', now() + interval '40 minutes'),
     ('events:globex', 'relay-2.internal:4711:events', now() + interval '50 seconds');
 COMMIT;
-ANALYZE delivery_sweep, unread_counters, delivery_events, activity_minutes, leases;
+ANALYZE delivery_sweep, unread_counters, delivery_events, activity_minutes, instance_queue, leases;
 SQL
 echo "  seeded in $((SECONDS - seed_start)) s: $(psql_db history -At -F ' ' -c "SELECT (SELECT count(*) FROM deliveries) || ' deliveries (' ||
     (SELECT string_agg(status || ' ' || c, ', ' ORDER BY c DESC) FROM (SELECT status, count(*) c FROM deliveries GROUP BY 1) s) || '), ' ||
@@ -327,27 +329,22 @@ SQL
 params[overview_activity]="SELECT i, format('%L, %s', '{acme,globex,initech}', extract(epoch FROM date_trunc('minute', now()))::bigint - 59 * 60)
     FROM generate_series(1, $runs) i"
 
-query overview_depths "overview: queue depths" Sources/PushRelay/Console/OperatorStore.swift:50 \
+query overview_depths "overview: queue depths" Sources/PushRelay/Console/OperatorStore.swift:51 \
     '(SELECT count(*) FROM (SELECT 1 FROM delivery_events e WHERE e.app_id = a.app LIMIT $2) eq)' <<'SQL'
-SELECT a.app, q.pending, q.sending, q.retrying,
+SELECT a.app, q.pending,
+    (SELECT least(q.orphaned + coalesce(sum(i.in_flight), 0), $2) FROM instance_queue i
+     WHERE i.app_id = a.app AND i.reported_at > now() - interval '15 seconds'),
+    q.retrying,
     (SELECT count(*) FROM (SELECT 1 FROM zendesk_unregister_queue z WHERE z.app_id = a.app AND z.forwarded_at IS NULL LIMIT $2) zq),
     (SELECT count(*) FROM (SELECT 1 FROM delivery_events e WHERE e.app_id = a.app LIMIT $2) eq)
 FROM unnest($1::text[]) AS a (app)
 CROSS JOIN LATERAL (
     SELECT count(*) FILTER (WHERE d.status = 'pending' AND d.attempts = 0) AS pending,
-           count(*) FILTER (WHERE d.status = 'sending') AS sending,
+           count(*) FILTER (WHERE d.status = 'sending' AND d.lease_expires_at < now()) AS orphaned,
            count(*) FILTER (WHERE d.status = 'pending' AND d.attempts > 0) AS retrying
     FROM (
-        -- Due deliveries, then those stored claimed at intake (not due) that the sweep
-        -- has not passed: every one waiting or in flight, each list read through its index.
-        (SELECT status, attempts FROM deliveries WHERE app_id = a.app AND due AND status IN ('pending', 'sending') LIMIT $2)
-        UNION ALL
-        (SELECT f.status, f.attempts FROM (SELECT * FROM delivery_sweep LIMIT 1) s CROSS JOIN LATERAL (
-            SELECT status, attempts FROM deliveries
-            WHERE NOT due AND (next_attempt_at, id) > (s.swept_to, s.swept_id) AND app_id = a.app AND status IN ('pending', 'sending')
-            LIMIT $2
-        ) f)
-        LIMIT $2
+        SELECT status, attempts, lease_expires_at FROM deliveries
+        WHERE app_id = a.app AND due AND status IN ('pending', 'sending') LIMIT $2
     ) d
 ) q
 SQL
@@ -467,12 +464,6 @@ for name in "${names[@]}"; do
     for db in $(alternate "$round" empty history); do got[$db]="$(measure "$db" "$name" "$runs")"; done
     results+=("${label[$name]}|${source[$name]}|${got[empty]}|${got[history]}")
 done
-# The same depth query when the sweep never ran (delivery disabled, or dispatchers down long).
-stale="UPDATE delivery_sweep SET swept_to = '-infinity', swept_id = 0;"
-stale_runs=$((runs < 3 ? runs : 3))
-declare -A got=()
-for db in empty history; do got[$db]="$(measure "$db" overview_depths "$stale_runs" "$stale")"; done
-results+=("overview: queue depths, watermark -inf ($stale_runs runs)|${source[overview_depths]}|${got[empty]}|${got[history]}")
 
 echo
 echo "EXPLAIN (ANALYZE, BUFFERS) on history, one run each (the first sampled parameters):"

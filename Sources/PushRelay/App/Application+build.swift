@@ -364,7 +364,16 @@ struct RelayParts {
         app.addServices(database.services)
         // Added before the dispatcher so it stops after it: its last write carries the outcomes of
         // the sends that finish during shutdown.
-        app.addServices(ActivityWriter(client: database.client, tally: metrics.activity, logger: logger))
+        let dispatcher = self.dispatcher
+        app.addServices(
+            ActivityWriter(
+                client: database.client,
+                tally: metrics.activity,
+                instance: dispatcher.owner,
+                inFlight: { dispatcher.inFlightByApp },
+                logger: logger
+            )
+        )
         app.addServices(listener)
         app.addServices(dispatcher)
         app.addServices(hub)

@@ -6,16 +6,38 @@ import Synchronization
 
 /// Adds this instance's ``ActivityTally`` to `activity_minutes` and `credential_rejections` every
 /// `interval` (and once more at shutdown), and deletes activity older than two hours.
+///
+/// Each write also reports what the instance has in flight per app (`instance_queue`, read by the
+/// overview's queue depth): its rows say what `inFlight` says now, those of apps with nothing in
+/// flight are deleted.
 final class ActivityWriter: Service, Sendable {
     let client: PostgresClient
     let tally: ActivityTally
     let interval: Duration
+    /// This instance's name in `instance_queue`.
+    let instance: String
+    /// Deliveries this instance claimed and has not finished, per app.
+    let inFlight: @Sendable () -> [String: Int]
     let logger: Logger
 
-    init(client: PostgresClient, tally: ActivityTally, interval: Duration = .seconds(5), logger: Logger) {
+    /// How often each instance reports what it has in flight (the writer's default interval).
+    static let reportInterval = Duration.seconds(5)
+    /// An instance's report older than this (three reports missed) is not counted.
+    static let reportsLapseAfter = reportInterval * 3
+
+    init(
+        client: PostgresClient,
+        tally: ActivityTally,
+        interval: Duration = reportInterval,
+        instance: String = leaseOwnerName(role: "activity"),
+        inFlight: @escaping @Sendable () -> [String: Int] = { [:] },
+        logger: Logger
+    ) {
         self.client = client
         self.tally = tally
         self.interval = interval
+        self.instance = instance
+        self.inFlight = inFlight
         self.logger = logger
     }
 
@@ -38,8 +60,10 @@ final class ActivityWriter: Service, Sendable {
         let taken = tally.take()
         do {
             try await write(taken)
+            try await report(inFlight())
             if prune {
                 _ = try await client.query("DELETE FROM activity_minutes WHERE minute < now() - interval '2 hours'")
+                _ = try await client.query("DELETE FROM instance_queue WHERE reported_at < now() - interval '1 hour'")
             }
         } catch {
             tally.restore(taken)
@@ -50,6 +74,23 @@ final class ActivityWriter: Service, Sendable {
                 metadata: PostgresError.metadata(error)
             )
         }
+    }
+
+    /// Replaces this instance's rows of `instance_queue` by `inFlight` (apps with none are deleted).
+    func report(_ inFlight: [String: Int]) async throws {
+        let apps = inFlight.filter { $0.value > 0 }.sorted { $0.key < $1.key }
+        _ = try await client.query(
+            """
+            WITH reported AS (
+                INSERT INTO instance_queue AS q (instance, app_id, in_flight, reported_at)
+                SELECT $1, app, count, now() FROM unnest($2::text[], $3::int[]) AS t (app, count)
+                ON CONFLICT (instance, app_id) DO UPDATE SET in_flight = excluded.in_flight, reported_at = excluded.reported_at
+                RETURNING 1
+            )
+            DELETE FROM instance_queue WHERE instance = $1 AND NOT (app_id = ANY ($2::text[]))
+            """,
+            [instance, apps.map(\.key), apps.map(\.value)]
+        )
     }
 
     private func write(

@@ -41,31 +41,35 @@ struct OperatorStore: Sendable {
 
     /// Each app's deliveries waiting (first attempt), being sent and waiting to retry, and its
     /// Zendesk and event backlogs, each counted up to `cap` rows so a huge backlog costs a bounded read.
+    ///
+    /// Everything is read from the live queue, never a delivered row. Waiting and retrying are the
+    /// due deliveries still pending, read through the due index. Being sent is what the instances
+    /// report having in flight (`instance_queue`, written by each ``ActivityWriter`` every few
+    /// seconds), and the due deliveries whose claim's lease ended unfinished (their instance
+    /// stopped): the deliveries stored claimed at intake are in no index by status, and finding them
+    /// in `deliveries` meant walking every recent row, delivered ones included. A dead instance's
+    /// claims at intake count again once the sweep makes them due.
     func depths(apps: [String], cap: Int) async throws -> [String: Depths] {
         let pending = DeliveryStatus.pending.rawValue
         let sending = DeliveryStatus.sending.rawValue
+        let lapse = ActivityWriter.reportsLapseAfter.components.seconds
         var depths: [String: Depths] = [:]
         for row in try await client.query(
             """
-            SELECT a.app, q.pending, q.sending, q.retrying,
+            SELECT a.app, q.pending,
+                (SELECT least(q.orphaned + coalesce(sum(i.in_flight), 0), $2) FROM instance_queue i
+                 WHERE i.app_id = a.app AND i.reported_at > now() - interval '\(lapse) seconds'),
+                q.retrying,
                 (SELECT count(*) FROM (SELECT 1 FROM zendesk_unregister_queue z WHERE z.app_id = a.app AND z.forwarded_at IS NULL LIMIT $2) zq),
                 (SELECT count(*) FROM (SELECT 1 FROM delivery_events e WHERE e.app_id = a.app LIMIT $2) eq)
             FROM unnest($1::text[]) AS a (app)
             CROSS JOIN LATERAL (
                 SELECT count(*) FILTER (WHERE d.status = '\(pending)' AND d.attempts = 0) AS pending,
-                       count(*) FILTER (WHERE d.status = '\(sending)') AS sending,
+                       count(*) FILTER (WHERE d.status = '\(sending)' AND d.lease_expires_at < now()) AS orphaned,
                        count(*) FILTER (WHERE d.status = '\(pending)' AND d.attempts > 0) AS retrying
                 FROM (
-                    -- Due deliveries, then those stored claimed at intake (not due) that the sweep
-                    -- has not passed: every one waiting or in flight, each list read through its index.
-                    (SELECT status, attempts FROM deliveries WHERE app_id = a.app AND due AND status IN ('\(pending)', '\(sending)') LIMIT $2)
-                    UNION ALL
-                    (SELECT f.status, f.attempts FROM (SELECT * FROM delivery_sweep LIMIT 1) s CROSS JOIN LATERAL (
-                        SELECT status, attempts FROM deliveries
-                        WHERE \(DeliveryQueue.unswept(after: "s")) AND app_id = a.app AND status IN ('\(pending)', '\(sending)')
-                        LIMIT $2
-                    ) f)
-                    LIMIT $2
+                    SELECT status, attempts, lease_expires_at FROM deliveries
+                    WHERE app_id = a.app AND due AND status IN ('\(pending)', '\(sending)') LIMIT $2
                 ) d
             ) q
             """,

@@ -730,6 +730,38 @@ struct DeliveryTests {
         }
     }
 
+    @Test("the Overview counts what this instance is sending from its own report, not from the deliveries' rows")
+    func overviewCountsSending() async throws {
+        try await DeliveryHarness.with { harness in
+            // Stored claimed at intake and held by the sandbox: not due, so the depth query cannot
+            // find them among the rows; only the instance's report says they are being sent.
+            let slow = (0..<3).map { _ in apnsToken() }
+            for token in slow { harness.state.setBehaviour(SandboxBehaviour(status: 200, delayMilliseconds: 600_000, times: 1), for: token) }
+            try await harness.application().test(.router) { client in
+                let accepted = try await client.execute(
+                    uri: Self.url,
+                    method: .post,
+                    headers: Self.json,
+                    body: jsonBody(webhook(devices: slow.map { ($0, "ios") }))
+                )
+                #expect(accepted.status == .accepted)
+                #expect(await eventually { harness.state.heldNow == 3 })
+                #expect(try await harness.test.count("SELECT count(*) FROM deliveries WHERE NOT due AND status = 'sending'") == 3)
+                let admin = try await harness.test.key(app: nil)
+                var queue: [String: Any]?
+                let counted = try await eventually {
+                    let overview = try await client.execute(uri: "/v1/overview", method: .get, headers: bearer(admin))
+                    let apps = overview.json?["apps"] as? [[String: Any]]
+                    queue = apps?.first { $0["app"] as? String == "support" }?["queue"] as? [String: Any]
+                    return queue?["sending"] as? Int == 3
+                }
+                #expect(counted, "\(String(describing: queue))")
+                #expect(queue?["pending"] as? Int == 0 && queue?["retrying"] as? Int == 0)
+                harness.state.releaseDelays()
+            }
+        }
+    }
+
     @Test("graceful shutdown waits for the sends in flight, stores their outcomes and hands back the deliveries still waiting")
     func shutdownDrainsSends() async throws {
         try await DeliveryHarness.with { harness in

@@ -34,20 +34,26 @@ struct SweepTests {
             }
         }
         #expect(try await states() == ["sending false", "sending false", "sending false"])
-        // The console counts them in flight, out of the due index as they are.
+        // The console counts them in flight, out of the due index as they are: from the report
+        // the instance "me" writes while it runs.
         let console = OperatorStore(client: test.client)
+        let me = ActivityWriter(client: test.client, tally: ActivityTally(), instance: "me", logger: TestDatabase.logger)
+        try await me.report(["support": 3])
         #expect(try await console.depths(apps: ["support"], cap: 100)["support"]?.sending == 3)
 
         // The first is delivered; its outcome leaves it out of the due index.
         try await queue.store([DeliveryResult(delivery: claimed[0], status: .delivered, outcome: .delivered, providerID: "p")], owner: "me")
         #expect(try await states() == ["delivered false", "sending false", "sending false"])
+        try await me.report(["support": 2])
         #expect(try await console.depths(apps: ["support"], cap: 100)["support"]?.sending == 2)
 
         // Leases running: the sweep visits nothing, and nothing can be claimed.
         #expect(try await queue.sweep(upTo: try await queue.sweepCutoff()) == (0, 0))
         #expect(try await queue.claim(apps: ["support"], limits: [10], owner: "other", lease: .seconds(60)).isEmpty)
 
-        // The leases end (the instance died): the sweep visits all three and makes the two unsent due.
+        // The leases end (the instance died, its report with it): the sweep visits all three and
+        // makes the two unsent due.
+        _ = try await test.client.query("DELETE FROM instance_queue WHERE instance = 'me'")
         _ = try await test.client.query(
             "UPDATE deliveries SET next_attempt_at = now() - interval '1 second', lease_expires_at = now() - interval '1 second' WHERE id = ANY($1)",
             [ids]
