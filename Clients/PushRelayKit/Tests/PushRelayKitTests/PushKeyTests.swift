@@ -215,7 +215,7 @@ final class RegistrationStub: URLProtocol {
 
     override func startLoading() {
         if request.httpMethod == "PUT", let host = request.url?.host {
-            let body = request.httpBody ?? request.httpBodyStream.map(Self.read) ?? Data()
+            let body = request.httpBody ?? request.httpBodyStream.map(RelayStub.read) ?? Data()
             let fields = (try? JSONSerialization.jsonObject(with: body) as? [String: String]) ?? ["unreadable": "\(body.count) bytes"]
             Self.bodies.withLock { $0[host, default: []].append(fields) }
         }
@@ -226,15 +226,6 @@ final class RegistrationStub: URLProtocol {
     }
 
     override func stopLoading() {}
-
-    private static func read(_ stream: InputStream) -> Data {
-        var data = Data()
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        stream.open()
-        defer { stream.close() }
-        while case let count = stream.read(&buffer, maxLength: buffer.count), count > 0 { data.append(buffer, count: count) }
-        return data
-    }
 }
 
 @Suite("Registration with push keys, against a stub")

@@ -98,7 +98,8 @@ final class RelayStub: URLProtocol {
 
     override func stopLoading() {}
 
-    private static func read(_ stream: InputStream) -> Data {
+    /// A request body URLSession handed over as a stream.
+    static func read(_ stream: InputStream) -> Data {
         var data = Data()
         var buffer = [UInt8](repeating: 0, count: 4096)
         stream.open()
