@@ -55,18 +55,21 @@ final class ActivityWriter: Service, Sendable {
         await writeOnce(prune: false)
     }
 
-    /// One write of what was counted; on failure the counts stay for the next.
+    /// One write of what was counted; on failure the counts not yet stored stay for the next (those
+    /// stored stay stored when the report or the pruning after them fails).
     func writeOnce(prune: Bool) async {
         let taken = tally.take()
+        var stored = false
         do {
             try await write(taken)
+            stored = true
             try await report(inFlight())
             if prune {
                 _ = try await client.query("DELETE FROM activity_minutes WHERE minute < now() - interval '2 hours'")
                 _ = try await client.query("DELETE FROM instance_queue WHERE reported_at < now() - interval '1 hour'")
             }
         } catch {
-            tally.restore(taken)
+            if !stored { tally.restore(taken) }
             guard !(error is CancellationError) else { return }
             logger.log(
                 level: PostgresError.logLevel(for: error),

@@ -70,6 +70,27 @@ struct QueueDepthTests {
         #expect(try await store.depths(apps: ["support"], cap: 100)["support"]?.sending == 100)
     }
 
+    @Test("counts already stored are not stored again when the in-flight report after them fails")
+    func failedReportKeepsCountsOnce() async throws {
+        let test = try await TestApp.make()
+        _ = try await test.application()  // migrates
+        let tally = ActivityTally()
+        let writer = ActivityWriter(
+            client: test.client,
+            tally: tally,
+            instance: "writer",
+            inFlight: { ["support": 1] },
+            logger: TestDatabase.logger
+        )
+        tally.webhook(app: "support")
+        _ = try await test.client.query("ALTER TABLE instance_queue RENAME TO instance_queue_elsewhere")
+        await writer.writeOnce(prune: false)  // the counts are stored, the report fails
+        _ = try await test.client.query("ALTER TABLE instance_queue_elsewhere RENAME TO instance_queue")
+        await writer.writeOnce(prune: false)
+        #expect(try await test.count("SELECT coalesce(sum(webhooks), 0)::int FROM activity_minutes WHERE app_id = 'support'") == 1)
+        #expect(try await test.count("SELECT count(*) FROM instance_queue WHERE instance = 'writer'") == 1)
+    }
+
     @Test("each write reports what the instance has in flight; a report an hour old is deleted")
     func writes() async throws {
         let test = try await TestApp.make()
