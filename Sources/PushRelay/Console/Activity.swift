@@ -19,6 +19,8 @@ final class ActivityWriter: Service, Sendable {
     /// Deliveries this instance claimed and has not finished, per app.
     let inFlight: @Sendable () -> [String: Int]
     let logger: Logger
+    /// False once a report left this instance no row, until a report writes one.
+    private let mayHaveRows = Atomic(true)
 
     /// How often each instance reports what it has in flight (the writer's default interval).
     static let reportInterval = Duration.seconds(5)
@@ -80,8 +82,10 @@ final class ActivityWriter: Service, Sendable {
     }
 
     /// Replaces this instance's rows of `instance_queue` by `inFlight` (apps with none are deleted).
+    /// An idle instance whose last report left no row sends no statement.
     func report(_ inFlight: [String: Int]) async throws {
         let apps = inFlight.filter { $0.value > 0 }.sorted { $0.key < $1.key }
+        guard !apps.isEmpty || mayHaveRows.load(ordering: .relaxed) else { return }
         _ = try await client.query(
             """
             WITH reported AS (
@@ -94,6 +98,7 @@ final class ActivityWriter: Service, Sendable {
             """,
             [instance, apps.map(\.key), apps.map(\.value)]
         )
+        mayHaveRows.store(!apps.isEmpty, ordering: .relaxed)
     }
 
     private func write(

@@ -113,5 +113,13 @@ struct QueueDepthTests {
         inFlight.apps.withLock { $0 = [:] }
         await writer.writeOnce(prune: true)
         #expect(try await test.count("SELECT count(*) FROM instance_queue") == 0, "nothing in flight, and the old report pruned")
+        // Idle, with no row left by its last report: the next write sends no statement (a row
+        // put there behind its back stays).
+        _ = try await test.client.query("INSERT INTO instance_queue (instance, app_id, in_flight) VALUES ('writer', 'other', 1)")
+        await writer.writeOnce(prune: false)
+        #expect(try await test.count("SELECT count(*) FROM instance_queue WHERE instance = 'writer'") == 1)
+        inFlight.apps.withLock { $0 = ["support": 2] }
+        await writer.writeOnce(prune: false)
+        #expect(try await test.count("SELECT coalesce(sum(in_flight), 0)::int FROM instance_queue WHERE instance = 'writer'") == 2)
     }
 }
