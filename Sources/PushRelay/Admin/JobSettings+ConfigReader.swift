@@ -6,10 +6,8 @@ extension JobSettings {
         self.init()
         batchSize = max(1, config.int(forKey: "batch_size", default: batchSize))
         parallelBatches = max(1, config.int(forKey: "parallel_batches", default: parallelBatches))
-        pollInterval = .milliseconds(
-            max(10, config.int(forKey: "poll_interval_ms", default: pollInterval.wholeMilliseconds))
-        )
-        lease = .seconds(max(1, config.int(forKey: "lease_seconds", default: lease.wholeSeconds)))
+        pollInterval = config.millisecondsDuration(forKey: "poll_interval_ms", default: pollInterval, atLeast: 10)
+        lease = config.secondsDuration(forKey: "lease_seconds", default: lease, atLeast: 1)
         maxUploadBytes = max(1, config.int(forKey: "max_upload_bytes", default: maxUploadBytes))
     }
 }

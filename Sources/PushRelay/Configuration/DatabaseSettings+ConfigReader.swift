@@ -31,8 +31,11 @@ extension DatabaseSettings {
                 default: given.tcpUserTimeoutMilliseconds
             )
         )
-        listenerProbeInterval = .seconds(
-            min(max(1, config.int(forKey: "listener_probe_seconds", default: listenerProbeInterval.wholeSeconds)), 3600)
+        listenerProbeInterval = config.secondsDuration(
+            forKey: "listener_probe_seconds",
+            default: listenerProbeInterval,
+            atLeast: 1,
+            atMost: 3600
         )
     }
 }

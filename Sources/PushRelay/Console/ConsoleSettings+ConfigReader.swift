@@ -5,9 +5,11 @@ extension ConsoleSettings {
     public init(config: ConfigReader) {
         self.init()
         enabled = config.bool(forKey: "enabled", default: enabled)
-        idleTimeout = .seconds(max(60, config.int(forKey: "idle_timeout_seconds", default: idleTimeout.wholeSeconds)))
-        sessionLifetime = .seconds(
-            max(300, config.int(forKey: "session_lifetime_seconds", default: sessionLifetime.wholeSeconds))
+        idleTimeout = config.secondsDuration(forKey: "idle_timeout_seconds", default: idleTimeout, atLeast: 60)
+        sessionLifetime = config.secondsDuration(
+            forKey: "session_lifetime_seconds",
+            default: sessionLifetime,
+            atLeast: 300
         )
         secureCookies = config.string(forKey: "secure_cookies", default: secureCookies)
         maxSessionsPerKey = min(100, max(1, config.int(forKey: "max_sessions_per_key", default: maxSessionsPerKey)))

@@ -5,20 +5,16 @@ extension EventForwarderSettings {
     public init(config: ConfigReader) {
         self.init()
         batchSize = min(1000, max(1, config.int(forKey: "batch_size", default: batchSize)))
-        pollInterval = .milliseconds(
-            max(10, config.int(forKey: "poll_interval_ms", default: pollInterval.wholeMilliseconds))
+        pollInterval = config.millisecondsDuration(forKey: "poll_interval_ms", default: pollInterval, atLeast: 10)
+        retryBase = config.millisecondsDuration(forKey: "retry_base_ms", default: retryBase, atLeast: 1)
+        retryMax = config.secondsDuration(forKey: "retry_max_seconds", default: retryMax, atLeast: 1)
+        maxRetryAfter = config.secondsDuration(
+            forKey: "max_retry_after_seconds",
+            default: maxRetryAfter,
+            atLeast: 0,
+            atMost: RetryAfter.ceiling
         )
-        retryBase = .milliseconds(max(1, config.int(forKey: "retry_base_ms", default: retryBase.wholeMilliseconds)))
-        retryMax = .seconds(max(1, config.int(forKey: "retry_max_seconds", default: retryMax.wholeSeconds)))
-        maxRetryAfter = .seconds(
-            min(
-                max(0, config.int(forKey: "max_retry_after_seconds", default: maxRetryAfter.wholeSeconds)),
-                RetryAfter.ceiling
-            )
-        )
-        requestTimeout = .seconds(
-            max(1, config.int(forKey: "request_timeout_seconds", default: requestTimeout.wholeSeconds))
-        )
-        lease = .seconds(max(5, config.int(forKey: "lease_seconds", default: lease.wholeSeconds)))
+        requestTimeout = config.secondsDuration(forKey: "request_timeout_seconds", default: requestTimeout, atLeast: 1)
+        lease = config.secondsDuration(forKey: "lease_seconds", default: lease, atLeast: 5)
     }
 }

@@ -9,8 +9,8 @@ extension RetentionSettings {
         failedDays = max(1, config.int(forKey: "failed_days", default: failedDays))
         jobsDays = max(1, config.int(forKey: "jobs_days", default: jobsDays))
         zendeskForwardedDays = max(1, config.int(forKey: "zendesk_forwarded_days", default: zendeskForwardedDays))
-        interval = .seconds(max(1, config.int(forKey: "interval_seconds", default: interval.wholeSeconds)))
+        interval = config.secondsDuration(forKey: "interval_seconds", default: interval, atLeast: 1)
         batchSize = min(100_000, max(1, config.int(forKey: "batch_size", default: batchSize)))
-        batchPause = .milliseconds(max(0, config.int(forKey: "batch_pause_ms", default: batchPause.wholeMilliseconds)))
+        batchPause = config.millisecondsDuration(forKey: "batch_pause_ms", default: batchPause, atLeast: 0)
     }
 }

@@ -11,11 +11,8 @@ extension UnreadSettings {
             forKey: "max_streams_per_credential",
             default: Self.defaultCredentialShare(of: maxStreams)
         )
-        let lifetime = config.int(forKey: "stream_max_seconds", default: defaults.streamLifetime.wholeSeconds)
         self.init(
-            heartbeat: .seconds(
-                max(1, config.int(forKey: "heartbeat_seconds", default: defaults.heartbeat.wholeSeconds))
-            ),
+            heartbeat: config.secondsDuration(forKey: "heartbeat_seconds", default: defaults.heartbeat, atLeast: 1),
             pollAfter: min(max(0, config.int(forKey: "poll_after_seconds", default: defaults.pollAfter)), 86_400),
             maxStreamsPerOwner: min(
                 max(1, config.int(forKey: "max_streams_per_owner", default: defaults.maxStreamsPerOwner)),
@@ -24,7 +21,12 @@ extension UnreadSettings {
             maxStreams: maxStreams,
             maxStreamsPerApp: min(max(1, perApp), 1_000_000),
             maxStreamsPerCredential: min(max(1, perCredential), 1_000_000),
-            streamLifetime: .seconds(min(max(10, lifetime), 7 * 86_400)),
+            streamLifetime: config.secondsDuration(
+                forKey: "stream_max_seconds",
+                default: defaults.streamLifetime,
+                atLeast: 10,
+                atMost: 7 * 86_400
+            ),
             cacheBytes: min(max(1, config.int(forKey: "etag_cache_mb", default: defaults.cacheBytes >> 20)), 64 * 1024)
                 << 20
         )

@@ -4,10 +4,6 @@ extension WebhookSettings {
     /// Reads the `webhooks` section; a key that is not set keeps its default.
     public init(config: ConfigReader) {
         let defaults = WebhookSettings()
-        let writeAfter = config.int(
-            forKey: "concurrent_write_after_ms",
-            default: defaults.concurrentWriteAfter.wholeMilliseconds
-        )
         self.init(
             maxDevices: max(1, config.int(forKey: "max_devices", default: defaults.maxDevices)),
             signatureTolerance: config.double(
@@ -16,16 +12,21 @@ extension WebhookSettings {
             ),
             batchSize: config.int(forKey: "batch_size", default: defaults.batchSize),
             concurrentWrites: config.int(forKey: "concurrent_writes", default: defaults.concurrentWrites),
-            concurrentWriteAfter: .milliseconds(min(1000, max(0, writeAfter))),
+            concurrentWriteAfter: config.millisecondsDuration(
+                forKey: "concurrent_write_after_ms",
+                default: defaults.concurrentWriteAfter,
+                atLeast: 0,
+                atMost: 1000
+            ),
             paceWaitingDeliveries: max(
                 0,
                 config.int(forKey: "pace_waiting_deliveries", default: defaults.paceWaitingDeliveries)
             ),
-            paceMaxWait: .milliseconds(
-                min(
-                    5000,
-                    max(0, config.int(forKey: "pace_max_wait_ms", default: defaults.paceMaxWait.wholeMilliseconds))
-                )
+            paceMaxWait: config.millisecondsDuration(
+                forKey: "pace_max_wait_ms",
+                default: defaults.paceMaxWait,
+                atLeast: 0,
+                atMost: 5000
             )
         )
     }

@@ -5,15 +5,13 @@ extension ZendeskForwarderSettings {
     public init(config: ConfigReader) {
         self.init()
         batchSize = max(1, config.int(forKey: "batch_size", default: batchSize))
-        pollInterval = .milliseconds(
-            max(10, config.int(forKey: "poll_interval_ms", default: pollInterval.wholeMilliseconds))
-        )
-        retryBase = .milliseconds(max(1, config.int(forKey: "retry_base_ms", default: retryBase.wholeMilliseconds)))
-        maxRetryAfter = .seconds(
-            min(
-                max(0, config.int(forKey: "max_retry_after_seconds", default: maxRetryAfter.wholeSeconds)),
-                RetryAfter.ceiling
-            )
+        pollInterval = config.millisecondsDuration(forKey: "poll_interval_ms", default: pollInterval, atLeast: 10)
+        retryBase = config.millisecondsDuration(forKey: "retry_base_ms", default: retryBase, atLeast: 1)
+        maxRetryAfter = config.secondsDuration(
+            forKey: "max_retry_after_seconds",
+            default: maxRetryAfter,
+            atLeast: 0,
+            atMost: RetryAfter.ceiling
         )
     }
 }
