@@ -228,9 +228,10 @@ final class Dispatcher: Service, Sendable {
     /// Deliveries claimed by this instance and waiting for a sender, over every line.
     var waitingForSenders: Int { machine.withLock { $0.waitingTotal } }
 
-    /// Deliveries this instance claimed (or reserved for intake) and has not finished, per app with
-    /// any (the console's queue depth, through `instance_queue`).
-    var inFlightByApp: [String: Int] { machine.withLock { $0.inFlight.filter { $0.value > 0 } } }
+    /// Deliveries this instance claimed (or reserved for intake) and has not finished, per app (an
+    /// app may show 0); the console's queue depth, through `instance_queue`
+    /// (``ActivityWriter/report(_:)`` keeps the apps with any).
+    var inFlightByApp: [String: Int] { machine.withLock { $0.inFlight } }
 
     /// Gives back a whole reservation (its webhooks were not stored).
     func cancel(_ reservation: DeliveryReservation) {
