@@ -100,9 +100,12 @@ final class LibPQConnection: @unchecked Sendable {
                 // were empty keeps sequential scans (on devices, say) until autoanalyze runs, which on a
                 // busy new install costs more each second. A statement written to be plan-stable can ask
                 // for a cached plan instead (PostgresPlanning.cached).
+                // jit off: every statement of the relay is short, and a row estimate that multiplies
+                // across partitions (one row per partition of a primary-key lookup) lifts a plan's
+                // cost past jit_above_cost, where compiling took 50-100 ms of a 1 ms statement.
                 (
                     "options",
-                    "-c TimeZone=UTC -c DateStyle=ISO -c plan_cache_mode=force_custom_plan -c "
+                    "-c TimeZone=UTC -c DateStyle=ISO -c plan_cache_mode=force_custom_plan -c jit=off -c "
                         + "statement_timeout=\(settings.statementTimeoutMilliseconds)"
                 ),
             ]

@@ -103,6 +103,13 @@ struct PostgresClientTests {
         await client.close()
     }
 
+    @Test("sessions run without JIT (compiling took 50-100 ms of a 1 ms outcome statement on partitioned tables)")
+    func noJIT() async throws {
+        let client = try await client(maxConnections: 1)
+        #expect(try await client.query("SELECT current_setting('jit')").first!.decode(String.self) == "off")
+        await client.close()
+    }
+
     @Test("a caller that cannot get a connection in time gets a pool timeout")
     func acquireTimeout() async throws {
         let client = try await client(maxConnections: 1, acquireTimeout: .milliseconds(200))

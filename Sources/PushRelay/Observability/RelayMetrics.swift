@@ -133,6 +133,20 @@ public final class RelayMetrics: Sendable {
         )
     }
 
+    /// Days from today to the end of the newest history partition (0 or less: none covers today,
+    /// and new rows go to the newest partition); set by every instance at each retention interval.
+    func historyPartitionDaysAhead(_ days: Int) {
+        registry.makeGauge(descriptor: Metric.historyPartitionDaysAhead.descriptor).set(Int64(days))
+    }
+
+    /// History partitions retention dropped, by table.
+    func droppedPartitions(table: String, count: Int) {
+        registry.makeCounter(descriptor: Metric.retentionDroppedPartitions.descriptor, labels: [("table", table)])
+            .increment(
+                by: Int64(count)
+            )
+    }
+
     /// How a `GET …/unread` was answered: `cached` (304 from the cached ETag, on the connection's
     /// event loop: ``UnreadPollShortcut``), `cached_routed` (304 from the cached ETag through the
     /// router: API keys, `Connection: close`, …), `read` (the counts read from PostgreSQL).
@@ -170,6 +184,8 @@ public final class RelayMetrics: Sendable {
         case eventSendFailures = "push_relay_event_send_failures_total"
         case eventsQueued = "push_relay_events_queued"
         case retentionPrunedRows = "push_relay_retention_pruned_rows_total"
+        case retentionDroppedPartitions = "push_relay_retention_dropped_partitions_total"
+        case historyPartitionDaysAhead = "push_relay_history_partition_days_ahead"
         case unreadPolls = "push_relay_unread_polls_total"
         case unreadStreamsRefused = "push_relay_unread_streams_refused_total"
         case connectionsRefused = "push_relay_connections_refused_total"
@@ -189,6 +205,9 @@ public final class RelayMetrics: Sendable {
             case .eventSendFailures: "Failed requests to the app's feedback events receiver, by reason."
             case .eventsQueued: "Feedback events of the app waiting to be sent (counted up to 100,000)."
             case .retentionPrunedRows: "Rows deleted by retention, by table."
+            case .retentionDroppedPartitions: "History partitions retention dropped whole, by table."
+            case .historyPartitionDaysAhead:
+                "Days from today to the end of the newest history partition; 0 or less: none covers today."
             case .unreadPolls: "Unread count polls, by how they were answered (cached, cached_routed, read)."
             case .unreadStreamsRefused:
                 "Live unread streams refused 429: the user, the credential, the app or the instance had the most allowed open."

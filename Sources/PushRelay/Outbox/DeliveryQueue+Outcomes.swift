@@ -101,8 +101,31 @@ extension DeliveryQueue {
         ).first?.decode(Int.self, at: 0) ?? 0
     }
 
+    /// Stores `batch` with one statement per partition of `deliveries` its ids are in (one but at
+    /// a partition's start), each naming that partition (``DeliveryPartitions``).
     private func storeOutcomes(
         _ batch: [DeliveryResult],
+        owner: String,
+        events: [String: Set<DeliveryEventType>]
+    ) async throws {
+        let tables = try await partitions.tables(for: batch.map(\.delivery.id), client: client)
+        var groups: [String: [DeliveryResult]] = [:]
+        for (result, table) in zip(batch, tables) { groups[table, default: []].append(result) }
+        for (table, group) in groups.sorted(by: { $0.key < $1.key }) {
+            do {
+                try await storeOutcomes(group, in: table, owner: owner, events: events)
+            } catch let error as PostgresError where error.sqlState == "42P01" && table != "deliveries" {
+                // The partition was dropped since its range was read: the partitioned table finds
+                // whatever is left.
+                partitions.forget()
+                try await storeOutcomes(group, in: "deliveries", owner: owner, events: events)
+            }
+        }
+    }
+
+    private func storeOutcomes(
+        _ batch: [DeliveryResult],
+        in table: String,
         owner: String,
         events: [String: Set<DeliveryEventType>]
     ) async throws {
@@ -110,13 +133,14 @@ extension DeliveryQueue {
         let outcomes = columns.outcomes(owner: owner)
         guard columns.changeDevices else {
             // Most batches: only the deliveries' new state (and their events), with one generic
-            // plan per connection (see updateOutcomes): planning took 0.13 ms per batch, and a
-            // connection that also runs the intake statement no longer switches plan_cache_mode.
+            // plan per connection and partition (see updateOutcomes): planning took 0.13 ms per
+            // batch, and a connection that also runs the intake statement no longer switches
+            // plan_cache_mode.
             if columns.events.isEmpty {
-                _ = try await client.query(Self.storeOutcomes, outcomes, prepare: true, planning: .cached)
+                _ = try await client.query(Self.storeOutcomes(in: table), outcomes, prepare: true, planning: .cached)
             } else {
                 _ = try await client.query(
-                    Self.storeOutcomesAndEvents,
+                    Self.storeOutcomesAndEvents(in: table),
                     outcomes + columns.events.parameters,
                     prepare: true,
                     planning: .cached
@@ -125,7 +149,7 @@ extension DeliveryQueue {
             return
         }
         _ = try await client.query(
-            Self.storeOutcomesAndDevices,
+            Self.storeOutcomesAndDevices(in: table),
             outcomes + columns.devices + columns.events.parameters,
             prepare: true
         )
@@ -134,8 +158,9 @@ extension DeliveryQueue {
     /// One statement: the deliveries' new state; the devices of dead tokens (parameters $8–$12)
     /// marked invalid and queued for Zendesk; the APNs environment of devices that had none, where
     /// one was learned ($13–$15); the events ($16–$22).
-    static let storeOutcomesAndDevices = """
-        WITH updated AS (\(updateOutcomes)),
+    static func storeOutcomesAndDevices(in table: String) -> String {
+        """
+        WITH updated AS (\(updateOutcomes(in: table))),
         \(insertEvents(from: 16)),
         dead AS (
             -- A token APNs says died at some time, but that was registered again after it, lives on.
@@ -160,44 +185,58 @@ extension DeliveryQueue {
         )
         SELECT (SELECT count(*) FROM updated), \(relaxedCommit)
         """
+    }
 
     /// The deliveries' new state, parameters $1–$7; rows whose lease another instance has taken
     /// over are left to it.
     ///
-    /// Written so that one generic plan serves every table size (``storeOutcomes`` keeps one per
-    /// connection): each row is found through the primary key (a `LATERAL … LIMIT 1` lookup) and
-    /// updated by its `ctid`. A plain `d.id = u.id` join, planned while a fresh database's table is
-    /// small, is a sequential scan of `deliveries`, which a cached plan would keep as the table
-    /// grows. A row another transaction updated since the lookup (another instance's claim after
-    /// the lease ran out) no longer has that `ctid` in its newest version, so it is left alone, as
-    /// the `lease_owner` condition leaves it.
+    /// `table` is the partition of `deliveries` the rows are in (``DeliveryPartitions``), or
+    /// `deliveries` itself, where a row is matched by its partition (`tableoid`) too: a `ctid`
+    /// alone names a place in each partition.
+    ///
+    /// Written so that one generic plan serves every table size (``storeOutcomes(in:)`` keeps one
+    /// per connection): each row is found through the primary key (a `LATERAL … LIMIT 1` lookup)
+    /// and updated by its `ctid`. A plain `d.id = u.id` join, planned while a partition is small,
+    /// is a sequential scan, which a cached plan would keep as the partition grows. A row another
+    /// transaction updated since the lookup (another instance's claim after the lease ran out) no
+    /// longer has that `ctid` in its newest version, so it is left alone, as the `lease_owner`
+    /// condition leaves it.
     ///
     /// `due` follows the new status, so the outcome of a delivery stored claimed at intake (not due)
     /// that was sent changes no indexed column, and is a HOT update when its page has room
     /// (``sweep(upTo:limit:)``).
-    static let updateOutcomes = """
-        UPDATE deliveries d
+    static func updateOutcomes(in table: String) -> String {
+        """
+        UPDATE \(quoted(table)) d
         SET status = u.status, due = u.status IN ('pending', 'sending'), next_attempt_at = coalesce(u.next_at, d.next_attempt_at),
             provider_id = u.provider_id,
             last_error = u.error, attempts = d.attempts + u.adjustment, lease_owner = NULL, lease_expires_at = NULL,
             delivered_at = CASE WHEN u.status = 'delivered' THEN now() END, updated_at = now()
         FROM (
-            SELECT u.*, found.ctid AS target
+            SELECT u.*, found.tableoid AS partition, found.ctid AS target
             FROM unnest($1::bigint[], $2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::int[])
                 AS u(id, status, next_at, provider_id, error, adjustment)
-            CROSS JOIN LATERAL (SELECT x.ctid FROM deliveries x WHERE x.id = u.id LIMIT 1) found
+            CROSS JOIN LATERAL (SELECT x.tableoid, x.ctid FROM \(quoted(table)) x WHERE x.id = u.id LIMIT 1) found
         ) u
-        WHERE d.ctid = u.target AND d.lease_owner = $7
+        WHERE d.tableoid = u.partition AND d.ctid = u.target AND d.lease_owner = $7
         RETURNING d.id, d.notification_id
         """
+    }
 
-    /// ``updateOutcomes`` alone, with the relaxed commit.
-    static let storeOutcomes =
-        "WITH updated AS (\(updateOutcomes)) SELECT (SELECT count(*) FROM updated), \(relaxedCommit)"
+    /// ``updateOutcomes(in:)`` alone, with the relaxed commit.
+    static func storeOutcomes(in table: String) -> String {
+        "WITH updated AS (\(updateOutcomes(in: table))) SELECT (SELECT count(*) FROM updated), \(relaxedCommit)"
+    }
 
-    /// ``updateOutcomes`` and the events of the rows it updated (``EventRows``, parameters $8–$14).
-    static let storeOutcomesAndEvents =
-        "WITH updated AS (\(updateOutcomes)), \(insertEvents(from: 8)) SELECT (SELECT count(*) FROM updated), \(relaxedCommit)"
+    /// ``updateOutcomes(in:)`` and the events of the rows it updated (``EventRows``, parameters
+    /// $8–$14).
+    static func storeOutcomesAndEvents(in table: String) -> String {
+        "WITH updated AS (\(updateOutcomes(in: table))), \(insertEvents(from: 8)) "
+            + "SELECT (SELECT count(*) FROM updated), \(relaxedCommit)"
+    }
+
+    /// `name` as an SQL identifier.
+    static func quoted(_ name: String) -> String { "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }
 
     /// The CTE `events`, after a CTE `updated` (``updateOutcomes``): inserts the events of
     /// ``EventRows`` (parameters `$first`…`$first+6`) whose delivery was updated, in order.

@@ -26,7 +26,7 @@ struct DeliveryReservation: Sendable, Equatable {
 /// by reads (``ReadSync``: a badge sync per other device), claimed by the dispatchers
 /// (``claim(apps:limits:owner:lease:)``) and given their outcome (``store(_:owner:events:)``),
 /// which also invalidates dead tokens' devices and queues them for Zendesk (``ZendeskQueue``).
-/// Retention deletes old finished rows here (``prune(after:limit:deliveredDays:failedDays:)``).
+/// Retention deletes old finished rows (``RetentionStore``, ``HistoryPartitions``).
 /// Errors are the database's (``PostgresError``); what they mean to an HTTP caller is decided by
 /// the caller.
 struct DeliveryQueue: Sendable {
@@ -34,6 +34,8 @@ struct DeliveryQueue: Sendable {
     static let channel = "push_relay_deliveries"
 
     let client: PostgresClient
+    /// Which partition holds a delivery, for the outcome statement.
+    let partitions = DeliveryPartitions()
 
     // MARK: - Queueing
 

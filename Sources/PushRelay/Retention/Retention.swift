@@ -19,30 +19,72 @@ struct RetentionReport: Sendable, Equatable {
     var erasedTexts = 0
     /// Deliveries of apps no longer served ended here (``DeliveryQueue/endUnservedDeliveries(served:maxAge:limit:)``).
     var unservedEnded = 0
+    /// History partitions created ahead, and dropped whole (``HistoryPartitions``).
+    var partitionsCreated = 0
+    var partitionsDropped: [String] = []
     var seconds = 0.0
     /// False when another instance took the lease over before the run was through.
     var complete = false
 }
 
-/// The statements that prune notifications and events; deliveries are pruned by the outbox
-/// (``DeliveryQueue/prune(after:limit:deliveredDays:failedDays:)``). Each statement looks at a
-/// bounded batch in primary-key order, so none holds locks for long or rewrites a table; the walks
-/// from a cursor stop at the first rows too young to be deleted (ids grow with time). Unread counters are not history: they
-/// are never touched.
+/// The statements that prune row by row: deliveries and notifications in the tables 0019 found
+/// unpartitioned (partitions are dropped whole: ``HistoryPartitions``), events, jobs. Each
+/// statement looks at a bounded batch in primary-key order, so none holds locks for long or
+/// rewrites a table; the walks from a cursor stop at the first rows too young to be deleted (ids
+/// grow with time). Unread counters are not history: they are never touched.
 struct RetentionStore: Sendable {
     let client: PostgresClient
 
+    /// Deletes, among the `limit` deliveries after id `cursor`, those finished long enough ago:
+    /// `delivered` and `skipped` rows last changed more than `deliveredDays` ago, `failed`,
+    /// `expired` and `dead_token` rows more than `failedDays` ago.
+    /// - Returns: the batch's last id (`nil` when there was none), how many were deleted, and
+    ///   whether the walk reached deliveries created after the shorter of the two cut-offs (then
+    ///   no later row can be old enough).
+    /// Only ids below `below` are looked at: the unpartitioned table's (``HistoryPartitions``).
+    func pruneDeliveries(
+        after cursor: Int64,
+        below: Int64,
+        limit: Int,
+        deliveredDays: Int,
+        failedDays: Int
+    ) async throws -> (last: Int64?, deleted: Int, done: Bool) {
+        let row = try await client.query(
+            """
+            WITH batch AS MATERIALIZED (
+                SELECT id, status, updated_at, created_at FROM deliveries WHERE id > $1 AND id < $5 ORDER BY id LIMIT $2
+            ),
+            doomed AS (
+                DELETE FROM deliveries d USING batch b
+                WHERE d.id = b.id
+                  AND ((b.status IN ('delivered', 'skipped') AND b.updated_at < now() - make_interval(days => $3))
+                    OR (b.status IN ('failed', 'expired', 'dead_token') AND b.updated_at < now() - make_interval(days => $4)))
+                RETURNING 1
+            )
+            SELECT (SELECT max(id) FROM batch), (SELECT count(*) FROM doomed)::int,
+                   coalesce((SELECT max(created_at) FROM batch) >= now() - make_interval(days => least($3, $4)), true)
+            """,
+            [cursor, limit, deliveredDays, failedDays, below],
+            prepare: true
+        ).first
+        guard let row else { return (nil, 0, true) }
+        let (last, deleted, done) = try row.decode((Int64?, Int, Bool).self)
+        return (last, deleted, done || last == nil)
+    }
+
     /// Deletes, among the `limit` notifications after id `cursor`, those received before the
     /// shorter cut-off that have no delivery left.
+    /// Only ids below `below` are looked at: the unpartitioned table's (``HistoryPartitions``).
     func pruneNotifications(
         after cursor: Int64,
+        below: Int64,
         limit: Int,
         days: Int
     ) async throws -> (last: Int64?, deleted: Int, done: Bool) {
         let row = try await client.query(
             """
             WITH batch AS MATERIALIZED (
-                SELECT id, received_at FROM notifications WHERE id > $1 ORDER BY id LIMIT $2
+                SELECT id, received_at FROM notifications WHERE id > $1 AND id < $4 ORDER BY id LIMIT $2
             ),
             doomed AS (
                 DELETE FROM notifications n USING batch b
@@ -53,7 +95,7 @@ struct RetentionStore: Sendable {
             SELECT (SELECT max(id) FROM batch), (SELECT count(*) FROM doomed)::int,
                    coalesce((SELECT max(received_at) FROM batch) >= now() - make_interval(days => $3), true)
             """,
-            [cursor, limit, days],
+            [cursor, limit, days, below],
             prepare: true
         ).first
         guard let row else { return (nil, 0, true) }
@@ -144,6 +186,7 @@ final class RetentionService: Service, Sendable {
     private let queue: DeliveryQueue
     private let zendesk: ZendeskQueue
     private let store: RetentionStore
+    private let partitions: HistoryPartitions
     private let leases: Leases
     private let settings: RetentionSettings
     private let metrics: RelayMetrics
@@ -171,6 +214,7 @@ final class RetentionService: Service, Sendable {
         queue = DeliveryQueue(client: client)
         zendesk = ZendeskQueue(client: client)
         store = RetentionStore(client: client)
+        partitions = HistoryPartitions(client: client)
         leases = Leases(client: client, owner: leaseOwnerName(role: "retention"))
         self.settings = settings
         self.metrics = metrics
@@ -179,12 +223,19 @@ final class RetentionService: Service, Sendable {
 
     func run() async throws {
         guard settings.enabled else {
-            try? await gracefulShutdown()
+            // Not pruning, but still watching that the history has a partition for today.
+            await cancelWhenGracefulShutdown {
+                while !Task.isCancelled {
+                    await self.checkPartitions()
+                    try? await self.clock.sleep(for: self.settings.interval)
+                }
+            }
             return
         }
         let interrupted = Mutex(false)
         await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
+                await self.checkPartitions()
                 do {
                     if let report = try await self.runOnce() {
                         self.logger.notice(
@@ -199,6 +250,8 @@ final class RetentionService: Service, Sendable {
                                 "push.zendesk_forwarded_pruned": "\(report.zendeskForwarded)",
                                 "push.texts_erased": "\(report.erasedTexts)",
                                 "push.unserved_deliveries_ended": "\(report.unservedEnded)",
+                                "push.partitions_created": "\(report.partitionsCreated)",
+                                "push.partitions_dropped": "\(report.partitionsDropped.joined(separator: ","))",
                                 "push.seconds": "\(report.seconds)",
                             ]
                         )
@@ -237,9 +290,35 @@ final class RetentionService: Service, Sendable {
         return report
     }
 
+    /// Sets `push_relay_history_partition_days_ahead` and warns when no history partition covers
+    /// today (new rows then go to the newest, which is dropped only once its newest row expires).
+    /// Every instance does this at each interval, pruning or not.
+    func checkPartitions() async {
+        do {
+            let ahead = try await partitions.daysAhead()
+            metrics.historyPartitionDaysAhead(ahead)
+            guard ahead <= 0 else { return }
+            logger.warning(
+                "no history partition covers today: new rows go to the newest partition until the retention lease holder creates more",
+                metadata: ["push.partition_days_ahead": "\(ahead)", "push.retention_enabled": "\(settings.enabled)"]
+            )
+        } catch  where !(error is CancellationError) {
+            logger.log(
+                level: PostgresError.logLevel(for: error),
+                "could not read the history partitions",
+                metadata: PostgresError.metadata(error)
+            )
+        } catch {}
+    }
+
     /// A run's steps in order; false when the lease was lost midway (another instance goes on).
     private func runSteps(lease: inout HeldLease, report: inout RetentionReport) async throws -> Bool {
         let limit = settings.batchSize
+        report.partitionsCreated = try await partitions.extend(
+            periodDays: settings.partitionDays,
+            aheadDays: settings.partitionsAheadDays
+        )
+        if report.partitionsCreated > 0 { metrics.historyPartitionDaysAhead(try await partitions.daysAhead()) }
         if let served {
             // Ended first, so the steps below erase their texts and, in time, prune them.
             let ended = try await drain(nil, into: &report.unservedEnded, lease: &lease) {
@@ -248,28 +327,54 @@ final class RetentionService: Service, Sendable {
             guard ended else { return false }
         }
         let shorter = min(settings.deliveredDays, settings.failedDays)
-        guard
-            try await walk(
-                "deliveries",
-                into: &report.deliveries,
-                lease: &lease,
-                { cursor in
-                    try await queue.prune(
-                        after: cursor,
-                        limit: limit,
-                        deliveredDays: settings.deliveredDays,
-                        failedDays: settings.failedDays
-                    )
-                }
-            ),
-            try await walk(
-                "notifications",
-                into: &report.notifications,
-                lease: &lease,
-                { try await store.pruneNotifications(after: $0, limit: limit, days: shorter) }
-            )
-        else { return false }
+        // Row by row only in what 0019 found unpartitioned; the partitions are dropped whole.
+        if let below = try await partitions.unpartitionedBound(of: "deliveries") {
+            let walked = try await walk("deliveries", into: &report.deliveries, lease: &lease) { cursor in
+                try await store.pruneDeliveries(
+                    after: cursor,
+                    below: below,
+                    limit: limit,
+                    deliveredDays: settings.deliveredDays,
+                    failedDays: settings.failedDays
+                )
+            }
+            guard walked else { return false }
+        }
+        if let below = try await partitions.unpartitionedBound(of: "notifications") {
+            let walked = try await walk("notifications", into: &report.notifications, lease: &lease) {
+                try await store.pruneNotifications(after: $0, below: below, limit: limit, days: shorter)
+            }
+            guard walked else { return false }
+        }
+        guard try await dropPartitions(lease: &lease, report: &report) else { return false }
         return try await drainTables(lease: &lease, report: &report)
+    }
+
+    /// Drops the partitions of `deliveries` whose rows are all past retention, then those of
+    /// `notifications` no delivery refers to any more (``HistoryPartitions``), oldest first.
+    private func dropPartitions(lease: inout HeldLease, report: inout RetentionReport) async throws -> Bool {
+        let shorter = min(settings.deliveredDays, settings.failedDays)
+        for table in ["deliveries", "notifications"] {
+            var dropped = 0
+            for partition in try await partitions.list() where partition.parent == table {
+                try Task.checkCancellation()
+                guard try await lease.hold(with: leases) else { return false }
+                let expired =
+                    table == "deliveries"
+                    ? try await partitions.deliveriesExpired(
+                        partition,
+                        deliveredDays: settings.deliveredDays,
+                        failedDays: settings.failedDays,
+                        margin: maxAge
+                    )
+                    : try await partitions.notificationsExpired(partition, days: shorter)
+                guard expired, try await partitions.drop(partition) else { continue }
+                report.partitionsDropped.append(partition.name)
+                dropped += 1
+            }
+            metrics.droppedPartitions(table: table, count: dropped)
+        }
+        return true
     }
 
     /// The steps after the two walks: tables drained in batches until one is short.

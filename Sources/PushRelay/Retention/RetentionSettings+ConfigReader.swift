@@ -12,5 +12,10 @@ extension RetentionSettings {
         interval = config.secondsDuration(forKey: "interval_seconds", default: interval, atLeast: 1)
         batchSize = min(100_000, max(1, config.int(forKey: "batch_size", default: batchSize)))
         batchPause = config.millisecondsDuration(forKey: "batch_pause_ms", default: batchPause, atLeast: 0)
+        partitionDays = min(31, max(1, config.int(forKey: "partition_days", default: partitionDays)))
+        partitionsAheadDays = min(
+            366,
+            max(1, config.int(forKey: "partitions_ahead_days", default: partitionsAheadDays))
+        )
     }
 }

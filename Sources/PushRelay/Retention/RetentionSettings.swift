@@ -16,6 +16,10 @@
 ///   short transaction.
 /// - `batch_pause_ms` (int, default 50): pause between statements, so webhooks keep their share of
 ///   the database while a large backlog is pruned.
+/// - `partition_days` (int, 1 to 31, default 7): days of history per partition of `notifications`
+///   and `deliveries` (``HistoryPartitions``); a change applies to partitions created after it.
+/// - `partitions_ahead_days` (int, 1 to 366, default 14): the retention lease holder keeps
+///   partitions created this many days ahead of today.
 public struct RetentionSettings: Sendable, Equatable {
     public var enabled = true
     public var deliveredDays = 30
@@ -26,6 +30,10 @@ public struct RetentionSettings: Sendable, Equatable {
     /// Rows looked at per statement, 1 to 100,000.
     public var batchSize = 2000
     public var batchPause = Duration.milliseconds(50)
+    /// Days per history partition, 1 to 31.
+    public var partitionDays = 7
+    /// Days of partitions kept created ahead of today, 1 to 366.
+    public var partitionsAheadDays = 14
 
     public init() {}
 }

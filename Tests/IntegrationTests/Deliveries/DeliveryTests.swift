@@ -58,7 +58,7 @@ struct DeliveryTests {
             #expect(expiration > started.timeIntervalSince1970 + 3600)
             let payload = try #require(try JSONSerialization.jsonObject(with: Data(apns.body.utf8)) as? [String: Any])
             #expect(payload["zendesk_sdk_request_id"] as? String == "5")
-            let notificationID = try await harness.test.count("SELECT max(id)::int FROM notifications")
+            let notificationID = try await harness.test.count("SELECT max(id) FROM notifications")
             #expect(payload["push_relay_notification_id"] as? Int == notificationID)
             let aps = try #require(payload["aps"] as? [String: Any])
             #expect(aps["sound"] as? String == "default")

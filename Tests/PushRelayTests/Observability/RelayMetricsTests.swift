@@ -19,6 +19,8 @@ struct RelayMetricsTests {
         metrics.eventFailure(app: "a", reason: "HTTP 500")
         metrics.eventsQueued(app: "a", count: 6)
         metrics.pruned(table: "deliveries", rows: 7)
+        metrics.droppedPartitions(table: "deliveries", count: 1)
+        metrics.historyPartitionDaysAhead(14)
         metrics.unreadPoll(app: "a", answer: "read")
         metrics.unreadStreamRefused(app: "a")
         metrics.connectionRefused()

@@ -1,0 +1,139 @@
+import Foundation
+import Postgres
+
+/// The partitions of the history tables, `notifications` and `deliveries` (migration 0019): id
+/// ranges of `retention.partition_days` days each, the range of day D starting at id D << 32.
+/// The retention lease holder creates them ahead and sets the id sequences to the partition that
+/// covers today; a partition whose rows are all past retention is dropped whole, which writes no
+/// row to the WAL. The tables as they were before 0019 are one partition each
+/// (`*_unpartitioned`, no lower bound), pruned row by row until empty.
+struct HistoryPartitions: Sendable {
+    let client: PostgresClient
+
+    /// One partition: its table, name and id range (`lower` is `nil` for the unpartitioned one).
+    struct Partition: Sendable, Equatable {
+        var parent: String
+        var name: String
+        var lower: Int64?
+        var upper: Int64
+
+        /// The first day whose ids it holds (`nil` for the unpartitioned one).
+        var firstDay: Date? { lower.map { Date(timeIntervalSince1970: Double($0 >> 32) * 86400) } }
+        /// The day after the last whose ids it holds.
+        var endDay: Date { Date(timeIntervalSince1970: Double(upper >> 32) * 86400) }
+    }
+
+    /// Every partition of both tables, by table and id range.
+    func list() async throws -> [Partition] {
+        try await client.query(
+            "SELECT parent, partition, lower, upper FROM history_partitions ORDER BY parent, lower NULLS FIRST"
+        ).rows.map {
+            let (parent, name, lower, upper) = try $0.decode((String, String, Int64?, Int64).self)
+            return Partition(parent: parent, name: name, lower: lower, upper: upper)
+        }
+    }
+
+    /// Creates the partitions of both tables, `periodDays` days each, until one covers the day
+    /// `aheadDays` from today, and sets each id sequence to the partition covering today when it is
+    /// behind (`push_relay_extend_history`, migration 0019). Returns how many it created.
+    func extend(periodDays: Int, aheadDays: Int) async throws -> Int {
+        try await client.withTransaction { session in
+            // One creator at a time: two lease holders never overlap, but `push-relay migrate`
+            // may run beside one.
+            _ = try await session.query("LOCK TABLE notifications, deliveries IN SHARE ROW EXCLUSIVE MODE")
+            return try await session.query(
+                "SELECT push_relay_extend_history($1, (now() AT TIME ZONE 'UTC')::date + $2::int)",
+                [periodDays, aheadDays]
+            ).first?.decode(Int.self) ?? 0
+        }
+    }
+
+    /// Days from today (UTC) to the end of the newest partition of either table: 0 or less when
+    /// none covers today (new rows then go to the newest partition).
+    func daysAhead() async throws -> Int {
+        try await client.query(
+            """
+            SELECT coalesce(min(newest), 0)::int FROM (
+                SELECT (max(upper) >> 32) - ((now() AT TIME ZONE 'UTC')::date - date '1970-01-01') AS newest
+                FROM history_partitions WHERE lower IS NOT NULL GROUP BY parent
+            ) t
+            """
+        ).first?.decode(Int.self) ?? 0
+    }
+
+    /// The id bound below which rows are in the unpartitioned table of `parent` (pruned row by
+    /// row), or `nil` when it is gone.
+    func unpartitionedBound(of parent: String) async throws -> Int64? {
+        try await client.query(
+            "SELECT upper FROM history_partitions WHERE parent = $1 AND lower IS NULL",
+            [parent]
+        ).first?.decode(Int64.self)
+    }
+
+    /// Whether `partition` of `deliveries` may be dropped: no id will be allocated in it any more,
+    /// its newest row was stored more than `deliveredDays` days and `margin` ago (or it is empty),
+    /// no row in it is due (the due index answers; a row claimed at intake is made due by the sweep
+    /// a lease after its claim, long before), and, unless its newest row is older than
+    /// `failedDays` too, none is `failed`, `expired` or `dead_token` (those are kept `failed_days`).
+    /// That last check reads the partition until it finds one, so only a partition without any is
+    /// read whole, once, before it is dropped. `margin` covers a delivery's last change coming
+    /// after its storing (its retries, at most `delivery.max_age_seconds`).
+    func deliveriesExpired(
+        _ partition: Partition,
+        deliveredDays: Int,
+        failedDays: Int,
+        margin: Duration
+    ) async throws -> Bool {
+        let table = DeliveryQueue.quoted(partition.name)
+        let row = try await client.query(
+            """
+            SELECT (SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END FROM deliveries_id_seq) >= $1,
+                   newest IS NULL OR newest < now() - make_interval(days => $2, secs => $4),
+                   newest IS NULL OR newest < now() - make_interval(days => $3, secs => $4),
+                   EXISTS (SELECT 1 FROM \(table) WHERE due)
+            FROM (SELECT (SELECT created_at FROM \(table) ORDER BY id DESC LIMIT 1) AS newest) t
+            """,
+            [partition.upper, deliveredDays, failedDays, Double(margin.components.seconds)]
+        ).first
+        guard let row else { return false }
+        let (closed, deliveredExpired, failedExpired, due) = try row.decode((Bool?, Bool, Bool, Bool).self)
+        guard partition.lower == nil || closed == true, !due, deliveredExpired else { return false }
+        if failedExpired { return true }
+        return try await client.query(
+            "SELECT NOT EXISTS (SELECT 1 FROM \(table) WHERE status IN ('failed', 'expired', 'dead_token'))"
+        ).first?.decode(Bool.self) ?? false
+    }
+
+    /// Whether `partition` of `notifications` may be dropped: no id will be allocated in it any
+    /// more, its newest row was received more than `days` days ago (or it is empty), and no
+    /// delivery refers to a notification in its range.
+    func notificationsExpired(_ partition: Partition, days: Int) async throws -> Bool {
+        let table = DeliveryQueue.quoted(partition.name)
+        let row = try await client.query(
+            """
+            SELECT (SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END FROM notifications_id_seq) >= $1,
+                   coalesce((SELECT received_at FROM \(table) ORDER BY id DESC LIMIT 1) < now() - make_interval(days => $3), true),
+                   EXISTS (SELECT 1 FROM deliveries WHERE notification_id >= coalesce($2, -9223372036854775808) AND notification_id < $1)
+            """,
+            [partition.upper, partition.lower, days]
+        ).first
+        guard let row else { return false }
+        let (closed, expired, referenced) = try row.decode((Bool?, Bool, Bool).self)
+        return (partition.lower == nil || closed == true) && expired && !referenced
+    }
+
+    /// Drops `partition`; waits at most `lockTimeout` for the table's lock (a long read holds it),
+    /// else leaves it to the next run. Returns whether it dropped it.
+    func drop(_ partition: Partition, lockTimeout: Duration = .seconds(2)) async throws -> Bool {
+        do {
+            try await client.withTransaction { session in
+                _ = try await session.query("SET LOCAL lock_timeout = \(lockTimeout.components.seconds * 1000)")
+                _ = try await session.query("DROP TABLE \(DeliveryQueue.quoted(partition.name))")
+            }
+            return true
+        } catch let error as PostgresError where error.sqlState == "55P03" {
+            return false
+        }
+    }
+
+}

@@ -1,0 +1,313 @@
+import Configuration
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import Postgres
+import TestSupport
+import Testing
+
+@testable import PushRelay
+
+/// The history partitioned by id range (migration 0019, ``HistoryPartitions``): partitions made
+/// ahead, ids in the partition of their day, whole partitions dropped by retention, an upgrade with
+/// rows in every state, and a relay whose partitions ran out.
+@Suite("History partitions: made ahead, dropped whole, upgraded, run out")
+struct HistoryPartitionTests {
+    /// The first id of the day `days` from today (UTC), as migration 0019 counts.
+    static func bound(_ test: TestApp, days: Int) async throws -> Int64 {
+        try await test.client.query(
+            "SELECT push_relay_history_bound((now() AT TIME ZONE 'UTC')::date + $1::int)",
+            [days]
+        ).first!.decode(Int64.self)
+    }
+
+    static func item(_ ticket: String, tokens: [String]) -> IntakeItem {
+        IntakeItem(
+            appID: "support",
+            notification: PushNotification(
+                title: "t",
+                body: "b",
+                ticketID: ticket,
+                devices: tokens.map { .init(token: $0, platform: .ios) }
+            ),
+            requestID: nil
+        )
+    }
+
+    static func partitions(_ test: TestApp) async throws -> [HistoryPartitions.Partition] {
+        try await HistoryPartitions(client: test.client).list()
+    }
+
+    @Test("a new database has partitions from today to two weeks ahead; ids fall in today's; extending again makes only what is missing")
+    func partitionsAhead() async throws {
+        let test = try await TestApp.make()
+        _ = try await test.application()
+        let today = try await Self.bound(test, days: 0)
+        let week = try await Self.bound(test, days: 7) - today
+        for table in ["notifications", "deliveries"] {
+            let ranges = try await Self.partitions(test).filter { $0.parent == table && $0.lower != nil }
+            #expect(ranges.map(\.lower) == [today, today + week, today + 2 * week], "\(table)")
+            #expect(ranges.map(\.upper) == [today + week, today + 2 * week, today + 3 * week], "\(table)")
+        }
+        let queue = DeliveryQueue(client: test.client)
+        let (receipts, _) = try await queue.enqueue([Self.item("p-1", tokens: [apnsToken()])], reservation: nil)
+        let notification = try #require(receipts.first?.notificationID)
+        #expect(notification >= today && notification < today + week)
+        let delivery = try await test.client.query("SELECT id, tableoid::regclass::text FROM deliveries").first!.decode((Int64, String).self)
+        #expect(delivery.0 >= today && delivery.0 < today + week)
+        #expect(delivery.1 == ranges(named: "deliveries", from: try await Self.partitions(test)).first)
+
+        let partitions = HistoryPartitions(client: test.client)
+        #expect(try await partitions.extend(periodDays: 7, aheadDays: 14) == 0)
+        #expect(try await partitions.daysAhead() == 21)
+        // Two more weeks per table; the sequences stay where they are.
+        #expect(try await partitions.extend(periodDays: 7, aheadDays: 30) == 4)
+        #expect(try await partitions.daysAhead() == 35)
+        let (again, _) = try await queue.enqueue([Self.item("p-2", tokens: [apnsToken()])], reservation: nil)
+        #expect(try #require(again.first?.notificationID) == notification + 1)
+        // A new partition checks statuses as the table always did.
+        await #expect(throws: PostgresError.self) {
+            _ = try await test.client.query(
+                "INSERT INTO deliveries (app_id, device_token, platform, kind, status) VALUES ('support', 't', 'ios', 'badge_sync', 'lost')"
+            )
+        }
+    }
+
+    private func ranges(named table: String, from list: [HistoryPartitions.Partition]) -> [String] {
+        list.filter { $0.parent == table && $0.lower != nil }.map(\.name)
+    }
+
+    @Test(
+        "an outcome updates its own delivery, not the row at the same place in another partition; a batch across partitions, one made since, updates all"
+    )
+    func outcomeStaysInItsPartition() async throws {
+        let test = try await TestApp.make()
+        _ = try await test.application()
+        let queue = DeliveryQueue(client: test.client)
+        let reservation = DeliveryReservation(owner: "me", lease: .seconds(60), granted: ["support": 1])
+        let (_, claimed) = try await queue.enqueue([Self.item("ctid-1", tokens: [apnsToken()])], reservation: reservation)
+        let mine = try #require(claimed.first)
+        // The first row of next week's partition: the same ctid, (0,1), also leased to "me".
+        let next = try await Self.bound(test, days: 7)
+        _ = try await test.client.query(
+            """
+            INSERT INTO deliveries (id, app_id, device_token, platform, kind, status, lease_owner, lease_expires_at)
+            VALUES ($1, 'support', 'other-token', 'ios', 'badge_sync', 'sending', 'me', now() + interval '1 minute')
+            """,
+            [next]
+        )
+        let places = try await test.client.query("SELECT ctid::text FROM deliveries ORDER BY id").rows.map { try $0.decode(String.self) }
+        #expect(places == ["(0,1)", "(0,1)"])
+        try await queue.store(
+            [DeliveryResult(delivery: mine, status: .delivered, outcome: .delivered, providerID: "p")],
+            owner: "me"
+        )
+        let rows = try await test.client.query("SELECT id, status FROM deliveries ORDER BY id").rows.map {
+            try $0.decode((Int64, String).self)
+        }
+        #expect(rows.map(\.1) == ["delivered", "sending"], "\(rows)")
+
+        // A batch across two partitions, one of them made after the queue read the partitions.
+        #expect(try await HistoryPartitions(client: test.client).extend(periodDays: 7, aheadDays: 30) == 4)
+        let later = try await Self.bound(test, days: 28)
+        _ = try await test.client.query(
+            """
+            INSERT INTO deliveries (id, app_id, device_token, platform, kind, status, lease_owner, lease_expires_at)
+            VALUES ($1, 'support', 'later-token', 'ios', 'badge_sync', 'sending', 'me', now() + interval '1 minute')
+            """,
+            [later]
+        )
+        let pending = try await test.client.query(
+            """
+            SELECT \(ClaimedDelivery.columns) FROM deliveries c LEFT JOIN notifications n ON n.id = c.notification_id
+            LEFT JOIN devices dv ON false CROSS JOIN (SELECT 0 AS badge) b WHERE c.status = 'sending' ORDER BY c.id
+            """
+        ).rows.map { try ClaimedDelivery(row: $0, at: 0, claimedAt: ContinuousClock.now) }
+        #expect(pending.map(\.id) == [next, later])
+        try await queue.store(
+            pending.map { DeliveryResult(delivery: $0, status: .delivered, outcome: .delivered, providerID: "q") },
+            owner: "me"
+        )
+        let after = try await test.client.query("SELECT status, coalesce(provider_id, '') FROM deliveries ORDER BY id").rows.map {
+            try $0.decode((String, String).self)
+        }
+        #expect(after.map(\.0) == ["delivered", "delivered", "delivered"] && after.map(\.1) == ["p", "q", "q"], "\(after)")
+    }
+
+    @Test(
+        "retention drops whole partitions whose rows are all past their age, keeps those with failures younger than failed_days, due rows or recent rows"
+    )
+    func dropsExpiredPartitions() async throws {
+        let test = try await TestApp.make()
+        _ = try await test.application(extra: ["retention.enabled": .init(.bool(false), isSecret: false)])
+        let service = RetentionService(client: test.client, settings: RetentionSettings(), metrics: RelayMetrics(), logger: TestDatabase.logger)
+        // A new database's unpartitioned tables are empty: the first run drops them.
+        let first = try #require(try await service.runOnce())
+        #expect(Set(first.partitionsDropped) == ["deliveries_unpartitioned", "notifications_unpartitioned"])
+        _ = try await test.client.query("DELETE FROM leases")
+
+        // Past weeks, each with a notification and deliveries stored `age` days ago.
+        let weeks: [(name: String, age: Int, statuses: [String])] = [
+            ("old", 100, ["delivered", "failed"]),  // past failed_days (90): dropped
+            ("failures", 60, ["delivered", "dead_token"]),  // a failure younger than 90 days: kept
+            ("delivered", 50, ["delivered", "skipped"]),  // past delivered_days (30) + a day: dropped
+            ("retrying", 40, ["delivered", "pending"]),  // a due row: kept
+            ("recent", 20, ["delivered"]),  // kept
+        ]
+        for week in weeks {
+            let lower = try await Self.bound(test, days: -week.age)
+            let upper = try await Self.bound(test, days: -week.age + 7)
+            for table in ["notifications", "deliveries"] {
+                _ = try await test.client.query("CREATE TABLE \(table)_\(week.name) PARTITION OF \(table) FOR VALUES FROM (\(lower)) TO (\(upper))")
+            }
+            _ = try await test.client.query(
+                "INSERT INTO notifications (id, app_id, ticket_id, received_at) VALUES ($1, 'support', 'x', now() - make_interval(days => $2))",
+                [lower, week.age]
+            )
+            for (index, status) in week.statuses.enumerated() {
+                _ = try await test.client.query(
+                    """
+                    INSERT INTO deliveries (id, notification_id, app_id, device_token, platform, status, due, created_at, updated_at)
+                    VALUES ($1, $2, 'support', 't', 'ios', $3, $3 = 'pending', now() - make_interval(days => $4), now() - make_interval(days => $4))
+                    """,
+                    [lower + Int64(index), lower, status, week.age]
+                )
+            }
+        }
+        let report = try #require(try await service.runOnce())
+        #expect(report.complete)
+        #expect(
+            Set(report.partitionsDropped) == ["deliveries_old", "deliveries_delivered", "notifications_old", "notifications_delivered"],
+            "\(report.partitionsDropped)"
+        )
+        let left = Set(try await Self.partitions(test).map(\.name))
+        for week in ["failures", "retrying", "recent"] {
+            #expect(left.contains("deliveries_\(week)") && left.contains("notifications_\(week)"), "\(week): \(left)")
+        }
+        #expect(try await test.count("SELECT count(*) FROM deliveries") == 5)
+        #expect(try await test.count("SELECT count(*) FROM notifications") == 3)
+        // The partitions ahead are open (ids will be allocated there): never dropped, even empty.
+        #expect(ranges(named: "deliveries", from: try await Self.partitions(test)).count == 6)
+    }
+
+    @Test(
+        "a version 18 database with rows in every state is upgraded: rows kept in place, claims finish, new ids in today's partition, old rows pruned row by row"
+    )
+    func upgradeKeepsHistory() async throws {
+        let test = try await TestApp.make()
+        let all = try Migrator.parse(EmbeddedAssets.migrations, source: "the migrations built into push-relay")
+        _ = try await Migrator(migrations: all.filter { $0.version <= 18 }, logger: TestDatabase.logger).migrate(test.client)
+        _ = try await test.client.query(
+            """
+            INSERT INTO notifications (app_id, ticket_id, title, body, content, received_at) VALUES
+                ('support', 'old', 't', 'b', 'full', now() - interval '40 days'),
+                ('support', 'new', 'secret title', 'secret body', 'encrypted', now())
+            """
+        )
+        _ = try await test.client.query(
+            """
+            INSERT INTO deliveries (notification_id, app_id, device_token, platform, kind, status, due, lease_owner, lease_expires_at,
+                                    created_at, updated_at)
+            SELECT n.id, 'support', s.token, 'ios', s.kind, s.status, s.due, s.owner, s.lease, now() - s.age, now() - s.age
+            FROM (VALUES
+                ('old', 'a', 'alert', 'delivered', false, NULL, NULL::timestamptz, interval '40 days'),
+                ('new', 'b', 'alert', 'pending', true, NULL, NULL, interval '0'),
+                ('new', 'c', 'alert', 'sending', false, 'me', now() + interval '1 minute', interval '0'),
+                ('new', 'd', 'alert', 'failed', false, NULL, NULL, interval '0'),
+                ('new', 'e', 'alert', 'dead_token', false, NULL, NULL, interval '0'),
+                ('new', 'f', 'badge_sync', 'pending', true, NULL, NULL, interval '0')
+            ) AS s(ticket, token, kind, status, due, owner, lease, age)
+            LEFT JOIN notifications n ON n.ticket_id = s.ticket AND s.kind = 'alert'
+            ORDER BY s.token
+            """
+        )
+        let before = try await test.client.query("SELECT id, status, due FROM deliveries ORDER BY id").rows.map {
+            try $0.decode((Int64, String, Bool).self)
+        }
+        _ = try await Migrator(migrations: all, logger: TestDatabase.logger).migrate(test.client)
+        #expect(try await Migrator(migrations: all, logger: TestDatabase.logger).appliedVersion(test.client) == all.last!.version)
+        let after = try await test.client.query("SELECT id, status, due FROM deliveries ORDER BY id").rows.map {
+            try $0.decode((Int64, String, Bool).self)
+        }
+        #expect(after.map(\.0) == before.map(\.0) && after.map(\.1) == before.map(\.1) && after.map(\.2) == before.map(\.2))
+        #expect(try await test.count("SELECT count(*) FROM ONLY deliveries_unpartitioned") == 6)
+        #expect(try await test.count("SELECT count(*) FROM notifications WHERE title = 'secret title'") == 1)
+
+        // The claim made before the upgrade finishes in the old table.
+        let claimed = try #require(
+            try await test.client.query(
+                """
+                SELECT \(ClaimedDelivery.columns) FROM deliveries c JOIN notifications n ON n.id = c.notification_id
+                LEFT JOIN devices dv ON false CROSS JOIN (SELECT 0 AS badge) b WHERE c.device_token = 'c'
+                """
+            ).rows.first.map { try ClaimedDelivery(row: $0, at: 0, claimedAt: ContinuousClock.now) }
+        )
+        try await DeliveryQueue(client: test.client).store(
+            [DeliveryResult(delivery: claimed, status: .delivered, outcome: .delivered, providerID: "p")],
+            owner: "me"
+        )
+        #expect(try await test.count("SELECT count(*) FROM deliveries_unpartitioned WHERE device_token = 'c' AND status = 'delivered'") == 1)
+        // New webhooks go to today's partition.
+        let (receipts, _) = try await DeliveryQueue(client: test.client).enqueue([Self.item("after", tokens: [apnsToken()])], reservation: nil)
+        #expect(try #require(receipts.first?.notificationID) >= (try await Self.bound(test, days: 0)))
+        #expect(try await test.count("SELECT count(*) FROM ONLY deliveries_unpartitioned") == 6)
+        // Retention prunes the old table row by row: the 40-day delivered row and its notification.
+        let report = try #require(
+            try await RetentionService(client: test.client, settings: RetentionSettings(), metrics: RelayMetrics(), logger: TestDatabase.logger)
+                .runOnce()
+        )
+        #expect(report.deliveries == 1 && report.notifications == 1 && report.partitionsDropped.isEmpty, "\(report)")
+        #expect(try await test.count("SELECT count(*) FROM deliveries_unpartitioned") == 5)
+    }
+
+    @Test("a relay whose partitions ran out accepts webhooks into the newest, reports the gap by metric and warning, and the next run makes today's")
+    func partitionsRanOut() async throws {
+        let test = try await TestApp.make()
+        _ = try await test.application(extra: ["retention.enabled": .init(.bool(false), isSecret: false)])
+        // As if no instance had run retention for three weeks: the newest partition ended 13 days ago.
+        let lower = try await Self.bound(test, days: -20)
+        let upper = try await Self.bound(test, days: -13)
+        for table in ["notifications", "deliveries"] {
+            for partition in try await Self.partitions(test) where partition.parent == table {
+                _ = try await test.client.query("DROP TABLE \(partition.name)")
+            }
+            _ = try await test.client.query("CREATE TABLE \(table)_stale PARTITION OF \(table) FOR VALUES FROM (\(lower)) TO (\(upper))")
+            _ = try await test.client.query("SELECT setval('\(table)_id_seq', \(lower + 100), false)")
+        }
+        let app = try await test.application(extra: ["retention.enabled": .init(.bool(false), isSecret: false)])
+        try await app.test(.router) { client in
+            let response = try await client.execute(
+                uri: "/v1/webhooks/zendesk/support/\(TestApp.webhookSecret)",
+                method: .post,
+                headers: [.contentType: "application/json"],
+                body: jsonBody(webhook(devices: [(apnsToken(), "ios")], ticket: "gap"))
+            )
+            #expect(response.status == .accepted)
+            #expect(
+                try await eventually {
+                    let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+                    return metricValue(metrics, "push_relay_history_partition_days_ahead", [:]) == -13
+                }
+            )
+        }
+        #expect(try await test.count("SELECT count(*) FROM deliveries_stale") == 1)
+
+        let lines = OutageLogTests.Lines()
+        var logger = Logger(label: "push-relay") { RelayLogHandler(label: $0, stream: lines, format: .text) }
+        logger.logLevel = .info
+        let metrics = RelayMetrics()
+        let service = RetentionService(client: test.client, settings: RetentionSettings(), metrics: metrics, logger: logger)
+        await service.checkPartitions()
+        let warnings = lines.lines.withLock { $0 }.filter { $0.contains("no history partition covers today") }
+        #expect(warnings.count == 1 && warnings[0].contains("warning") && warnings[0].contains("push.partition_days_ahead=-13"), "\(warnings)")
+        // The retention lease holder makes today's partitions and moves the ids there.
+        let report = try #require(try await service.runOnce())
+        #expect(report.partitionsCreated == 6)
+        #expect(metricValue(metrics.text, "push_relay_history_partition_days_ahead", [:]) == 21)
+        let (receipts, _) = try await DeliveryQueue(client: test.client).enqueue([Self.item("after", tokens: [apnsToken()])], reservation: nil)
+        #expect(try #require(receipts.first?.notificationID) >= (try await Self.bound(test, days: 0)))
+        // The stale partition holds a row stored today: kept.
+        #expect(try await test.count("SELECT count(*) FROM deliveries_stale") == 1)
+    }
+}
