@@ -19,17 +19,18 @@ final class DeliveryPartitions: Sendable {
 
     private let ranges = Mutex<[Range]>([])
 
-    /// The partition holding `id` among those known, or `nil`.
-    func known(_ id: Int64) -> String? {
-        ranges.withLock { $0.first { $0.contains(id) }?.name }
+    /// The partition of each of `ids` among those known, `nil` for an id in none.
+    private func known(_ ids: [Int64]) -> [String?] {
+        ranges.withLock { ranges in ids.map { id in ranges.first { $0.contains(id) }?.name } }
     }
 
     /// The partition of each of `ids`, reading the partitions again when one is in none known;
     /// `deliveries` (the partitioned table) for an id that is in none even then.
     func tables(for ids: [Int64], client: PostgresClient) async throws -> [String] {
-        if ids.allSatisfy({ known($0) != nil }) { return ids.map { known($0)! } }
+        let found = known(ids)
+        if !found.contains(nil) { return found.map { $0! } }
         try await refresh(client: client)
-        return ids.map { known($0) ?? "deliveries" }
+        return known(ids).map { $0 ?? "deliveries" }
     }
 
     /// Forgets the ranges (a statement found a partition gone).

@@ -1,4 +1,3 @@
-import Foundation
 import Postgres
 
 /// The partitions of the history tables, `notifications` and `deliveries` (migration 0019): id
@@ -16,11 +15,6 @@ struct HistoryPartitions: Sendable {
         var name: String
         var lower: Int64?
         var upper: Int64
-
-        /// The first day whose ids it holds (`nil` for the unpartitioned one).
-        var firstDay: Date? { lower.map { Date(timeIntervalSince1970: Double($0 >> 32) * 86400) } }
-        /// The day after the last whose ids it holds.
-        var endDay: Date { Date(timeIntervalSince1970: Double(upper >> 32) * 86400) }
     }
 
     /// Every partition of both tables, by table and id range.

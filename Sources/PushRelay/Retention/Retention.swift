@@ -354,9 +354,10 @@ final class RetentionService: Service, Sendable {
     /// `notifications` no delivery refers to any more (``HistoryPartitions``), oldest first.
     private func dropPartitions(lease: inout HeldLease, report: inout RetentionReport) async throws -> Bool {
         let shorter = min(settings.deliveredDays, settings.failedDays)
+        let all = try await partitions.list()
         for table in ["deliveries", "notifications"] {
             var dropped = 0
-            for partition in try await partitions.list() where partition.parent == table {
+            for partition in all where partition.parent == table {
                 try Task.checkCancellation()
                 guard try await lease.hold(with: leases) else { return false }
                 let expired =
