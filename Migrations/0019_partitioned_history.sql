@@ -15,11 +15,13 @@
 CREATE FUNCTION push_relay_history_bound(day date) RETURNS bigint
 LANGUAGE sql IMMUTABLE AS $$ SELECT (day - date '1970-01-01')::bigint << 32 $$;
 
--- The range partitions of the history tables, their id bounds (NULL: MINVALUE) and first days.
+-- The range partitions of the history tables, their id bounds (NULL: MINVALUE), and whether a
+-- detach (retention's DETACH PARTITION ... CONCURRENTLY) was interrupted and must be finalised.
 CREATE VIEW history_partitions AS
 SELECT parent.relname::text AS parent, child.relname::text AS partition, child.oid AS relid,
        nullif(substring(pg_get_expr(child.relpartbound, child.oid) FROM 'FROM \(''?([-0-9A-Z]+)''?\)'), 'MINVALUE')::bigint AS lower,
-       substring(pg_get_expr(child.relpartbound, child.oid) FROM 'TO \(''?([-0-9]+)''?\)')::bigint AS upper
+       substring(pg_get_expr(child.relpartbound, child.oid) FROM 'TO \(''?([-0-9]+)''?\)')::bigint AS upper,
+       i.inhdetachpending AS detaching
 FROM pg_inherits i
 JOIN pg_class parent ON parent.oid = i.inhparent
 JOIN pg_class child ON child.oid = i.inhrelid
@@ -95,10 +97,16 @@ ALTER TABLE deliveries ATTACH PARTITION deliveries_unpartitioned
 -- each id sequence to the start of the partition covering today, if it is behind. Returns how many
 -- partitions it created. A status or content check the unpartitioned tables hold unvalidated is a
 -- check of each new partition (a partitioned table's checks must be valid on every partition).
+--
+-- Nothing here makes intake wait: a partition is made as a table of its own and then attached,
+-- which takes SHARE UPDATE EXCLUSIVE on the parent (CREATE TABLE ... PARTITION OF would take
+-- ACCESS EXCLUSIVE, queueing every insert behind the longest running statement). Callers that
+-- run at once are serialised by an advisory lock, not by a lock on the tables.
 CREATE FUNCTION push_relay_extend_history(period_days int, through date) RETURNS int
 LANGUAGE plpgsql AS $$
 DECLARE
     tab text;
+    part text;
     hi bigint;
     first date;
     made int := 0;
@@ -107,23 +115,23 @@ BEGIN
     IF period_days < 1 THEN
         RAISE EXCEPTION 'period_days must be at least 1, not %', period_days;
     END IF;
+    PERFORM pg_advisory_xact_lock(hashtextextended('push_relay_extend_history', 19));
     FOREACH tab IN ARRAY ARRAY['notifications', 'deliveries'] LOOP
         SELECT max(upper) INTO hi FROM history_partitions WHERE parent = tab AND lower IS NOT NULL;
         first := greatest((now() AT TIME ZONE 'UTC')::date, coalesce(date '1970-01-01' + (hi >> 32)::int, (now() AT TIME ZONE 'UTC')::date));
         WHILE first <= through LOOP
-            EXECUTE format(
-                'CREATE TABLE %I PARTITION OF %I FOR VALUES FROM (%s) TO (%s) WITH (fillfactor = %s)',
-                tab || '_' || to_char(first, 'YYYYMMDD'), tab,
-                push_relay_history_bound(first), push_relay_history_bound(first + period_days),
-                CASE tab WHEN 'deliveries' THEN 50 ELSE 100 END);
+            part := tab || '_' || to_char(first, 'YYYYMMDD');
+            EXECUTE format('CREATE TABLE %I (LIKE %I INCLUDING DEFAULTS INCLUDING CONSTRAINTS) WITH (fillfactor = %s)',
+                part, tab, CASE tab WHEN 'deliveries' THEN 50 ELSE 100 END);
             IF tab = 'deliveries' THEN
                 EXECUTE format('ALTER TABLE %I ADD CONSTRAINT deliveries_status_check CHECK (status IN '
-                    '(''pending'', ''sending'', ''delivered'', ''failed'', ''expired'', ''skipped'', ''dead_token''))',
-                    tab || '_' || to_char(first, 'YYYYMMDD'));
+                    '(''pending'', ''sending'', ''delivered'', ''failed'', ''expired'', ''skipped'', ''dead_token''))', part);
             ELSE
                 EXECUTE format('ALTER TABLE %I ADD CONSTRAINT notifications_content_check CHECK (content IN '
-                    '(''full'', ''generic'', ''encrypted''))', tab || '_' || to_char(first, 'YYYYMMDD'));
+                    '(''full'', ''generic'', ''encrypted''))', part);
             END IF;
+            EXECUTE format('ALTER TABLE %I ATTACH PARTITION %I FOR VALUES FROM (%s) TO (%s)',
+                tab, part, push_relay_history_bound(first), push_relay_history_bound(first + period_days));
             made := made + 1;
             first := first + period_days;
         END LOOP;

@@ -15,31 +15,33 @@ struct HistoryPartitions: Sendable {
         var name: String
         var lower: Int64?
         var upper: Int64
+        /// Its detach began and was interrupted (a statement timeout, a relay stopped midway):
+        /// queries no longer see it, and the next ``drop(_:)`` finishes the detach.
+        var detaching = false
     }
 
     /// Every partition of both tables, by table and id range.
     func list() async throws -> [Partition] {
         try await client.query(
-            "SELECT parent, partition, lower, upper FROM history_partitions ORDER BY parent, lower NULLS FIRST"
+            "SELECT parent, partition, lower, upper, detaching FROM history_partitions ORDER BY parent, lower NULLS FIRST"
         ).rows.map {
-            let (parent, name, lower, upper) = try $0.decode((String, String, Int64?, Int64).self)
-            return Partition(parent: parent, name: name, lower: lower, upper: upper)
+            let (parent, name, lower, upper, detaching) = try $0.decode((String, String, Int64?, Int64, Bool).self)
+            return Partition(parent: parent, name: name, lower: lower, upper: upper, detaching: detaching)
         }
     }
 
     /// Creates the partitions of both tables, `periodDays` days each, until one covers the day
     /// `aheadDays` from today, and sets each id sequence to the partition covering today when it is
     /// behind (`push_relay_extend_history`, migration 0019). Returns how many it created.
+    ///
+    /// One statement, outside any transaction of the relay's: the function attaches each new
+    /// partition (no insert, update or read waits for that lock) and serialises its callers with an
+    /// advisory lock, so it holds nothing intake needs across a round trip.
     func extend(periodDays: Int, aheadDays: Int) async throws -> Int {
-        try await client.withTransaction { session in
-            // One creator at a time: two lease holders never overlap, but `push-relay migrate`
-            // may run beside one.
-            _ = try await session.query("LOCK TABLE notifications, deliveries IN SHARE ROW EXCLUSIVE MODE")
-            return try await session.query(
-                "SELECT push_relay_extend_history($1, (now() AT TIME ZONE 'UTC')::date + $2::int)",
-                [periodDays, aheadDays]
-            ).first?.decode(Int.self) ?? 0
-        }
+        try await client.query(
+            "SELECT push_relay_extend_history($1, (now() AT TIME ZONE 'UTC')::date + $2::int)",
+            [periodDays, aheadDays]
+        ).first?.decode(Int.self) ?? 0
     }
 
     /// Days from today (UTC) to the end of the newest partition of either table: 0 or less when
@@ -116,18 +118,46 @@ struct HistoryPartitions: Sendable {
         return (partition.lower == nil || closed == true) && expired && !referenced
     }
 
-    /// Drops `partition`; waits at most `lockTimeout` for the table's lock (a long read holds it),
-    /// else leaves it to the next run. Returns whether it dropped it.
-    func drop(_ partition: Partition, lockTimeout: Duration = .seconds(2)) async throws -> Bool {
+    /// Drops `partition` without making any other statement wait: it is detached concurrently
+    /// (SHARE UPDATE EXCLUSIVE on the parent, which no insert, update or read conflicts with; the
+    /// detach itself waits for the transactions already using the table), then dropped as a table
+    /// of its own, its files removed while nothing else needs a lock it holds. A detach left
+    /// unfinished is finished instead. Both may take longer than the pool's statement timeout (a
+    /// long transaction elsewhere, gigabytes of files): they have `waitLimit`, and a detach cut
+    /// short by it is left for the next run (false).
+    func drop(_ partition: Partition, waitLimit: Duration = .seconds(600)) async throws -> Bool {
+        let table = DeliveryQueue.quoted(partition.name)
+        let detach =
+            "ALTER TABLE \(DeliveryQueue.quoted(partition.parent)) DETACH PARTITION \(table) "
+            + (partition.detaching ? "FINALIZE" : "CONCURRENTLY")
         do {
-            try await client.withTransaction { session in
-                _ = try await session.query("SET LOCAL lock_timeout = \(lockTimeout.components.seconds * 1000)")
-                _ = try await session.query("DROP TABLE \(DeliveryQueue.quoted(partition.name))")
+            try await client.withConnection { session in
+                try await session.withStatementTimeout(waitLimit) {
+                    _ = try await session.query(detach)
+                    // A large table's files take seconds to remove.
+                    _ = try await session.query("DROP TABLE IF EXISTS \(table)")
+                }
             }
             return true
-        } catch let error as PostgresError where error.sqlState == "55P03" {
+        } catch let error as PostgresError where error.sqlState == "57014" {
             return false
         }
     }
 
+    /// Drops the history tables detached but not dropped (a relay stopped between the two steps of
+    /// ``drop(_:)``); returns their names. Only a detach makes such a table: 0019 attaches the
+    /// tables it renames in the transaction that renames them, and
+    /// `push_relay_extend_history` attaches each table in the statement that creates it.
+    func dropDetached() async throws -> [String] {
+        let names = try await client.query(
+            """
+            SELECT relname::text FROM pg_class
+            WHERE relnamespace = 'public'::regnamespace AND relkind = 'r' AND NOT relispartition
+              AND relname ~ '^(notifications|deliveries)_([0-9]{8}|unpartitioned)$'
+            ORDER BY relname
+            """
+        ).rows.map { try $0.decode(String.self) }
+        for name in names { try await client.query("DROP TABLE IF EXISTS \(DeliveryQueue.quoted(name))") }
+        return names
+    }
 }

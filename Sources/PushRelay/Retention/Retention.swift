@@ -354,21 +354,29 @@ final class RetentionService: Service, Sendable {
     /// `notifications` no delivery refers to any more (``HistoryPartitions``), oldest first.
     private func dropPartitions(lease: inout HeldLease, report: inout RetentionReport) async throws -> Bool {
         let shorter = min(settings.deliveredDays, settings.failedDays)
+        // Detached by a run that stopped before dropping them: not partitions any more.
+        let detached = try await partitions.dropDetached()
+        report.partitionsDropped += detached
         let all = try await partitions.list()
         for table in ["deliveries", "notifications"] {
-            var dropped = 0
+            var dropped = detached.filter { $0.hasPrefix(table + "_") }.count
             for partition in all where partition.parent == table {
                 try Task.checkCancellation()
                 guard try await lease.hold(with: leases) else { return false }
+                // One whose detach was interrupted passed these checks before it began.
                 let expired =
-                    table == "deliveries"
-                    ? try await partitions.deliveriesExpired(
-                        partition,
-                        deliveredDays: settings.deliveredDays,
-                        failedDays: settings.failedDays,
-                        margin: maxAge
-                    )
-                    : try await partitions.notificationsExpired(partition, days: shorter)
+                    if partition.detaching {
+                        true
+                    } else if table == "deliveries" {
+                        try await partitions.deliveriesExpired(
+                            partition,
+                            deliveredDays: settings.deliveredDays,
+                            failedDays: settings.failedDays,
+                            margin: maxAge
+                        )
+                    } else {
+                        try await partitions.notificationsExpired(partition, days: shorter)
+                    }
                 guard expired, try await partitions.drop(partition) else { continue }
                 report.partitionsDropped.append(partition.name)
                 dropped += 1

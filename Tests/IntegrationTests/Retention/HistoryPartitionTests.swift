@@ -4,6 +4,7 @@ import Hummingbird
 import HummingbirdTesting
 import Logging
 import Postgres
+import Synchronization
 import TestSupport
 import Testing
 
@@ -189,6 +190,155 @@ struct HistoryPartitionTests {
         #expect(try await test.count("SELECT count(*) FROM notifications") == 3)
         // The partitions ahead are open (ids will be allocated there): never dropped, even empty.
         #expect(ranges(named: "deliveries", from: try await Self.partitions(test)).count == 6)
+    }
+
+    /// Whether a session of this test's database waits for a lock: on a table (`relation`), or on
+    /// any kind (a detach waiting for the transactions before it waits on their `virtualxid`).
+    static func waiting(_ test: TestApp, onTable: Bool) async throws -> Bool {
+        try await test.client.query(
+            """
+            SELECT EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+                           WHERE a.datname = current_database() AND NOT l.granted AND (NOT $1 OR l.locktype = 'relation'))
+            """,
+            [onTable]
+        ).first!.decode(Bool.self)
+    }
+
+    /// A transaction that stores a delivery (as intake does) and stays open until `release`.
+    struct OpenWriter {
+        final class Flags: Sendable {
+            let stored = Atomic<Bool>(false)
+            let released = Atomic<Bool>(false)
+            let failure = Mutex<String?>(nil)
+        }
+        let flags = Flags()
+        let task: Task<Void, any Error>
+
+        init(_ test: TestApp) {
+            let client = PostgresClient(configuration: .test(conninfo: test.conninfo, maxConnections: 1), logger: TestDatabase.logger)
+            let flags = self.flags
+            task = Task {
+                defer { flags.stored.store(true, ordering: .releasing) }
+                do {
+                    try await client.withTransaction { session in
+                        try await session.query(
+                            "INSERT INTO deliveries (app_id, device_token, platform, kind) VALUES ('support', 'held', 'ios', 'badge_sync')"
+                        )
+                        flags.stored.store(true, ordering: .releasing)
+                        _ = await eventually { flags.released.load(ordering: .acquiring) }
+                    }
+                } catch {
+                    flags.failure.withLock { $0 = "\(error)" }
+                }
+                await client.close()
+            }
+        }
+
+        /// Whether it stored its row (or failed, which ``failure`` says).
+        var stored: Bool { flags.stored.load(ordering: .acquiring) }
+        var failure: String? { flags.failure.withLock { $0 } }
+
+        func release() async throws {
+            flags.released.store(true, ordering: .releasing)
+            try await task.value
+        }
+    }
+
+    @Test(
+        "retention's partition work makes no statement wait: new partitions are attached, a drop detaches concurrently; a detach interrupted, or done and not followed by the drop, is finished by the next run"
+    )
+    func partitionWorkNeverBlocksIntake() async throws {
+        let test = try await TestApp.make()
+        _ = try await test.application(extra: ["retention.enabled": .init(.bool(false), isSecret: false)])
+        // Its own connections: a statement of it waiting must not keep this test from looking.
+        let client = PostgresClient(configuration: .test(conninfo: test.conninfo, maxConnections: 4), logger: TestDatabase.logger)
+        defer { Task { await client.close() } }
+        let partitions = HistoryPartitions(client: client)
+        let service = RetentionService(client: test.client, settings: RetentionSettings(), metrics: RelayMetrics(), logger: TestDatabase.logger)
+        // The empty unpartitioned tables go first (they cover every past id).
+        #expect(try await service.runOnce()?.partitionsDropped.count == 2)
+        _ = try await test.client.query("DELETE FROM leases")
+        // Three past weeks, named as push_relay_extend_history names partitions.
+        var names: [String] = []
+        for age in [100, 93, 86] {
+            let name = try await test.client.query(
+                "SELECT 'deliveries_' || to_char((now() AT TIME ZONE 'UTC')::date - $1::int, 'YYYYMMDD')",
+                [age]
+            ).first!.decode(String.self)
+            names.append(name)
+            let lower = try await Self.bound(test, days: -age)
+            _ = try await test.client.query(
+                "CREATE TABLE \(name) PARTITION OF deliveries FOR VALUES FROM (\(lower)) TO (\(try await Self.bound(test, days: -age + 7)))"
+            )
+        }
+        let writer = OpenWriter(test)
+        #expect(await eventually { writer.stored })
+        try #require(writer.failure == nil, "\(writer.failure ?? "")")
+
+        // Two more weeks of partitions while a write is open: done without waiting for it.
+        let extended = Task { try await partitions.extend(periodDays: 7, aheadDays: 30) }
+        let extendedFirst = try await eventually {
+            if try await Self.waiting(test, onTable: true) { return true }
+            return (try? await test.count("SELECT count(*) FROM history_partitions WHERE parent = 'deliveries'")) == 8
+        }
+        #expect(extendedFirst)
+        #expect(try await !Self.waiting(test, onTable: true), "extending the history waits for a table lock")
+
+        // A drop waits for the open write, and makes no new write wait behind it.
+        let old = try #require(try await partitions.list().first { $0.name == names[0] })
+        let dropped = Task { try await partitions.drop(old) }
+        #expect(try await eventually { try await Self.waiting(test, onTable: false) })
+        let stored = Task {
+            try await client.query(
+                "INSERT INTO deliveries (app_id, device_token, platform, kind) VALUES ('support', 'new', 'ios', 'badge_sync')"
+            )
+        }
+        let storedFirst = try await eventually {
+            if try await Self.waiting(test, onTable: true) { return true }
+            return (try? await test.count("SELECT count(*) FROM deliveries WHERE device_token = 'new'")) == 1
+        }
+        #expect(storedFirst)
+        #expect(try await !Self.waiting(test, onTable: true), "a write waits behind the drop")
+        try await writer.release()
+        #expect(try await extended.value == 4)
+        _ = try await stored.value
+        #expect(try await dropped.value)
+        #expect(try await test.client.query("SELECT to_regclass($1) IS NULL", [names[0]]).first!.decode(Bool.self))
+
+        // A detach cancelled while it waits is left pending: out of the table's queries already.
+        let stalledWriter = OpenWriter(test)
+        #expect(await eventually { stalledWriter.stored })
+        try #require(stalledWriter.failure == nil, "\(stalledWriter.failure ?? "")")
+        let stalled = try #require(try await partitions.list().first { $0.name == names[1] })
+        let ended = Atomic<Bool>(false)
+        let cancelled = Task {
+            defer { ended.store(true, ordering: .releasing) }
+            return try await partitions.drop(stalled)
+        }
+        #expect(
+            try await eventually {
+                if ended.load(ordering: .acquiring) { return true }
+                return try await test.client.query(
+                    """
+                    SELECT count(pg_cancel_backend(pid)) > 0 FROM pg_stat_activity
+                    WHERE datname = current_database() AND query LIKE 'ALTER TABLE%DETACH PARTITION%' AND wait_event_type = 'Lock'
+                    """
+                ).first!.decode(Bool.self)
+            }
+        )
+        #expect(try await cancelled.value == false)
+        try await stalledWriter.release()
+        #expect(try await partitions.list().first { $0.name == names[1] }?.detaching == true)
+        // Detached and then not dropped, as by a relay stopped between the two.
+        _ = try await test.client.query("ALTER TABLE deliveries DETACH PARTITION \(names[2])")
+
+        let report = try #require(try await service.runOnce())
+        #expect(report.complete)
+        #expect(Set(names.dropFirst()).isSubset(of: report.partitionsDropped), "\(report.partitionsDropped)")
+        for name in names {
+            #expect(try await test.client.query("SELECT to_regclass($1) IS NULL", [name]).first!.decode(Bool.self), "\(name)")
+        }
+        #expect(try await test.count("SELECT count(*) FROM deliveries") == 3, "the two writers' rows and the one stored during the drop")
     }
 
     @Test(
