@@ -57,15 +57,6 @@ struct HistoryPartitions: Sendable {
         ).first?.decode(Int.self) ?? 0
     }
 
-    /// The id bound below which rows are in the unpartitioned table of `parent` (pruned row by
-    /// row), or `nil` when it is gone.
-    func unpartitionedBound(of parent: String) async throws -> Int64? {
-        try await client.query(
-            "SELECT upper FROM history_partitions WHERE parent = $1 AND lower IS NULL",
-            [parent]
-        ).first?.decode(Int64.self)
-    }
-
     /// Whether `partition` of `deliveries` may be dropped: no id will be allocated in it any more,
     /// its newest row was stored more than `deliveredDays` days and `margin` ago (or it is empty),
     /// no row in it is due (the due index answers; a row claimed at intake is made due by the sweep

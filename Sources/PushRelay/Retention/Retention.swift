@@ -327,8 +327,14 @@ final class RetentionService: Service, Sendable {
             guard ended else { return false }
         }
         let shorter = min(settings.deliveredDays, settings.failedDays)
+        // Read once: nothing below changes a partition's range before its drop.
+        let all = try await partitions.list()
+        // The id bound below which rows are in the table `parent` had before 0019.
+        func unpartitionedBound(of parent: String) -> Int64? {
+            all.first { $0.parent == parent && $0.lower == nil }?.upper
+        }
         // Row by row only in what 0019 found unpartitioned; the partitions are dropped whole.
-        if let below = try await partitions.unpartitionedBound(of: "deliveries") {
+        if let below = unpartitionedBound(of: "deliveries") {
             let walked = try await walk("deliveries", into: &report.deliveries, lease: &lease) { cursor in
                 try await store.pruneDeliveries(
                     after: cursor,
@@ -340,24 +346,28 @@ final class RetentionService: Service, Sendable {
             }
             guard walked else { return false }
         }
-        if let below = try await partitions.unpartitionedBound(of: "notifications") {
+        if let below = unpartitionedBound(of: "notifications") {
             let walked = try await walk("notifications", into: &report.notifications, lease: &lease) {
                 try await store.pruneNotifications(after: $0, below: below, limit: limit, days: shorter)
             }
             guard walked else { return false }
         }
-        guard try await dropPartitions(lease: &lease, report: &report) else { return false }
+        guard try await dropPartitions(all, lease: &lease, report: &report) else { return false }
         return try await drainTables(lease: &lease, report: &report)
     }
 
     /// Drops the partitions of `deliveries` whose rows are all past retention, then those of
-    /// `notifications` no delivery refers to any more (``HistoryPartitions``), oldest first.
-    private func dropPartitions(lease: inout HeldLease, report: inout RetentionReport) async throws -> Bool {
+    /// `notifications` no delivery refers to any more (``HistoryPartitions``), oldest first, among
+    /// `all` (``HistoryPartitions/list()``).
+    private func dropPartitions(
+        _ all: [HistoryPartitions.Partition],
+        lease: inout HeldLease,
+        report: inout RetentionReport
+    ) async throws -> Bool {
         let shorter = min(settings.deliveredDays, settings.failedDays)
         // Detached by a run that stopped before dropping them: not partitions any more.
         let detached = try await partitions.dropDetached()
         report.partitionsDropped += detached
-        let all = try await partitions.list()
         for table in ["deliveries", "notifications"] {
             var dropped = detached.filter { $0.hasPrefix(table + "_") }.count
             for partition in all where partition.parent == table {
