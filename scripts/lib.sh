@@ -79,6 +79,29 @@ free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1
 # CPU time (utime + stime) of a process so far, in clock ticks (getconf CLK_TCK a second).
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
+# --- A throwaway PostgreSQL cluster (SQL-only benchmarks) ------------------------------------------
+# bench_cluster NAME LINE...: $work (named NAME) holds a cluster in $cluster, made by initdb (as
+# the postgres user when run as root, since initdb refuses root) with role `bench` trusted, on
+# 127.0.0.1:$port (BENCH_PORT, or a free one), with LINEs added to postgresql.conf; started, and
+# stopped at exit. $pg_bin: PUSH_RELAY_PG_BIN, or PostgreSQL 15's.
+as_postgres() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+stop_cluster() { [ ! -f "$cluster/postmaster.pid" ] || as_postgres "$pg_bin/pg_ctl" -D "$cluster" -m immediate stop >/dev/null 2>&1 || true; }
+bench_cluster() { # name, then postgresql.conf lines
+    local name="$1"
+    shift
+    pg_bin="${PUSH_RELAY_PG_BIN:-/usr/lib/postgresql/15/bin}"
+    [ -x "$pg_bin/initdb" ] || { log "no PostgreSQL 15 server programs in $pg_bin (set PUSH_RELAY_PG_BIN)"; exit 1; }
+    work_dir "$name"
+    cluster="$work/pg"
+    trap 'stop_cluster; cleanup' EXIT
+    mkdir -p "$cluster"
+    [ "$(id -u)" -ne 0 ] || chown postgres "$cluster"
+    as_postgres "$pg_bin/initdb" -D "$cluster" -A trust -U bench -E UTF8 --locale=C.UTF-8 >/dev/null
+    port="${BENCH_PORT:-$(free_port)}"
+    printf '%s\n' "port = $port" "listen_addresses = '127.0.0.1'" "unix_socket_directories = ''" "$@" >>"$cluster/postgresql.conf"
+    as_postgres "$pg_bin/pg_ctl" -D "$cluster" -l "$cluster/server.log" -w start >/dev/null
+}
+
 # --- A throwaway relay -----------------------------------------------------------------------------
 # work_dir creates $work (readable by others: as root the embedded PostgreSQL runs as an
 # unprivileged user, since initdb refuses root); relay_start starts $relay_binary in it; on exit

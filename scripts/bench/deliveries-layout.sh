@@ -21,10 +21,8 @@ rounds="${1:-4}" batches="${2:-4000}" layouts="${LAYOUTS:-status-due due-table n
 [[ "$rounds" =~ ^[1-9][0-9]*$ && "$batches" =~ ^[1-9][0-9]*$ ]] || usage
 pg_bin="${PUSH_RELAY_PG_BIN:-$(find /usr/lib/postgresql -maxdepth 2 -name bin -type d | sort -V | tail -n 1)}"
 [ -x "$pg_bin/initdb" ] || { log "no PostgreSQL server programs (set PUSH_RELAY_PG_BIN)"; exit 1; }
-as_postgres() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 work_dir deliveries-layout
 cluster="$work/pg"
-stop_cluster() { [ ! -f "$cluster/postmaster.pid" ] || as_postgres "$pg_bin/pg_ctl" -D "$cluster" -m immediate stop >/dev/null 2>&1 || true; }
 trap 'stop_cluster; cleanup' EXIT
 
 # postgres_seconds POSTMASTER_PID: the CPU time of that server's postmaster, its exited children

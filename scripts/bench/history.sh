@@ -36,24 +36,12 @@ set -euo pipefail
 
 deliveries="${1:-10000000}" runs="${2:-200}"
 if ! [[ "$deliveries" =~ ^[1-9][0-9]*$ && "$runs" =~ ^[1-9][0-9]*$ ]] || ((deliveries < 20000)); then usage; fi
-pg_bin="${PUSH_RELAY_PG_BIN:-/usr/lib/postgresql/15/bin}"
-[ -x "$pg_bin/initdb" ] || { log "no PostgreSQL 15 server programs in $pg_bin (set PUSH_RELAY_PG_BIN)"; exit 1; }
 retention_batch=2000 retention_pause_ms=50  # RetentionSettings' defaults
 query_budget_seconds=60  # a query stops after the run that passes this (the table says how many ran)
 
 # --- A bare cluster ------------------------------------------------------------------------------
-as_postgres() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
-work_dir history
-cluster="$work/pg"
-stop_cluster() { [ ! -f "$cluster/postmaster.pid" ] || as_postgres "$pg_bin/pg_ctl" -D "$cluster" -m immediate stop >/dev/null 2>&1 || true; }
-trap 'stop_cluster; cleanup' EXIT
-mkdir -p "$cluster"
-[ "$(id -u)" -ne 0 ] || chown postgres "$cluster"
-as_postgres "$pg_bin/initdb" -D "$cluster" -A trust -U bench -E UTF8 --locale=C.UTF-8 >/dev/null
-port="${BENCH_PORT:-$(free_port)}"
-printf '%s\n' "port = $port" "listen_addresses = '127.0.0.1'" "unix_socket_directories = ''" "shared_buffers = 256MB" \
-    "autovacuum = off" "maintenance_work_mem = 1GB" "max_wal_size = 16GB" "checkpoint_timeout = 30min" >>"$cluster/postgresql.conf"
-as_postgres "$pg_bin/pg_ctl" -D "$cluster" -l "$cluster/server.log" -w start >/dev/null
+bench_cluster history "shared_buffers = 256MB" "autovacuum = off" "maintenance_work_mem = 1GB" "max_wal_size = 16GB" \
+    "checkpoint_timeout = 30min"
 # The relay's session settings (LibPQConnection): UTC, and prepared statements planned per execution.
 export PGOPTIONS="-c TimeZone=UTC -c plan_cache_mode=force_custom_plan"
 psql_db() { # database, psql arguments

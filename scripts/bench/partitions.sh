@@ -21,21 +21,8 @@ set -euo pipefail
 
 deliveries="${1:-10000000}"
 if ! [[ "$deliveries" =~ ^[1-9][0-9]*$ ]] || ((deliveries < 2)); then usage; fi
-pg_bin="${PUSH_RELAY_PG_BIN:-/usr/lib/postgresql/15/bin}"
-[ -x "$pg_bin/initdb" ] || { log "no PostgreSQL 15 server programs in $pg_bin (set PUSH_RELAY_PG_BIN)"; exit 1; }
-
-as_postgres() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
-work_dir partitions
-cluster="$work/pg"
-stop_cluster() { [ ! -f "$cluster/postmaster.pid" ] || as_postgres "$pg_bin/pg_ctl" -D "$cluster" -m immediate stop >/dev/null 2>&1 || true; }
-trap 'stop_cluster; cleanup' EXIT
-mkdir -p "$cluster"
-[ "$(id -u)" -ne 0 ] || chown postgres "$cluster"
-as_postgres "$pg_bin/initdb" -D "$cluster" -A trust -U bench -E UTF8 --locale=C.UTF-8 >/dev/null
-port="${BENCH_PORT:-$(free_port)}"
-printf '%s\n' "port = $port" "listen_addresses = '127.0.0.1'" "unix_socket_directories = ''" "shared_buffers = 256MB" \
-    "autovacuum = off" "maintenance_work_mem = 1GB" "max_wal_size = 16GB" "checkpoint_timeout = 30min" >>"$cluster/postgresql.conf"
-as_postgres "$pg_bin/pg_ctl" -D "$cluster" -l "$cluster/server.log" -w start >/dev/null
+bench_cluster partitions "shared_buffers = 256MB" "autovacuum = off" "maintenance_work_mem = 1GB" "max_wal_size = 16GB" \
+    "checkpoint_timeout = 30min"
 export PGOPTIONS="-c TimeZone=UTC"
 psql_db() { psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U bench -d bench "$@"; }
 psql -X -q -h 127.0.0.1 -p "$port" -U bench -d postgres -c "CREATE DATABASE bench"
