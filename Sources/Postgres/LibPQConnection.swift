@@ -103,10 +103,13 @@ final class LibPQConnection: @unchecked Sendable {
                 // jit off: every statement of the relay is short, and a row estimate that multiplies
                 // across partitions (one row per partition of a primary-key lookup) lifts a plan's
                 // cost past jit_above_cost, where compiling took 50-100 ms of a 1 ms statement.
+                // No parallel workers, for the same reason: the costs summed over 20 partitions chose a
+                // parallel plan for a ticket's status page, and starting its workers took 9 ms of a
+                // statement whose scans took 0.1 ms.
                 (
                     "options",
-                    "-c TimeZone=UTC -c DateStyle=ISO -c plan_cache_mode=force_custom_plan -c jit=off -c "
-                        + "statement_timeout=\(settings.statementTimeoutMilliseconds)"
+                    "-c TimeZone=UTC -c DateStyle=ISO -c plan_cache_mode=force_custom_plan -c jit=off "
+                        + "-c max_parallel_workers_per_gather=0 -c statement_timeout=\(settings.statementTimeoutMilliseconds)"
                 ),
             ]
             pairs += [("dbname", conninfo), ("client_encoding", "UTF8")]

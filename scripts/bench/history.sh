@@ -1,34 +1,42 @@
 #!/usr/bin/env bash
 # History benchmark: how the cost of the relay's operator-facing reads and of retention grows with
-# the history kept, on today's schema (deliveries and notifications unpartitioned). SQL only:
-# nothing is built and no relay runs; psql against a throwaway PostgreSQL 15 cluster (fsync on,
-# shared_buffers 256MB, autovacuum off so runs repeat: VACUUM ANALYZE is explicit).
+# the history kept, on today's schema (notifications and deliveries partitioned by id range, a
+# partition per 7 days, migration 0019). SQL only: nothing is built and no relay runs; psql
+# against a throwaway PostgreSQL 15 cluster (fsync on, shared_buffers 256MB, autovacuum off so
+# runs repeat: VACUUM ANALYZE is explicit).
 #
 # 1. Two databases get Migrations/*.sql as `push-relay migrate` applies them (each file in one
-#    transaction, recorded in schema_migrations with its md5): `history` and `empty`.
+#    transaction, recorded in schema_migrations with its md5): `history` and `empty`. In both, the
+#    empty `*_unpartitioned` tables are dropped, as a relay's first retention run drops them; in
+#    `history`, the partitions of the past 126 days are made as push_relay_extend_history makes
+#    partitions ahead.
 # 2. `history` is seeded with about DELIVERIES deliveries and DELIVERIES/2.02 notifications over
 #    120 days (1-3 devices per notification, a badge sync per 50 notifications; 92 % delivered,
-#    3 % failed, 2 % dead_token, 1 % expired, 2 % skipped), 3 apps of 300 devices (150 users) each,
-#    the third app `encrypted` (text erased once its deliveries ended), jobs with their Zendesk
-#    tokens, then VACUUM ANALYZE; then a tail of up to 1,500 notifications in the last 5 minutes
-#    (a third of their deliveries pending, a third sending), an events backlog, unread counts,
-#    activity minutes and the sweep's watermark as a running relay leaves them.
+#    3 % failed, 2 % dead_token, 1 % expired, 2 % skipped), each row in the partition of the day it
+#    was stored (its id D << 32 + n on day D, as the relay allocates them), 3 apps of 300 devices
+#    (150 users) each, the third app `encrypted` (text erased once its deliveries ended), jobs with
+#    their Zendesk tokens, then VACUUM ANALYZE; then a tail of up to 1,500 notifications in the last
+#    5 minutes (a third of their deliveries pending, a third sending), an events backlog, unread
+#    counts, activity minutes and the sweep's watermark as a running relay leaves them.
 # 3. Each operator-facing query, its SQL as in the Swift source (interpolations expanded; the
 #    script warns when a fragment is no longer in its file), prepared as the relay prepares it
 #    (untyped parameters, plan_cache_mode force_custom_plan), runs RUNS times per database with
 #    parameters sampled from `history` (existing ids, tickets, tokens, users): p50 and p99 of
 #    EXPLAIN ANALYZE's execution time (TIMING OFF), empty and seeded, interleaved per query (a
-#    query stops early past 60 s of runs). Then
-#    EXPLAIN (ANALYZE, BUFFERS) of each on `history` once.
+#    query stops early past 60 s of runs). Then EXPLAIN (ANALYZE, BUFFERS) of each on `history`
+#    once.
 # 4. Retention as RetentionService.runOnce runs it (every step in order, its statements, batch
-#    2000, 50 ms pause, a commit per statement), with delivered_days = failed_days = jobs_days =
-#    zendesk_forwarded_days = D: first D = 119 (the oldest day expired), then VACUUM, then D = 89
-#    (a month), each after a CHECKPOINT: wall seconds (pauses included), seconds in statements,
-#    rows, WAL bytes (pg_current_wal_insert_lsn: VACUUM's WAL is not flushed at once); then the
-#    VACUUM of deliveries and notifications that autovacuum would run next, its seconds and WAL.
+#    2000, 50 ms pause, a commit per statement; partitions checked and dropped as
+#    HistoryPartitions does: DETACH PARTITION ... CONCURRENTLY, then DROP TABLE), with
+#    delivered_days = failed_days = jobs_days = zendesk_forwarded_days = D and
+#    delivery.max_age_seconds 86400 (a partition goes when its newest row is D days and a day
+#    old): first D = 118 (the oldest partition, one day of rows), then D = 88 (four more weeks),
+#    each after a CHECKPOINT: for the drops and for the whole run, wall seconds, the server
+#    process's CPU seconds (user and system, from /proc) and WAL bytes.
 # 5. The table (query, empty p50/p99, seeded p50/p99, ratio, buffers, p50 planning times), the
-#    retention figures, the size of each table (before retention) and the bytes per delivery.
-# 10,000,000 deliveries seed in about 15-20 minutes on 2 cores and take about 12 GB of disk.
+#    retention figures, the size of each table (its partitions summed, before retention) and the
+#    bytes per delivery.
+# 10,000,000 deliveries seed in about 5 minutes on 2 cores (the whole run takes about 7) and take about 9 GB of disk.
 #
 # Usage: scripts/bench/history.sh [deliveries (10000000)] [runs per query (200)]
 set -euo pipefail
@@ -42,8 +50,8 @@ query_budget_seconds=60  # a query stops after the run that passes this (the tab
 # --- A bare cluster ------------------------------------------------------------------------------
 bench_cluster history "shared_buffers = 256MB" "autovacuum = off" "maintenance_work_mem = 1GB" "max_wal_size = 16GB" \
     "checkpoint_timeout = 30min"
-# The relay's session settings (LibPQConnection): UTC, and prepared statements planned per execution.
-export PGOPTIONS="-c TimeZone=UTC -c plan_cache_mode=force_custom_plan"
+# The relay's session settings (LibPQConnection): UTC, prepared statements planned per execution, no JIT.
+export PGOPTIONS="-c TimeZone=UTC -c plan_cache_mode=force_custom_plan -c jit=off -c max_parallel_workers_per_gather=0"
 psql_db() { # database, psql arguments
     local db="$1"
     shift
@@ -77,6 +85,34 @@ echo "PostgreSQL $("$pg_bin/postgres" --version | awk '{print $3}'), shared_buff
 for db in history empty; do psql_db postgres -c "CREATE DATABASE $db"; migrate "$db"; done
 echo "schema: $(psql_db history -At -c "SELECT count(*) || ' migrations, up to ' || max(version) FROM schema_migrations")"
 
+# --- Partitions ----------------------------------------------------------------------------------
+# The empty tables 0019 renamed go, as a relay's first retention run drops them; `history` gets the
+# partitions of the 126 days before the first one 0019 made (18 weeks: its rows span 120 days).
+for db in history empty; do
+    psql_db "$db" -c "ALTER TABLE deliveries DETACH PARTITION deliveries_unpartitioned" -c "DROP TABLE deliveries_unpartitioned" \
+        -c "ALTER TABLE notifications DETACH PARTITION notifications_unpartitioned" -c "DROP TABLE notifications_unpartitioned"
+done
+psql_db history <<'SQL'
+DO $$
+DECLARE
+    tab text;
+    part text;
+    first date;
+    start date := (SELECT date '1970-01-01' + (min(lower) >> 32)::int FROM history_partitions);
+BEGIN
+    FOREACH tab IN ARRAY ARRAY['notifications', 'deliveries'] LOOP
+        FOR k IN REVERSE 18 .. 1 LOOP
+            first := start - 7 * k;
+            part := tab || '_' || to_char(first, 'YYYYMMDD');
+            -- Made at once (nothing runs meanwhile), with the fillfactor push_relay_extend_history gives.
+            EXECUTE format('CREATE TABLE %I PARTITION OF %I FOR VALUES FROM (%s) TO (%s) WITH (fillfactor = %s)', part, tab,
+                push_relay_history_bound(first), push_relay_history_bound(first + 7), CASE tab WHEN 'deliveries' THEN 50 ELSE 100 END);
+        END LOOP;
+    END LOOP;
+END $$;
+SQL
+echo "partitions: $(psql_db history -At -c "SELECT count(*) || ' per table in history, ' || min(partition) || ' to ' || max(partition) FROM history_partitions WHERE parent = 'deliveries'"); $(psql_db empty -At -c "SELECT count(*) FROM history_partitions WHERE parent = 'deliveries'") in empty"
+
 # --- Seeding -------------------------------------------------------------------------------------
 notifications=$((deliveries * 50 / 101))  # 2 alerts (1-3 devices) per notification, a badge sync per 50
 tail=$((notifications / 20 < 1500 ? notifications / 20 : 1500))
@@ -98,16 +134,20 @@ SELECT a * 450 + u * 3 + k, (ARRAY['acme', 'globex', 'initech'])[a + 1],
        CASE WHEN (u + k) % 3 = 0 THEN 'android' ELSE 'ios' END, 'zd-' || (361000000 + a * 1000 + u)
 FROM generate_series(0, 2) a, generate_series(0, 149) u, generate_series(1, 3) k WHERE k <= 1 + u % 3;
 CREATE FUNCTION pg_temp.ticket(n bigint) RETURNS bigint IMMUTABLE LANGUAGE sql AS 'SELECT (n / 4096) * 512 + n % 512';
+CREATE FUNCTION pg_temp.day_id(at timestamptz, k bigint) RETURNS bigint STABLE LANGUAGE sql
+    AS 'SELECT push_relay_history_bound((at AT TIME ZONE ''UTC'')::date) + k';
 "
+# A notification's id is pg_temp.day_id(its time, n) and its deliveries' ids pg_temp.day_id(their
+# time, 4 n + 0..3): the relay's ids, D << 32 plus a sequence on day D (ids below 2^32 a day).
 # Deliveries of notifications \$lo..\$hi (received at pg_temp.at(n)), in the order intake stores
 # them (ids grow with time, as retention expects). Terminal rows look like outcomes of claims made
 # at intake (next_attempt_at the lease's end); the tail (\$tail_from on) is a third pending, a third
 # sending, a third delivered.
 deliveries_sql() { # lo hi tail_from
     cat <<SQL
-INSERT INTO deliveries (notification_id, app_id, device_token, platform, kind, due, status, attempts, next_attempt_at,
+INSERT INTO deliveries (id, notification_id, app_id, device_token, platform, kind, due, status, attempts, next_attempt_at,
     lease_owner, lease_expires_at, provider_id, last_error, created_at, updated_at, delivered_at)
-SELECT CASE WHEN x.badge THEN NULL ELSE n END, d.app_id, d.token, d.platform, CASE WHEN x.badge THEN 'badge_sync' ELSE 'alert' END,
+SELECT pg_temp.day_id(x.at, n * 4 + CASE WHEN x.badge THEN 3 ELSE x.k - 1 END), CASE WHEN x.badge THEN NULL ELSE pg_temp.day_id(pg_temp.at(n), n) END, d.app_id, d.token, d.platform, CASE WHEN x.badge THEN 'badge_sync' ELSE 'alert' END,
     s.due, s.status, s.attempts, s.next_at, s.lease_owner, s.lease_end,
     CASE WHEN s.status <> 'delivered' THEN NULL
          WHEN d.platform = 'ios' THEN upper(md5(n::text || x.k)::uuid::text)
@@ -152,8 +192,8 @@ SQL
 # Notifications \$lo..\$hi; the third app's text is erased when \$erase (its deliveries ended).
 notifications_sql() { # lo hi erase
     cat <<SQL
-INSERT INTO notifications (id, app_id, ticket_id, title, body, request_id, content, received_at) OVERRIDING SYSTEM VALUE
-SELECT n, (ARRAY['acme', 'globex', 'initech'])[pg_temp.ticket(n) % 3 + 1], (48000000 + pg_temp.ticket(n))::text,
+INSERT INTO notifications (id, app_id, ticket_id, title, body, request_id, content, received_at)
+SELECT pg_temp.day_id(pg_temp.at(n), n), (ARRAY['acme', 'globex', 'initech'])[pg_temp.ticket(n) % 3 + 1], (48000000 + pg_temp.ticket(n))::text,
     CASE WHEN $3 AND pg_temp.ticket(n) % 3 = 2 THEN NULL ELSE (ARRAY['Ana', 'Bruno', 'Chen', 'Dara', 'Emeka', 'Fatima'])[n % 6 + 1] || ' replied' END,
     CASE WHEN $3 AND pg_temp.ticket(n) % 3 = 2 THEN NULL
          ELSE substr('Thanks for getting back to us. I have checked your order and the refund was issued today; it should reach your account within five business days. Is there anything else I can help you with?', 1 + (n % 40)::int, 40 + (n * 37 % 140)::int) END,
@@ -199,7 +239,6 @@ FROM devices WHERE status = 'invalid';
 INSERT INTO provider_tokens VALUES ('apns:TEAM123456:KEY1234567', 'eyJhbGciOiJFUzI1NiJ9.e30.sig', now() - interval '20 minutes', now() + interval '40 minutes'),
     ('fcm:relay@acme-mobile.iam.gserviceaccount.com', 'ya29.token', now() - interval '10 minutes', now() + interval '50 minutes');
 INSERT INTO credential_rejections VALUES ('initech', 'android', now() - interval '2 days', 'FCM 401 UNAUTHENTICATED');
-SELECT setval('notifications_id_seq', $notifications) \\g /dev/null
 COMMIT;
 SQL
 echo "  history seeded in $((SECONDS - seed_start)) s; VACUUM ANALYZE ..."
@@ -223,8 +262,8 @@ UPDATE delivery_sweep SET (swept_to, swept_id) = (
 -- Unread replies of the tail's owners (their users), ids of the newest 32.
 INSERT INTO unread_counters (app_id, owner, ticket_id, unread, notification_ids, updated_at)
 SELECT n.app_id, d.user_id, n.ticket_id, count(*), (array_agg(n.id ORDER BY n.id DESC))[1:32], max(n.received_at)
-FROM notifications n JOIN devs d ON d.slot = (pg_temp.ticket(n.id) % 3) * 450 + ((pg_temp.ticket(n.id) / 3) % 150) * 3 + 1
-WHERE n.id > $history_notifications GROUP BY 1, 2, 3;
+FROM notifications n JOIN devs d ON d.slot = (pg_temp.ticket(n.id & 4294967295) % 3) * 450 + ((pg_temp.ticket(n.id & 4294967295) / 3) % 150) * 3 + 1
+WHERE n.id IN (SELECT id FROM notifications ORDER BY id DESC LIMIT $tail) GROUP BY 1, 2, 3;
 -- A receiver down for 10 minutes: globex's events wait.
 INSERT INTO delivery_events (app_id, type, delivery_id, notification_id, ticket_id, platform, token_hint, reason, at)
 SELECT d.app_id, CASE d.status WHEN 'delivered' THEN 'delivered' ELSE d.status END, d.id, d.notification_id, n.ticket_id, d.platform,
@@ -239,6 +278,8 @@ INSERT INTO instance_queue (instance, app_id, in_flight)
 SELECT 'relay-' || r || '.internal:4711:delivery', app, 40 * r FROM unnest(ARRAY['acme', 'globex', 'initech']) app, generate_series(1, 2) r;
 INSERT INTO leases VALUES ('retention', 'relay-1.internal:4711:retention', now() + interval '40 minutes'),
     ('events:globex', 'relay-2.internal:4711:events', now() + interval '50 seconds');
+-- The id sequences where intake left them: past the newest row.
+SELECT setval('notifications_id_seq', (SELECT max(id) FROM notifications)), setval('deliveries_id_seq', (SELECT max(id) FROM deliveries)) \\g /dev/null
 COMMIT;
 ANALYZE delivery_sweep, unread_counters, delivery_events, activity_minutes, instance_queue, leases;
 SQL
@@ -258,10 +299,15 @@ query() { # name label source fragment; SQL on stdin
     label[$1]="$2" source[$1]="$3" fragment[$1]="$4"
     sql[$1]="$(cat)"
 }
-# Random existing rows, one per run: notifications anywhere in the 120 days.
-# (The random numbers are drawn first: a volatile expression cannot be an index condition.)
-random_notification="SELECT g.i, n.* FROM (SELECT i, 1 + floor(random() * $notifications)::bigint AS r FROM generate_series(1, $runs) i OFFSET 0) g
-    CROSS JOIN LATERAL (SELECT id, app_id, ticket_id FROM notifications WHERE id >= g.r ORDER BY id LIMIT 1) n"
+# Random existing rows, one per run: notifications on any of the 118 full days before today, a
+# random place in the day's id range. (The random numbers are drawn first: a volatile expression
+# cannot be an index condition.)
+random_notification="SELECT g.i, n.* FROM (
+        SELECT i, push_relay_history_bound((now() AT TIME ZONE 'UTC')::date - 1 - floor(random() * 118)::int) AS lo, random() AS u
+        FROM generate_series(1, $runs) i OFFSET 0) g
+    CROSS JOIN LATERAL (SELECT min(id) AS first, max(id) AS last FROM notifications WHERE id >= g.lo AND id < g.lo + 4294967296) r
+    CROSS JOIN LATERAL (SELECT id, app_id, ticket_id FROM notifications WHERE id >= r.first + floor(g.u * (r.last - r.first))::bigint
+                        ORDER BY id LIMIT 1) n"
 random_device="SELECT g.i, d.* FROM (SELECT i, floor(random() * (SELECT count(*) FROM devices))::int AS r FROM generate_series(1, $runs) i OFFSET 0) g
     CROSS JOIN LATERAL (SELECT app_id, token, user_id FROM devices ORDER BY app_id, token OFFSET g.r LIMIT 1) d"
 
@@ -458,18 +504,68 @@ echo "EXPLAIN (ANALYZE, BUFFERS) on history, one run each (the first sampled par
 sed 's/^/  /' "$work/plans.txt"
 
 # --- Retention -------------------------------------------------------------------------------------
-# RetentionService.runOnce (Sources/PushRelay/Retention/Retention.swift:253): each statement as in
-# its source (DeliveryQueue+Retention.swift, Retention.swift, DeliveryQueue+Zendesk.swift,
-# DeliveryQueue+Outcomes.swift), bound as the relay binds them, one transaction each, a pause after
-# each full batch. The served apps are the three; maxAge 86400 s (delivery.max_age_seconds).
-retention_procedure=$(cat <<'SQL'
+# RetentionService.runOnce (Sources/PushRelay/Retention/Retention.swift): each statement as in its
+# source (DeliveryQueue+Retention.swift, HistoryPartitions.swift, Retention.swift,
+# ZendeskQueue.swift), bound as the relay binds them, one transaction
+# each, a pause after each full batch. The served apps are the three; maxAge 86400 s
+# (delivery.max_age_seconds). No row-by-row walk: the seeded history has no `*_unpartitioned` table.
+retention_sql=$(cat <<'SQL'
 CREATE TEMP TABLE steps (run text, step text, statements int, rows bigint, seconds float8);
-CREATE PROCEDURE pg_temp.retention_run(run text, days int, batch int, pause_ms int)
+-- Batches of one drain until one is short (Retention.swift's drain).
+CREATE PROCEDURE pg_temp.drain(run text, step text, statement text, batch int, pause_ms int, days int)
 LANGUAGE plpgsql AS $proc$
-DECLARE
-    cur bigint; last bigint; got int; done boolean; t timestamptz;
-    n int; total bigint; secs float8; step text;
-    unserved text := $q$
+DECLARE got int; t timestamptz; n int := 0; total bigint := 0; secs float8 := 0;
+BEGIN
+    LOOP
+        t := clock_timestamp();
+        CASE step
+            WHEN 'unserved deliveries ended' THEN
+                EXECUTE statement INTO got USING ARRAY['acme', 'globex', 'initech'], 86400::float8, batch, 'the app was removed from this relay'::text;
+            WHEN 'job_tokens', 'notification_texts' THEN EXECUTE statement INTO got USING batch;
+            ELSE EXECUTE statement INTO got USING batch, days;
+        END CASE;
+        COMMIT;
+        secs := secs + extract(epoch FROM clock_timestamp() - t); n := n + 1; total := total + got;
+        EXIT WHEN got < batch;
+        PERFORM pg_sleep(pause_ms / 1000.0);
+    END LOOP;
+    INSERT INTO steps VALUES (run, step, n, total, secs);
+    COMMIT;
+END
+$proc$;
+-- HistoryPartitions.deliveriesExpired and notificationsExpired, their statements as in the source.
+CREATE FUNCTION pg_temp.deliveries_expired(part text, upper bigint, delivered int, failed int, margin float8) RETURNS boolean
+LANGUAGE plpgsql AS $fn$
+DECLARE closed boolean; delivered_expired boolean; failed_expired boolean; due boolean; none_failed boolean;
+BEGIN
+    EXECUTE format($q$
+            SELECT (SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END FROM deliveries_id_seq) >= $1,
+                   newest IS NULL OR newest < now() - make_interval(days => $2, secs => $4),
+                   newest IS NULL OR newest < now() - make_interval(days => $3, secs => $4),
+                   EXISTS (SELECT 1 FROM %1$I WHERE due)
+            FROM (SELECT (SELECT created_at FROM %1$I ORDER BY id DESC LIMIT 1) AS newest) t
+    $q$, part) INTO closed, delivered_expired, failed_expired, due USING upper, delivered, failed, margin;
+    IF NOT closed OR due OR NOT delivered_expired THEN RETURN false; END IF;
+    IF failed_expired THEN RETURN true; END IF;
+    EXECUTE format($q$SELECT NOT EXISTS (SELECT 1 FROM %I WHERE status IN ('failed', 'expired', 'dead_token'))$q$, part) INTO none_failed;
+    RETURN none_failed;
+END
+$fn$;
+CREATE FUNCTION pg_temp.notifications_expired(part text, lower bigint, upper bigint, days int) RETURNS boolean
+LANGUAGE plpgsql AS $fn$
+DECLARE closed boolean; expired boolean; referenced boolean;
+BEGIN
+    EXECUTE format($q$
+            SELECT (SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END FROM notifications_id_seq) >= $1,
+                   coalesce((SELECT received_at FROM %I ORDER BY id DESC LIMIT 1) < now() - make_interval(days => $3), true),
+                   EXISTS (SELECT 1 FROM deliveries WHERE notification_id >= coalesce($2, -9223372036854775808) AND notification_id < $1)
+    $q$, part) INTO closed, expired, referenced USING upper, lower, days;
+    RETURN closed AND expired AND NOT referenced;
+END
+$fn$;
+SQL
+)
+unserved_statement=$(cat <<'SQL'
             WITH doomed AS (
                 SELECT id FROM deliveries
                 WHERE due AND NOT (app_id = ANY($1::text[])) AND next_attempt_at < now() - make_interval(secs => $2)
@@ -482,35 +578,11 @@ DECLARE
                 RETURNING 1
             )
             SELECT count(*)::int FROM ended
-    $q$;
-    prune_deliveries text := $q$
-            WITH batch AS MATERIALIZED (
-                SELECT id, status, updated_at, created_at FROM deliveries WHERE id > $1 ORDER BY id LIMIT $2
-            ),
-            doomed AS (
-                DELETE FROM deliveries d USING batch b
-                WHERE d.id = b.id
-                  AND ((b.status IN ('delivered', 'skipped') AND b.updated_at < now() - make_interval(days => $3))
-                    OR (b.status IN ('failed', 'expired', 'dead_token') AND b.updated_at < now() - make_interval(days => $4)))
-                RETURNING 1
-            )
-            SELECT (SELECT max(id) FROM batch), (SELECT count(*) FROM doomed)::int,
-                   coalesce((SELECT max(created_at) FROM batch) >= now() - make_interval(days => least($3, $4)), true)
-    $q$;
-    prune_notifications text := $q$
-            WITH batch AS MATERIALIZED (
-                SELECT id, received_at FROM notifications WHERE id > $1 ORDER BY id LIMIT $2
-            ),
-            doomed AS (
-                DELETE FROM notifications n USING batch b
-                WHERE n.id = b.id AND b.received_at < now() - make_interval(days => $3)
-                  AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.notification_id = b.id)
-                RETURNING 1
-            )
-            SELECT (SELECT max(id) FROM batch), (SELECT count(*) FROM doomed)::int,
-                   coalesce((SELECT max(received_at) FROM batch) >= now() - make_interval(days => $3), true)
-    $q$;
-    drains text[] := ARRAY['delivery_events', $q$
+SQL
+)
+declare -A drain_statement
+drain_steps=(delivery_events job_tokens jobs zendesk_unregister_queue notification_texts)
+drain_statement[delivery_events]=$(cat <<'SQL'
             WITH doomed AS (
                 DELETE FROM delivery_events WHERE id IN (
                     SELECT id FROM delivery_events WHERE at < now() - make_interval(days => $2) ORDER BY id LIMIT $1
@@ -518,7 +590,9 @@ DECLARE
                 RETURNING 1
             )
             SELECT count(*)::int FROM doomed
-    $q$, 'job_tokens', $q$
+SQL
+)
+drain_statement[job_tokens]=$(cat <<'SQL'
             WITH finished AS MATERIALIZED (
                 SELECT id FROM jobs WHERE status IN ('succeeded', 'failed', 'cancelled')
             ),
@@ -532,7 +606,9 @@ DECLARE
                 DELETE FROM job_batches b USING finished f WHERE b.job_id = f.id
             )
             SELECT count(*)::int FROM tokens
-    $q$, 'jobs', $q$
+SQL
+)
+drain_statement[jobs]=$(cat <<'SQL'
             WITH doomed AS (
                 DELETE FROM jobs WHERE id IN (
                     SELECT id FROM jobs
@@ -548,7 +624,9 @@ DECLARE
                 DELETE FROM job_batches b USING doomed d WHERE b.job_id = d.id
             )
             SELECT count(*)::int FROM doomed
-    $q$, 'zendesk_unregister_queue', $q$
+SQL
+)
+drain_statement[zendesk_unregister_queue]=$(cat <<'SQL'
             WITH doomed AS (
                 DELETE FROM zendesk_unregister_queue WHERE (app_id, token) IN (
                     SELECT app_id, token FROM zendesk_unregister_queue
@@ -557,103 +635,86 @@ DECLARE
                 RETURNING 1
             )
             SELECT count(*)::int FROM doomed
-    $q$, 'notification_texts', $q$
+SQL
+)
+drain_statement[notification_texts]=$(cat <<'SQL'
             WITH ended AS (
                 SELECT n.id FROM notifications n
                 WHERE n.content = 'encrypted' AND n.title IS NOT NULL
-                AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.notification_id = n.id AND d.status IN ('pending', 'sending'))
+                AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.notification_id = n.id AND d.status IN ('pending', 'sending') OFFSET 0)
                 ORDER BY n.id LIMIT $1
             ),
             erased AS (UPDATE notifications n SET title = NULL, body = NULL FROM ended WHERE n.id = ended.id RETURNING 1)
             SELECT count(*)::int FROM erased
-    $q$];
-BEGIN
-    -- Deliveries of apps no longer served (a drain: batches until one is short).
-    n := 0; total := 0; secs := 0;
-    LOOP
-        t := clock_timestamp();
-        EXECUTE unserved INTO got USING ARRAY['acme', 'globex', 'initech'], 86400::float8, batch, 'the app was removed from this relay'::text;
-        COMMIT;
-        secs := secs + extract(epoch FROM clock_timestamp() - t); n := n + 1; total := total + got;
-        EXIT WHEN got < batch;
-        PERFORM pg_sleep(pause_ms / 1000.0);
-    END LOOP;
-    INSERT INTO steps VALUES (run, 'unserved deliveries ended', n, total, secs);
-    -- Deliveries, then notifications: walks from id 0 to the first batch too young.
-    FOREACH step IN ARRAY ARRAY['deliveries', 'notifications'] LOOP
-        cur := 0; n := 0; total := 0; secs := 0;
-        LOOP
-            t := clock_timestamp();
-            IF step = 'deliveries' THEN
-                EXECUTE prune_deliveries INTO last, got, done USING cur, batch, days, days;
-            ELSE
-                EXECUTE prune_notifications INTO last, got, done USING cur, batch, days;
-            END IF;
-            COMMIT;
-            secs := secs + extract(epoch FROM clock_timestamp() - t); n := n + 1; total := total + got;
-            EXIT WHEN last IS NULL OR done;
-            cur := last;
-            PERFORM pg_sleep(pause_ms / 1000.0);
-        END LOOP;
-        INSERT INTO steps VALUES (run, step, n, total, secs);
-    END LOOP;
-    FOR i IN 1 .. array_length(drains, 1) BY 2 LOOP
-        n := 0; total := 0; secs := 0;
-        LOOP
-            t := clock_timestamp();
-            IF drains[i] IN ('job_tokens', 'notification_texts') THEN
-                EXECUTE drains[i + 1] INTO got USING batch;
-            ELSE
-                EXECUTE drains[i + 1] INTO got USING batch, days;
-            END IF;
-            COMMIT;
-            secs := secs + extract(epoch FROM clock_timestamp() - t); n := n + 1; total := total + got;
-            EXIT WHEN got < batch;
-            PERFORM pg_sleep(pause_ms / 1000.0);
-        END LOOP;
-        INSERT INTO steps VALUES (run, drains[i], n, total, secs);
-    END LOOP;
-END
-$proc$;
 SQL
 )
+for name in unserved "${drain_steps[@]}"; do
+    statement="${drain_statement[$name]:-$unserved_statement}"
+    # Its longest line, which names what the step does, must still be in the source.
+    grep -qF -- "$(awk '{ sub(/^ +/, "") } length > max { max = length; line = $0 } END { print line }' <<<"$statement")" \
+        Sources/PushRelay/Outbox/*.swift Sources/PushRelay/Retention/*.swift ||
+        log "warning: retention step $name: its SQL is no longer in the source as copied here; check it"
+done
 
-sizes() { psql_db history -At -F ' ' -c "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c
-    WHERE c.relkind = 'r' AND c.relnamespace = 'public'::regnamespace ORDER BY 2 DESC, 1"; }
+sizes() { psql_db history -At -F ' ' -c "SELECT regexp_replace(c.relname, '_([0-9]{8}|unpartitioned)$', ''), sum(pg_total_relation_size(c.oid))
+    FROM pg_class c WHERE c.relkind = 'r' AND c.relnamespace = 'public'::regnamespace GROUP BY 1 ORDER BY 2 DESC, 1"; }
 sizes >"$work/sizes.txt"
 rows_before="$(psql_db history -At -c "SELECT count(*) FROM deliveries")"
 
 echo
 echo "retention: RetentionService.runOnce with batch $retention_batch, pause $retention_pause_ms ms ..."
 retention_lines=()
+# mark NAME: in the psql session, its clock, WAL position and the server process's CPU ticks.
+mark() { echo "SELECT clock_timestamp() AS t_$1, pg_current_wal_insert_lsn() AS l_$1 \\gset"
+         echo "\\! awk '{print \"$1\", \$14 + \$15}' /proc/\$BACKEND/stat >>$work/ticks"; }
 retention_run() { # label days
-    local out
-    out="$(psql_db history -At -F ' ' <<SQL
-$retention_procedure
-CHECKPOINT;
-SELECT pg_current_wal_insert_lsn() AS lsn0, clock_timestamp() AS t0 \gset
-CALL pg_temp.retention_run('$1', $2, $retention_batch, $retention_pause_ms);
-SELECT round(extract(epoch FROM clock_timestamp() - :'t0')::numeric, 1) AS wall, pg_wal_lsn_diff(pg_current_wal_insert_lsn(), :'lsn0')::bigint AS wal \gset
-SELECT '  ' || step || ': ' || rows || ' rows, ' || statements || ' statements, ' || round(seconds::numeric, 2) || ' s in statements' FROM steps ORDER BY ctid;
-SELECT 'total', :wall, round(sum(seconds)::numeric, 1), sum(rows) FILTER (WHERE step = 'deliveries'), sum(rows) FILTER (WHERE step = 'notifications'), :wal FROM steps;
-CHECKPOINT;
-SELECT pg_current_wal_insert_lsn() AS lsn1, clock_timestamp() AS t1 \gset
-VACUUM deliveries, notifications;
-SELECT 'vacuum', round(extract(epoch FROM clock_timestamp() - :'t1')::numeric, 1), pg_wal_lsn_diff(pg_current_wal_insert_lsn(), :'lsn1')::bigint;
-SQL
-)"
-    echo "$1 (days = $2):"
-    grep -v '^total \|^vacuum ' <<<"$out"
-    local total vacuum
-    total="$(grep '^total ' <<<"$out")"
-    vacuum="$(grep '^vacuum ' <<<"$out")"
-    read -r _ wall statements deleted notified wal <<<"$total"
-    read -r _ vacuum_seconds vacuum_wal <<<"$vacuum"
-    echo "  wall $wall s (pauses included), $statements s in statements, WAL $wal bytes; then VACUUM deliveries, notifications: $vacuum_seconds s, WAL $vacuum_wal bytes"
-    retention_lines+=("$(printf '%-34s %12s %11s %11s %12s %15s %11s %15s' "$1" "$deleted" "$notified" "$wall" "$statements" "$wal" "$vacuum_seconds" "$vacuum_wal")")
+    local days="$2" out counts_before counts_after
+    counts_before="$(psql_db history -At -F ' ' -c "SELECT (SELECT count(*) FROM deliveries), (SELECT count(*) FROM notifications)")"
+    : >"$work/ticks"
+    out="$({
+        echo "$retention_sql"
+        echo "CHECKPOINT;"
+        echo "SELECT pg_backend_pid() AS backend \\gset"
+        echo "\\setenv BACKEND :backend"
+        mark start
+        echo "CALL pg_temp.drain('run', 'unserved deliveries ended', \$step\$$unserved_statement\$step\$, $retention_batch, $retention_pause_ms, $days);"
+        mark drops
+        # HistoryPartitions.drop of each expired partition, oldest first: deliveries, then notifications.
+        echo "SELECT format('ALTER TABLE deliveries DETACH PARTITION %I CONCURRENTLY', partition), format('DROP TABLE IF EXISTS %I', partition)
+              FROM history_partitions WHERE parent = 'deliveries' AND pg_temp.deliveries_expired(partition, upper, $days, $days, 86400)
+              ORDER BY lower NULLS FIRST \\gexec"
+        echo "SELECT format('ALTER TABLE notifications DETACH PARTITION %I CONCURRENTLY', partition), format('DROP TABLE IF EXISTS %I', partition)
+              FROM history_partitions WHERE parent = 'notifications' AND pg_temp.notifications_expired(partition, lower, upper, $days)
+              ORDER BY lower NULLS FIRST \\gexec"
+        mark drains
+        for name in "${drain_steps[@]}"; do
+            echo "CALL pg_temp.drain('run', '$name', \$step\$${drain_statement[$name]}\$step\$, $retention_batch, $retention_pause_ms, $days);"
+        done
+        mark end
+        echo "SELECT '  ' || step || ': ' || rows || ' rows, ' || statements || ' statements, ' || round(seconds::numeric, 2) || ' s in statements' FROM steps ORDER BY ctid;"
+        echo "SELECT 'wall', round(extract(epoch FROM :'t_drains'::timestamptz - :'t_drops')::numeric, 2),
+                     round(extract(epoch FROM :'t_end'::timestamptz - :'t_start')::numeric, 1),
+                     pg_wal_lsn_diff(:'l_drains', :'l_drops')::bigint, pg_wal_lsn_diff(:'l_end', :'l_start')::bigint;"
+    } | psql_db history -At -F ' ')"
+    counts_after="$(psql_db history -At -F ' ' -c "SELECT (SELECT count(*) FROM deliveries), (SELECT count(*) FROM notifications)")"
+    local drop_wall run_wall drop_wal run_wal drop_cpu run_cpu d0 n0 d1 n1
+    read -r _ drop_wall run_wall drop_wal run_wal <<<"$(grep '^wall ' <<<"$out")"
+    read -r drop_cpu run_cpu <<<"$(awk -v hz="$(getconf CLK_TCK)" '{ t[$1] = $2 }
+        END { printf "%.2f %.2f", (t["drains"] - t["drops"]) / hz, (t["end"] - t["start"]) / hz }' "$work/ticks")"
+    read -r d0 n0 <<<"$counts_before"
+    read -r d1 n1 <<<"$counts_after"
+    echo "$1 (days = $days):"
+    grep -v '^wall ' <<<"$out"
+    echo "  partitions: $((d0 - d1)) deliveries and $((n0 - n1)) notifications dropped in $drop_wall s wall, $drop_cpu s of server CPU, $drop_wal bytes of WAL"
+    echo "  whole run: $run_wall s wall (pauses included), $run_cpu s of server CPU, $run_wal bytes of WAL"
+    retention_lines+=("$(printf '%-34s %12s %11s %9s %9s %12s %9s %9s %12s' "$1" "$((d0 - d1))" "$((n0 - n1))" \
+        "$drop_wall" "$drop_cpu" "$drop_wal" "$run_wall" "$run_cpu" "$run_wal")")
 }
-retention_run "(a) the oldest day expired" 119
-retention_run "(b) a month expired" 89
+partitions_before="$(psql_db history -At -c "SELECT string_agg(partition, ' ' ORDER BY lower) FROM history_partitions WHERE parent = 'deliveries'")"
+retention_run "(a) the oldest partition (a day)" 118
+retention_run "(b) four more weeks" 88
+partitions_after="$(psql_db history -At -c "SELECT string_agg(partition, ' ' ORDER BY lower) FROM history_partitions WHERE parent = 'deliveries'")"
+echo "deliveries partitions dropped: $(comm -23 <(tr ' ' '\n' <<<"$partitions_before" | sort) <(tr ' ' '\n' <<<"$partitions_after" | sort) | tr '\n' ' ')"
 
 # --- The summary -----------------------------------------------------------------------------------
 echo
@@ -672,8 +733,8 @@ for line in "${results[@]}"; do
     printf '%-52s %9s %9s %9s %9s %7s %12s %7s %7s  %s\n' "$q" "$e50" "$e99" "$s50" "$s99" "$ratio" "$buffers" "$eplan" "$splan" "$src"
 done
 echo
-echo "retention (one run each, in order; VACUUM after each, as autovacuum would):"
-printf '%-34s %12s %11s %11s %12s %15s %11s %15s\n' run "deliveries" "notific." "wall s" "stmt s" "WAL bytes" "vacuum s" "vacuum WAL"
+echo "retention (one run each, in order): rows dropped; the partition drops' wall s, server CPU s and WAL bytes; the whole run's"
+printf '%-34s %12s %11s %9s %9s %12s %9s %9s %12s\n' run "deliveries" "notific." "drop s" "drop CPU" "drop WAL" "run s" "run CPU" "run WAL"
 printf '%s\n' "${retention_lines[@]}"
 echo
 echo "size per table before retention (pg_total_relation_size, bytes):"

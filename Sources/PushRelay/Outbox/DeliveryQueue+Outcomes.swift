@@ -82,25 +82,6 @@ extension DeliveryQueue {
         )
     }
 
-    /// Retention's sweep for what ``eraseText(of:)`` missed (a failed statement, a crash between
-    /// the outcome and the erase): up to `limit` encrypted notifications whose deliveries all
-    /// ended lose their text. Returns how many.
-    func eraseEndedText(limit: Int) async throws -> Int {
-        try await client.query(
-            """
-            WITH ended AS (
-                SELECT n.id FROM notifications n
-                WHERE n.content = 'encrypted' AND n.title IS NOT NULL
-                AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.notification_id = n.id AND d.status IN ('pending', 'sending'))
-                ORDER BY n.id LIMIT $1
-            ),
-            erased AS (UPDATE notifications n SET title = NULL, body = NULL FROM ended WHERE n.id = ended.id RETURNING 1)
-            SELECT count(*)::int FROM erased
-            """,
-            [limit]
-        ).first?.decode(Int.self, at: 0) ?? 0
-    }
-
     /// Stores `batch` with one statement per partition of `deliveries` its ids are in (one but at
     /// a partition's start), each naming that partition (``DeliveryPartitions``).
     private func storeOutcomes(

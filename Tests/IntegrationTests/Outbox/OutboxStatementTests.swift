@@ -51,6 +51,20 @@ struct OutboxStatementTests {
         }
     }
 
+    @Test(
+        "retention's erase of ended texts looks up each kept text's live deliveries (a subplan per text), never joins the history, which read every partition whole"
+    )
+    func eraseEndedTextProbesPerText() async throws {
+        let test = try await TestApp.make()
+        _ = try await test.application()
+        let statement = RetentionStore.eraseEndedTextStatement.replacingOccurrences(of: "$1", with: "2000")
+        let plan = try await test.client.withConnection { session in
+            try await session.execute("EXPLAIN \(statement)").rows.map { try $0.decode(String.self, at: 0) }.joined(separator: "\n")
+        }
+        #expect(plan.contains("SubPlan"), "\(plan)")
+        #expect(!plan.contains("Anti Join"), "\(plan)")
+    }
+
     @Test("outcomes update this instance's rows, leave a row another instance has taken over, and change nothing of a finished row")
     func outcomesRespectTheLease() async throws {
         let test = try await TestApp.make()
