@@ -102,6 +102,33 @@ bench_cluster() { # name, then postgresql.conf lines
     as_postgres "$pg_bin/pg_ctl" -D "$cluster" -l "$cluster/server.log" -w start >/dev/null
 }
 
+# bench_migrate DATABASE [LAST]: Migrations/*.sql up to version LAST (all by default) in that
+# database of the bench cluster, as `push-relay migrate` applies them (Sources/Postgres/Migrator.swift):
+# each file in one transaction, recorded in schema_migrations with the md5 of its text, so that
+# push-relay migrate goes on from there.
+bench_migrate() {
+    local db="$1" last="${2:-99999}" file stem
+    local psql_bench=(psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U bench -d "$db")
+    "${psql_bench[@]}" <<'SQL'
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version    bigint PRIMARY KEY,
+    name       text NOT NULL,
+    checksum   text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)
+SQL
+    for file in $(find Migrations -maxdepth 1 -name '[0-9]*_*.sql' | sort -t/ -k2 -n); do
+        stem="$(basename "$file" .sql)"
+        ((10#${stem%%_*} <= last)) || continue
+        {
+            echo "BEGIN;"
+            cat "$file"
+            printf '\n;\nINSERT INTO schema_migrations (version, name, checksum) VALUES (%d, %s, %s);\nCOMMIT;\n' \
+                "$((10#${stem%%_*}))" "'${stem#*_}'" "'$(md5sum <"$file" | cut -d' ' -f1)'"
+        } | "${psql_bench[@]}" >/dev/null
+    done
+}
+
 # --- A throwaway relay -----------------------------------------------------------------------------
 # work_dir creates $work (readable by others: as root the embedded PostgreSQL runs as an
 # unprivileged user, since initdb refuses root); relay_start starts $relay_binary in it; on exit

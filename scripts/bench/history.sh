@@ -58,31 +58,9 @@ psql_db() { # database, psql arguments
     psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U bench -d "$db" "$@"
 }
 
-# --- The schema, as push-relay migrate makes it (Sources/Postgres/Migrator.swift) -----------------
-migrate() { # database
-    psql_db "$1" <<'SQL'
-CREATE TABLE IF NOT EXISTS schema_migrations (
-    version    bigint PRIMARY KEY,
-    name       text NOT NULL,
-    checksum   text NOT NULL,
-    applied_at timestamptz NOT NULL DEFAULT now()
-)
-SQL
-    local file stem
-    for file in $(find Migrations -maxdepth 1 -name '[0-9]*_*.sql' | sort -t/ -k2 -n); do
-        stem="$(basename "$file" .sql)"
-        {
-            echo "BEGIN;"
-            cat "$file"
-            printf '\n;\nINSERT INTO schema_migrations (version, name, checksum) VALUES (%d, %s, %s);\nCOMMIT;\n' \
-                "$((10#${stem%%_*}))" "'${stem#*_}'" "'$(md5sum <"$file" | cut -d' ' -f1)'"
-        } | psql_db "$1" >/dev/null
-    done
-}
-
 machine_line
 echo "PostgreSQL $("$pg_bin/postgres" --version | awk '{print $3}'), shared_buffers 256MB, fsync on, autovacuum off; $deliveries deliveries, $runs runs per query"
-for db in history empty; do psql_db postgres -c "CREATE DATABASE $db"; migrate "$db"; done
+for db in history empty; do psql_db postgres -c "CREATE DATABASE $db"; bench_migrate "$db"; done
 echo "schema: $(psql_db history -At -c "SELECT count(*) || ' migrations, up to ' || max(version) FROM schema_migrations")"
 
 # --- Partitions ----------------------------------------------------------------------------------

@@ -1,26 +1,29 @@
 #!/usr/bin/env bash
 # Partitioned history (migration 0019): what the upgrade and a partition drop cost on a large
-# database. SQL only: psql against a throwaway PostgreSQL 15 cluster (fsync on, shared_buffers
-# 256MB, autovacuum off).
+# database. psql and `push-relay migrate` against a throwaway PostgreSQL 15 cluster (fsync on,
+# shared_buffers 256MB, autovacuum off).
 #
-# 1. A database gets Migrations/*.sql up to 0018 (each file in one transaction, as `push-relay
-#    migrate` applies them), then DELIVERIES delivered deliveries and DELIVERIES/2 notifications
-#    (two devices each, 64-character tokens, one every half second back from now), then VACUUM
-#    ANALYZE, and prints the two tables' sizes.
-# 2. 0019 in one transaction, after a CHECKPOINT: wall seconds and WAL bytes (its read of each
-#    table is from the cache the seeding left warm).
+# 1. A database gets Migrations/*.sql up to 0018 (each file in one transaction, recorded in
+#    schema_migrations, as `push-relay migrate` applies them), then DELIVERIES delivered
+#    deliveries and DELIVERIES/2 notifications (two devices each, 64-character tokens, one every
+#    half second back from now), then VACUUM ANALYZE, and prints the two tables' sizes.
+# 2. 0019 applied by `push-relay migrate` (RELAY_BINARY, or a release build made first), after a
+#    CHECKPOINT: wall seconds, the server's CPU seconds and WAL bytes (its read of each table is
+#    from the cache the seeding left warm).
 # 3. What retention does with an expired partition, after a CHECKPOINT: DETACH PARTITION ...
 #    CONCURRENTLY and DROP TABLE of `deliveries_unpartitioned`, then of
 #    `notifications_unpartitioned`, as `HistoryPartitions.drop` sends them: wall seconds, the
 #    server process's CPU seconds (user and system, from /proc) and WAL bytes.
 # 10,000,000 deliveries seed in about 6.5 minutes on 2 cores and take about 7 GB of disk.
 #
-# Usage: scripts/bench/partitions.sh [deliveries (10000000)]
+# Usage: scripts/bench/partitions.sh [deliveries (10000000)]; RELAY_BINARY=path: that build, not a
+# new one (any build: the migration's cost is the server's).
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 
 deliveries="${1:-10000000}"
 if ! [[ "$deliveries" =~ ^[1-9][0-9]*$ ]] || ((deliveries < 2)); then usage; fi
+[ -n "${RELAY_BINARY:-}" ] || build_products push-relay
 bench_cluster partitions "shared_buffers = 256MB" "autovacuum = off" "maintenance_work_mem = 1GB" "max_wal_size = 16GB" \
     "checkpoint_timeout = 30min"
 export PGOPTIONS="-c TimeZone=UTC"
@@ -28,10 +31,7 @@ psql_db() { psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U bench -d be
 psql -X -q -h 127.0.0.1 -p "$port" -U bench -d postgres -c "CREATE DATABASE bench"
 
 machine_line
-for file in $(find Migrations -maxdepth 1 -name '00[01][0-9]_*.sql' | sort); do
-    [ "$(basename "$file" | cut -c1-4)" -le 18 ] || continue
-    psql_db -1 -f "$file" >/dev/null
-done
+bench_migrate bench 18
 echo "seeding $deliveries deliveries and $((deliveries / 2)) notifications at schema 0018 ..."
 start=$SECONDS
 psql_db <<SQL
@@ -64,7 +64,25 @@ timed() { # label, then the SQL on standard input
     echo "$label: $(echo "$after - $before" | bc) s wall, $ticks s of server CPU," \
         "$(psql_db -At -c "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '$lsn')") bytes of WAL"
 }
-{ echo "BEGIN;"; cat Migrations/0019_partitioned_history.sql; echo "COMMIT;"; } | timed "0019 (partitioning)"
+# 0019 by `push-relay migrate`, its own connections: the server's CPU is what the postmaster counts
+# for its children that exited (cutime + cstime), the cluster otherwise idle.
+psql_db -c "CHECKPOINT"
+lsn="$(psql_db -At -c "SELECT pg_current_wal_insert_lsn()")"
+postmaster="$(head -1 "$cluster/postmaster.pid")"
+children() { awk '{print $16 + $17}' "/proc/$postmaster/stat"; }
+ticks_before="$(children)" before="$(date +%s.%N)"
+DATABASE_URL="postgresql://bench@127.0.0.1:$port/bench" "$relay_binary" migrate --log-level notice 2>&1 | sed 's/^/  /'
+after="$(date +%s.%N)"
+# Its server processes are counted once they have exited (up to a minute after its own exit).
+for _ in $(seq 600); do
+    [ "$(psql_db -At -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()")" -gt 0 ] ||
+        break
+    sleep 0.1
+done
+echo "0019 (partitioning) by push-relay migrate: $(echo "$after - $before" | bc) s wall," \
+    "$(awk -v a="$ticks_before" -v b="$(children)" -v hz="$(getconf CLK_TCK)" 'BEGIN { print (b - a) / hz }') s of server CPU," \
+    "$(psql_db -At -c "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '$lsn')") bytes of WAL;" \
+    "schema $(psql_db -At -c "SELECT max(version) FROM schema_migrations")"
 echo "  rows after: $(psql_db -At -c "SELECT (SELECT count(*) FROM deliveries) || ' deliveries, ' || (SELECT count(*) FROM notifications) || ' notifications'")"
 timed "dropping both unpartitioned tables" <<'SQL'
 ALTER TABLE "deliveries" DETACH PARTITION "deliveries_unpartitioned" CONCURRENTLY;
