@@ -38,7 +38,8 @@ extension DeliveryQueue {
     /// Retention's step for apps no longer served: up to `limit` deliveries waiting in the due
     /// index for an app not in `served`, due since before `maxAge` ago (any instance serving the
     /// app would expire them at their claim), end as ``endDeliveries(ofRemovedApps:)`` ends them;
-    /// retention's next step erases their texts (``RetentionStore/eraseEndedText(limit:)``). Returns how many.
+    /// retention's next step erases their texts (``RetentionStore/eraseEndedText(limit:)``).
+    /// Returns how many.
     func endUnservedDeliveries(served: [String], maxAge: Duration, limit: Int) async throws -> Int {
         try await client.query(
             """

@@ -154,9 +154,9 @@ struct RetentionStore: Sendable {
         ).first?.decode(Int.self) ?? 0
     }
 
-    /// Retention's sweep for what ``DeliveryQueue/eraseText(of:)`` missed (a failed statement, a crash between
-    /// the outcome and the erase): up to `limit` encrypted notifications whose deliveries all
-    /// ended lose their text. Returns how many.
+    /// Retention's sweep for what ``DeliveryQueue/eraseText(of:)`` missed (a failed statement, a
+    /// crash between the outcome and the erase): up to `limit` encrypted notifications whose
+    /// deliveries all ended lose their text. Returns how many.
     func eraseEndedText(limit: Int) async throws -> Int {
         try await client.query(Self.eraseEndedTextStatement, [limit]).first?.decode(Int.self, at: 0) ?? 0
     }
