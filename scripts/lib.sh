@@ -79,6 +79,25 @@ free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1
 # CPU time (utime + stime) of a process so far, in clock ticks (getconf CLK_TCK a second).
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
+# postgres_seconds POSTMASTER_PID: the CPU time of that server's postmaster, its exited children
+# (backends, autovacuum workers) and its live children, in seconds.
+postgres_seconds() {
+    python3 - "$1" <<'PY'
+import os, sys
+pm, total = sys.argv[1], 0
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    except OSError:
+        continue  # ended meanwhile: its time is in the postmaster's children's
+    if pid == pm:
+        total += sum(int(f) for f in fields[11:15])
+    elif fields[1] == pm:
+        total += int(fields[11]) + int(fields[12])
+print(total / os.sysconf("SC_CLK_TCK"))
+PY
+}
+
 # --- A throwaway PostgreSQL cluster (SQL-only benchmarks) ------------------------------------------
 # bench_cluster NAME LINE...: $work (named NAME) holds a cluster in $cluster, made by initdb (as
 # the postgres user when run as root, since initdb refuses root) with role `bench` trusted, on

@@ -25,25 +25,6 @@ work_dir deliveries-layout
 cluster="$work/pg"
 trap 'stop_cluster; cleanup' EXIT
 
-# postgres_seconds POSTMASTER_PID: the CPU time of that server's postmaster, its exited children
-# (backends, autovacuum workers) and its live children, in seconds.
-postgres_seconds() {
-    python3 - "$1" <<'PY'
-import os, sys
-pm, total = sys.argv[1], 0
-for pid in filter(str.isdigit, os.listdir("/proc")):
-    try:
-        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    except OSError:
-        continue  # ended meanwhile: its time is in the postmaster's children's
-    if pid == pm:
-        total += sum(int(f) for f in fields[11:15])
-    elif fields[1] == pm:
-        total += int(fields[11]) + int(fields[12])
-print(total / os.sysconf("SC_CLK_TCK"))
-PY
-}
-
 # One run: prints "variant cpu_us wal_bytes hot_share".
 run() {
     local variant="$1" port pm lsn0 lsn1 cpu0 cpu1 hot

@@ -64,23 +64,23 @@ timed() { # label, then the SQL on standard input
     echo "$label: $(echo "$after - $before" | bc) s wall, $ticks s of server CPU," \
         "$(psql_db -At -c "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '$lsn')") bytes of WAL"
 }
-# 0019 by `push-relay migrate`, its own connections: the server's CPU is what the postmaster counts
-# for its children that exited (cutime + cstime), the cluster otherwise idle.
+# 0019 by `push-relay migrate`, its own connections: the server's CPU is the whole cluster's
+# (postgres_seconds), otherwise idle.
 psql_db -c "CHECKPOINT"
 lsn="$(psql_db -At -c "SELECT pg_current_wal_insert_lsn()")"
 postmaster="$(head -1 "$cluster/postmaster.pid")"
-children() { awk '{print $16 + $17}' "/proc/$postmaster/stat"; }
-ticks_before="$(children)" before="$(date +%s.%N)"
+cpu_before="$(postgres_seconds "$postmaster")" before="$(date +%s.%N)"
 DATABASE_URL="postgresql://bench@127.0.0.1:$port/bench" "$relay_binary" migrate --log-level notice 2>&1 | sed 's/^/  /'
 after="$(date +%s.%N)"
-# Its server processes are counted once they have exited (up to a minute after its own exit).
+# Read once its backends have exited (up to a minute after its own exit): a backend ending while
+# /proc is read could be counted live and again in the postmaster's count of its children.
 for _ in $(seq 600); do
     [ "$(psql_db -At -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()")" -gt 0 ] ||
         break
     sleep 0.1
 done
 echo "0019 (partitioning) by push-relay migrate: $(echo "$after - $before" | bc) s wall," \
-    "$(awk -v a="$ticks_before" -v b="$(children)" -v hz="$(getconf CLK_TCK)" 'BEGIN { print (b - a) / hz }') s of server CPU," \
+    "$(awk -v a="$cpu_before" -v b="$(postgres_seconds "$postmaster")" 'BEGIN { print b - a }') s of server CPU," \
     "$(psql_db -At -c "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '$lsn')") bytes of WAL;" \
     "schema $(psql_db -At -c "SELECT max(version) FROM schema_migrations")"
 echo "  rows after: $(psql_db -At -c "SELECT (SELECT count(*) FROM deliveries) || ' deliveries, ' || (SELECT count(*) FROM notifications) || ' notifications'")"
