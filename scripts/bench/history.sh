@@ -167,15 +167,17 @@ CROSS JOIN LATERAL (
 ) s;
 SQL
 }
-# Notifications \$lo..\$hi; the third app's text is erased when \$erase (its deliveries ended).
+# Notifications \$lo..\$hi, with their deliveries' id range (deliveries_sql's ids); the third app's
+# text is erased when \$erase (its deliveries ended).
 notifications_sql() { # lo hi erase
     cat <<SQL
-INSERT INTO notifications (id, app_id, ticket_id, title, body, request_id, content, received_at)
+INSERT INTO notifications (id, app_id, ticket_id, title, body, request_id, content, received_at, first_delivery_id, last_delivery_id)
 SELECT pg_temp.day_id(pg_temp.at(n), n), (ARRAY['acme', 'globex', 'initech'])[pg_temp.ticket(n) % 3 + 1], (48000000 + pg_temp.ticket(n))::text,
     CASE WHEN $3 AND pg_temp.ticket(n) % 3 = 2 THEN NULL ELSE (ARRAY['Ana', 'Bruno', 'Chen', 'Dara', 'Emeka', 'Fatima'])[n % 6 + 1] || ' replied' END,
     CASE WHEN $3 AND pg_temp.ticket(n) % 3 = 2 THEN NULL
          ELSE substr('Thanks for getting back to us. I have checked your order and the refund was issued today; it should reach your account within five business days. Is there anything else I can help you with?', 1 + (n % 40)::int, 40 + (n * 37 % 140)::int) END,
-    md5(n::text)::uuid::text, CASE WHEN pg_temp.ticket(n) % 3 = 2 THEN 'encrypted' ELSE 'full' END, pg_temp.at(n)
+    md5(n::text)::uuid::text, CASE WHEN pg_temp.ticket(n) % 3 = 2 THEN 'encrypted' ELSE 'full' END, pg_temp.at(n),
+    pg_temp.day_id(pg_temp.at(n), n * 4), pg_temp.day_id(pg_temp.at(n), n * 4 + ((pg_temp.ticket(n) / 3) % 150) % 3)
 FROM generate_series($1::bigint, $2::bigint) n;
 SQL
 }
@@ -272,10 +274,13 @@ psql_db history -q -c "ALTER SYSTEM SET max_wal_size = '1GB'" -c "ALTER SYSTEM S
 # one row of EXECUTE arguments per run; i is the run).
 declare -A label source fragment sql params
 names=()
+# The SQL of DeliveryPartitions.ofNotification(), which the copies below name as the source does.
+of_notification='d.notification_id = n.id AND d.id BETWEEN coalesce(n.first_delivery_id, 0) AND coalesce(n.last_delivery_id, 9223372036854775807)'
+expand() { local text; text="$(cat)"; echo "${text//"\\(DeliveryPartitions.ofNotification())"/$of_notification}"; }
 query() { # name label source fragment; SQL on stdin
     names+=("$1")
     label[$1]="$2" source[$1]="$3" fragment[$1]="$4"
-    sql[$1]="$(cat)"
+    sql[$1]="$(expand)"
 }
 # Random existing rows, one per run: notifications on any of the 118 full days before today, a
 # random place in the day's id range. (The random numbers are drawn first: a volatile expression
@@ -291,36 +296,37 @@ random_device="SELECT g.i, d.* FROM (SELECT i, floor(random() * (SELECT count(*)
 
 # shellcheck disable=SC2016  # the fragments are SQL, with its $1, $2
 {
-query status_notification "status: notification by id" Sources/PushRelay/Status/DeliveryStatusStore.swift:170 \
-    '"SELECT \(NotificationStatusRecord.columns) FROM notifications n \(NotificationStatusRecord.countsJoin) WHERE n.id = $1 AND "' <<'SQL'
+query status_notification "status: notification by id" Sources/PushRelay/Status/DeliveryStatusStore.swift:181 \
+    'FROM notifications n \(NotificationStatusRecord.countsJoin) WHERE n.id = $1 AND n.app_id = $2"' <<'SQL'
 SELECT n.id, n.ticket_id, n.title, n.received_at, n.content, c.pending, c.sending, c.delivered, c.failed, c.dead_token, c.expired, c.skipped FROM notifications n CROSS JOIN LATERAL (
     SELECT count(*) FILTER (WHERE d.status = 'pending')::int AS pending, count(*) FILTER (WHERE d.status = 'sending')::int AS sending, count(*) FILTER (WHERE d.status = 'delivered')::int AS delivered, count(*) FILTER (WHERE d.status = 'failed')::int AS failed, count(*) FILTER (WHERE d.status = 'dead_token')::int AS dead_token, count(*) FILTER (WHERE d.status = 'expired')::int AS expired, count(*) FILTER (WHERE d.status = 'skipped')::int AS skipped
-    FROM deliveries d WHERE d.notification_id = n.id
+    FROM deliveries d WHERE \(DeliveryPartitions.ofNotification())
 ) c WHERE n.id = $1 AND n.app_id = $2
 SQL
 params[status_notification]="SELECT i, format('%s, %L', id, app_id) FROM ($random_notification) r"
 
-query status_notification_deliveries "status: a notification's deliveries" Sources/PushRelay/Status/DeliveryStatusStore.swift:178 \
-    'WHERE d.notification_id = $1 ORDER BY d.id LIMIT $2' <<'SQL'
-SELECT d.id, d.notification_id, n.ticket_id, d.device_token, d.platform, d.kind, d.status, d.attempts, d.last_error, d.provider_id, d.created_at, d.updated_at, d.delivered_at FROM deliveries d JOIN notifications n ON n.id = d.notification_id
-WHERE d.notification_id = $1 ORDER BY d.id LIMIT $2
+query status_notification_deliveries "status: a notification's deliveries" Sources/PushRelay/Status/DeliveryStatusStore.swift:187 \
+    'CROSS JOIN LATERAL (SELECT * FROM deliveries d WHERE \(DeliveryPartitions.ofNotification()) ORDER BY d.id LIMIT $2) d' <<'SQL'
+SELECT d.id, d.notification_id, n.ticket_id, d.device_token, d.platform, d.kind, d.status, d.attempts, d.last_error, d.provider_id, d.created_at, d.updated_at, d.delivered_at FROM notifications n
+CROSS JOIN LATERAL (SELECT * FROM deliveries d WHERE \(DeliveryPartitions.ofNotification()) ORDER BY d.id LIMIT $2) d
+WHERE n.id = $1 ORDER BY d.id
 SQL
 params[status_notification_deliveries]="SELECT i, format('%s, 1000', id) FROM ($random_notification) r"
 
-query status_ticket "status: ticket's notifications (51)" Sources/PushRelay/Status/DeliveryStatusStore.swift:191 \
+query status_ticket "status: ticket's notifications (51)" Sources/PushRelay/Status/DeliveryStatusStore.swift:211 \
     'SELECT * FROM notifications WHERE app_id = $1 AND ticket_id = $2 AND id < coalesce($3::bigint, 9223372036854775807) ORDER BY id' <<'SQL'
 SELECT n.id, n.ticket_id, n.title, n.received_at, n.content, c.pending, c.sending, c.delivered, c.failed, c.dead_token, c.expired, c.skipped FROM (
     SELECT * FROM notifications WHERE app_id = $1 AND ticket_id = $2 AND id < coalesce($3::bigint, 9223372036854775807) ORDER BY id DESC LIMIT $4
 ) n
 CROSS JOIN LATERAL (
     SELECT count(*) FILTER (WHERE d.status = 'pending')::int AS pending, count(*) FILTER (WHERE d.status = 'sending')::int AS sending, count(*) FILTER (WHERE d.status = 'delivered')::int AS delivered, count(*) FILTER (WHERE d.status = 'failed')::int AS failed, count(*) FILTER (WHERE d.status = 'dead_token')::int AS dead_token, count(*) FILTER (WHERE d.status = 'expired')::int AS expired, count(*) FILTER (WHERE d.status = 'skipped')::int AS skipped
-    FROM deliveries d WHERE d.notification_id = n.id
+    FROM deliveries d WHERE \(DeliveryPartitions.ofNotification())
 ) c
 ORDER BY n.id DESC
 SQL
 params[status_ticket]="SELECT i, format('%L, %L, NULL, 51', app_id, ticket_id) FROM ($random_notification) r"
 
-query status_device "status: device's deliveries (51)" Sources/PushRelay/Status/DeliveryStatusStore.swift:214 \
+query status_device "status: device's deliveries (51)" Sources/PushRelay/Status/DeliveryStatusStore.swift:234 \
     'WHERE app_id = $1 AND hashtextextended(device_token, 0) = hashtextextended($2, 0) AND device_token = $2' <<'SQL'
 SELECT d.id, d.notification_id, n.ticket_id, d.device_token, d.platform, d.kind, d.status, d.attempts, d.last_error, d.provider_id, d.created_at, d.updated_at, d.delivered_at FROM (
     SELECT * FROM deliveries
@@ -397,6 +403,8 @@ SQL
 params[unread_summary]="SELECT i, format('%L, %L', app_id, user_id) FROM ($random_device) r"
 }
 
+grep -qF 'BETWEEN coalesce(\(n).first_delivery_id, 0) AND coalesce(\(n).last_delivery_id, \(Int64.max))' \
+    Sources/PushRelay/Outbox/DeliveryPartitions.swift || log "warning: DeliveryPartitions.ofNotification is no longer as copied here; check it"
 for name in "${names[@]}"; do
     file="${source[$name]%%:*}"
     grep -qF -- "${fragment[$name]}" "$file" || log "warning: ${label[$name]}: its SQL is no longer in $file as copied here; check it"
@@ -619,7 +627,9 @@ drain_statement[notification_texts]=$(cat <<'SQL'
             WITH ended AS (
                 SELECT n.id FROM notifications n
                 WHERE n.content = 'encrypted' AND n.title IS NOT NULL
-                AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.notification_id = n.id AND d.status IN ('pending', 'sending') OFFSET 0)
+                AND NOT EXISTS (
+                    SELECT 1 FROM deliveries d WHERE \(DeliveryPartitions.ofNotification()) AND d.status IN ('pending', 'sending') OFFSET 0
+                )
                 ORDER BY n.id LIMIT $1
             ),
             erased AS (UPDATE notifications n SET title = NULL, body = NULL FROM ended WHERE n.id = ended.id RETURNING 1)
@@ -666,7 +676,7 @@ retention_run() { # label days
               ORDER BY lower NULLS FIRST \\gexec"
         mark drains
         for name in "${drain_steps[@]}"; do
-            echo "CALL pg_temp.drain('run', '$name', \$step\$${drain_statement[$name]}\$step\$, $retention_batch, $retention_pause_ms, $days);"
+            echo "CALL pg_temp.drain('run', '$name', \$step\$$(expand <<<"${drain_statement[$name]}")\$step\$, $retention_batch, $retention_pause_ms, $days);"
         done
         mark end
         echo "SELECT '  ' || step || ': ' || rows || ' rows, ' || statements || ' statements, ' || round(seconds::numeric, 2) || ' s in statements' FROM steps ORDER BY ctid;"

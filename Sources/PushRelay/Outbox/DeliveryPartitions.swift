@@ -19,6 +19,14 @@ final class DeliveryPartitions: Sendable {
 
     private let ranges = Mutex<[Range]>([])
 
+    /// The condition that delivery `d` is one of notification `n`'s, bounded by the id range of
+    /// `n`'s deliveries that intake stores (migration 0020), so that a lookup reads the partitions
+    /// of that range only, not every partition's `deliveries_by_notification` index. A notification
+    /// stored before 0020 has no range: every partition is read.
+    static func ofNotification(_ d: String = "d", _ n: String = "n") -> String {
+        "\(d).notification_id = \(n).id AND \(d).id BETWEEN coalesce(\(n).first_delivery_id, 0) AND coalesce(\(n).last_delivery_id, \(Int64.max))"
+    }
+
     /// The partition of each of `ids` among those known, `nil` for an id in none.
     private func known(_ ids: [Int64]) -> [String?] {
         ranges.withLock { ranges in ids.map { id in ranges.first { $0.contains(id) }?.name } }

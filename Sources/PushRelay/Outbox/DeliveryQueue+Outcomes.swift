@@ -72,15 +72,19 @@ extension DeliveryQueue {
     /// Erases the text of an `encrypted` app's notifications once none of their deliveries is
     /// pending or being sent; the delivery records stay.
     func eraseText(of notifications: [Int64]) async throws {
-        _ = try await client.query(
-            """
-            UPDATE notifications n SET title = NULL, body = NULL
-            WHERE n.id = ANY($1::bigint[]) AND n.content = 'encrypted' AND n.title IS NOT NULL
-            AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.notification_id = n.id AND d.status IN ('pending', 'sending'))
-            """,
-            [notifications]
-        )
+        _ = try await client.query(Self.eraseTextStatement, [notifications])
     }
+
+    /// ``eraseText(of:)``'s statement: parameter $1 the notifications' ids. `OFFSET 0` keeps the
+    /// `NOT EXISTS` a subplan run per notification, which reads the partitions of its deliveries'
+    /// range only; as an anti join it would read every partition.
+    static let eraseTextStatement = """
+        UPDATE notifications n SET title = NULL, body = NULL
+        WHERE n.id = ANY($1::bigint[]) AND n.content = 'encrypted' AND n.title IS NOT NULL
+        AND NOT EXISTS (
+            SELECT 1 FROM deliveries d WHERE \(DeliveryPartitions.ofNotification()) AND d.status IN ('pending', 'sending') OFFSET 0
+        )
+        """
 
     /// Stores `batch` with one statement per partition of `deliveries` its ids are in (one but at
     /// a partition's start), each naming that partition (``DeliveryPartitions``).

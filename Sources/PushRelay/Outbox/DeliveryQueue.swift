@@ -127,15 +127,13 @@ struct DeliveryQueue: Sendable {
     /// ticket, title, body, request id), $6–$9 their devices (the webhook's ordinal, token,
     /// platform, whether it is stored claimed), $10 and $11 the claim's owner and lease in seconds,
     /// $12 each webhook's content mode (``PushSettings/Content``; title and body are null for `generic`).
+    /// Each notification row is written with the id range of its deliveries (migration 0020,
+    /// ``DeliveryPartitions/ofNotification(_:_:)``), so after them.
     static let intake = """
         WITH input AS MATERIALIZED (
             SELECT nextval('notifications_id_seq'::regclass) AS id, t.*
             FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $12::text[]) WITH ORDINALITY
                 AS t(app_id, ticket_id, title, body, request_id, content, ord)
-        ),
-        inserted AS (
-            INSERT INTO notifications (id, app_id, ticket_id, title, body, request_id, content) OVERRIDING SYSTEM VALUE
-            SELECT id, app_id, ticket_id, title, body, request_id, content FROM input
         ),
         targets AS MATERIALIZED (
             SELECT i.id AS notification_id, i.ord, i.app_id, i.ticket_id, d.token, d.platform, d.claim,
@@ -190,6 +188,13 @@ struct DeliveryQueue: Sendable {
                    CASE WHEN claim THEN now() + make_interval(secs => $11) ELSE now() END
             FROM live
             RETURNING id, notification_id, app_id, device_token, platform, kind, attempts, created_at, status
+        ),
+        inserted AS (
+            INSERT INTO notifications (id, app_id, ticket_id, title, body, request_id, content, first_delivery_id, last_delivery_id)
+            SELECT i.id, i.app_id, i.ticket_id, i.title, i.body, i.request_id, i.content, coalesce(r.first, 0), coalesce(r.last, 0)
+            FROM input i
+            LEFT JOIN (SELECT notification_id, min(id) AS first, max(id) AS last FROM queued GROUP BY notification_id) r
+                ON r.notification_id = i.id
         ),
         notified AS (
             SELECT pg_notify('\(UnreadChannel.name)', string_agg(line, E'\\n'))

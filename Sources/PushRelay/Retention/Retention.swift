@@ -171,7 +171,9 @@ struct RetentionStore: Sendable {
         WITH ended AS (
             SELECT n.id FROM notifications n
             WHERE n.content = 'encrypted' AND n.title IS NOT NULL
-            AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.notification_id = n.id AND d.status IN ('pending', 'sending') OFFSET 0)
+            AND NOT EXISTS (
+                SELECT 1 FROM deliveries d WHERE \(DeliveryPartitions.ofNotification()) AND d.status IN ('pending', 'sending') OFFSET 0
+            )
             ORDER BY n.id LIMIT $1
         ),
         erased AS (UPDATE notifications n SET title = NULL, body = NULL FROM ended WHERE n.id = ended.id RETURNING 1)

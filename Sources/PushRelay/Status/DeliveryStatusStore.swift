@@ -134,7 +134,7 @@ struct NotificationStatusRecord: Sendable, Equatable, Codable {
     static let countsJoin = """
         CROSS JOIN LATERAL (
             SELECT \(counts)
-            FROM deliveries d WHERE d.notification_id = n.id
+            FROM deliveries d WHERE \(DeliveryPartitions.ofNotification())
         ) c
         """
 
@@ -177,23 +177,30 @@ struct DeliveryStatusStore: Sendable {
     /// The most deliveries one notification's answer lists (a webhook has at most a few hundred).
     static let maxDeliveriesShown = 1000
 
+    /// A notification with its counts: parameters $1 its id, $2 its app.
+    static let notificationStatement =
+        "SELECT \(NotificationStatusRecord.columns) FROM notifications n \(NotificationStatusRecord.countsJoin) WHERE n.id = $1 AND n.app_id = $2"
+
+    /// A notification's deliveries, oldest first: parameters $1 its id, $2 how many at most. A
+    /// lateral subquery, so that the deliveries' partitions are chosen from the notification's row
+    /// (a join would find them by `notification_id = $1` in every partition).
+    static let deliveriesStatement = """
+        SELECT \(DeliveryStatusRecord.columns) FROM notifications n
+        CROSS JOIN LATERAL (SELECT * FROM deliveries d WHERE \(DeliveryPartitions.ofNotification()) ORDER BY d.id LIMIT $2) d
+        WHERE n.id = $1 ORDER BY d.id
+        """
+
     func notification(app: String, id: Int64, fullTokens: Bool) async throws -> NotificationStatusRecord? {
         guard
-            var notification = try await client.query(
-                "SELECT \(NotificationStatusRecord.columns) FROM notifications n \(NotificationStatusRecord.countsJoin) WHERE n.id = $1 AND "
-                    + "n.app_id = $2",
-                [id, app],
-                prepare: true
-            ).first.map(NotificationStatusRecord.init(row:))
+            var notification = try await client.query(Self.notificationStatement, [id, app], prepare: true)
+                .first.map(NotificationStatusRecord.init(row:))
         else { return nil }
         notification.deliveries = try await client.query(
-            """
-            SELECT \(DeliveryStatusRecord.columns) FROM deliveries d JOIN notifications n ON n.id = d.notification_id
-            WHERE d.notification_id = $1 ORDER BY d.id LIMIT $2
-            """,
+            Self.deliveriesStatement,
             [id, Self.maxDeliveriesShown],
             prepare: true
-        ).rows.map { try DeliveryStatusRecord(row: $0, fullTokens: fullTokens) }
+        )
+        .rows.map { try DeliveryStatusRecord(row: $0, fullTokens: fullTokens) }
         return notification
     }
 

@@ -460,4 +460,80 @@ struct HistoryPartitionTests {
         // The stale partition holds a row stored today: kept.
         #expect(try await test.count("SELECT count(*) FROM deliveries_stale") == 1)
     }
+
+    /// The partitions of `deliveries` an `EXPLAIN (ANALYZE, FORMAT JSON)` output read: the scans
+    /// that ran at least once (a subplan pruned at run time is shown never executed, or not at all).
+    static func scanned(_ explain: String) throws -> [String] {
+        func walk(_ node: [String: Any]) -> [String] {
+            var found: [String] = []
+            if let name = node["Relation Name"] as? String, name.hasPrefix("deliveries"), (node["Actual Loops"] as? Int ?? 0) > 0 {
+                found.append(name)
+            }
+            for child in node["Plans"] as? [[String: Any]] ?? [] { found += walk(child) }
+            return found
+        }
+        let plans = try JSONSerialization.jsonObject(with: Data(explain.utf8)) as? [[String: Any]] ?? []
+        return plans.flatMap { ($0["Plan"] as? [String: Any]).map(walk) ?? [] }.sorted()
+    }
+
+    @Test(
+        "intake stores each notification's delivery id range; the status API and the erase of a text read only its partition, in custom and generic plans; a notification without a range (stored before 0020) is read from every partition"
+    )
+    func lookupsReadTheRangesPartitions() async throws {
+        let test = try await TestApp.make()
+        _ = try await test.application()
+        let gone = apnsToken()
+        _ = try await test.client.query("INSERT INTO devices (app_id, token, platform, status) VALUES ('support', $1, 'ios', 'invalid')", [gone])
+        let queue = DeliveryQueue(client: test.client)
+        let (receipts, _) = try await queue.enqueue(
+            [Self.item("r-1", tokens: [apnsToken(), apnsToken()]), Self.item("r-2", tokens: [apnsToken()]), Self.item("r-3", tokens: [gone])],
+            reservation: nil
+        )
+        try #require(receipts.map(\.deliveries) == [2, 1, 0])
+        let ranges = try await test.client.query(
+            """
+            SELECT n.first_delivery_id, n.last_delivery_id, coalesce(min(d.id), 0), coalesce(max(d.id), 0)
+            FROM notifications n LEFT JOIN deliveries d ON d.notification_id = n.id WHERE n.id = ANY($1)
+            GROUP BY n.id ORDER BY n.id
+            """,
+            [receipts.map(\.notificationID)]
+        ).rows.map { try $0.decode((Int64?, Int64?, Int64, Int64).self) }
+        #expect(ranges.count == 3)
+        for range in ranges { #expect(range.0 == range.2 && range.1 == range.3, "\(range)") }
+
+        let id = receipts[0].notificationID
+        _ = try await test.client.query("UPDATE notifications SET content = 'encrypted' WHERE id = $1", [id])
+        let holding = try await test.client.query("SELECT DISTINCT tableoid::regclass::text FROM deliveries WHERE notification_id = $1", [id])
+            .rows.map { try $0.decode(String.self) }
+        let every = try await test.client.query("SELECT partition FROM history_partitions WHERE parent = 'deliveries' ORDER BY 1")
+            .rows.map { try $0.decode(String.self) }
+        try #require(holding.count == 1 && every.count == 4, "\(holding) of \(every)")
+        let statements = [
+            ("status", DeliveryStatusStore.notificationStatement, "\(id), 'support'"),
+            ("deliveries", DeliveryStatusStore.deliveriesStatement, "\(id), 1000"),
+            ("erase", DeliveryQueue.eraseTextStatement, "ARRAY[\(id)]::bigint[]"),
+        ]
+        try await test.client.withConnection { session in
+            for (ranged, expected) in [(true, holding), (false, every)] {
+                if !ranged {
+                    _ = try await session.execute("UPDATE notifications SET first_delivery_id = NULL, last_delivery_id = NULL WHERE id = \(id)")
+                }
+                for mode in ["force_custom_plan", "force_generic_plan"] {
+                    _ = try await session.execute("SET plan_cache_mode = \(mode)")
+                    // Without a range, the erase stops at the first live delivery it finds.
+                    for (offset, (name, statement, arguments)) in statements.enumerated() where ranged || name != "erase" {
+                        let prepared = "s\(offset)_\(mode)_\(ranged)"
+                        _ = try await session.execute("PREPARE \(prepared) AS \(statement)")
+                        let explain = try await session.execute("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE \(prepared)(\(arguments))")
+                            .rows.map { try $0.decode(String.self, at: 0) }.joined()
+                        let scanned = try Self.scanned(explain)
+                        #expect(scanned == expected, "\(name), \(mode), range stored: \(ranged): \(scanned)\n\(explain)")
+                    }
+                }
+            }
+        }
+        // Without a range the answer is the same, read from every partition.
+        let status = try #require(try await DeliveryStatusStore(client: test.client).notification(app: "support", id: id, fullTokens: false))
+        #expect(status.counts["pending"] == 2 && status.deliveries?.count == 2)
+    }
 }
