@@ -289,32 +289,33 @@ random_notification="SELECT g.i, n.* FROM (
         SELECT i, push_relay_history_bound((now() AT TIME ZONE 'UTC')::date - 1 - floor(random() * 118)::int) AS lo, random() AS u
         FROM generate_series(1, $runs) i OFFSET 0) g
     CROSS JOIN LATERAL (SELECT min(id) AS first, max(id) AS last FROM notifications WHERE id >= g.lo AND id < g.lo + 4294967296) r
-    CROSS JOIN LATERAL (SELECT id, app_id, ticket_id FROM notifications WHERE id >= r.first + floor(g.u * (r.last - r.first))::bigint
+    CROSS JOIN LATERAL (SELECT id, app_id, ticket_id, first_delivery_id, last_delivery_id FROM notifications
+                        WHERE id >= r.first + floor(g.u * (r.last - r.first))::bigint
                         ORDER BY id LIMIT 1) n"
 random_device="SELECT g.i, d.* FROM (SELECT i, floor(random() * (SELECT count(*) FROM devices))::int AS r FROM generate_series(1, $runs) i OFFSET 0) g
     CROSS JOIN LATERAL (SELECT app_id, token, user_id FROM devices ORDER BY app_id, token OFFSET g.r LIMIT 1) d"
 
 # shellcheck disable=SC2016  # the fragments are SQL, with its $1, $2
 {
-query status_notification "status: notification by id" Sources/PushRelay/Status/DeliveryStatusStore.swift:181 \
-    'FROM notifications n \(NotificationStatusRecord.countsJoin) WHERE n.id = $1 AND n.app_id = $2"' <<'SQL'
-SELECT n.id, n.ticket_id, n.title, n.received_at, n.content, c.pending, c.sending, c.delivered, c.failed, c.dead_token, c.expired, c.skipped FROM notifications n CROSS JOIN LATERAL (
-    SELECT count(*) FILTER (WHERE d.status = 'pending')::int AS pending, count(*) FILTER (WHERE d.status = 'sending')::int AS sending, count(*) FILTER (WHERE d.status = 'delivered')::int AS delivered, count(*) FILTER (WHERE d.status = 'failed')::int AS failed, count(*) FILTER (WHERE d.status = 'dead_token')::int AS dead_token, count(*) FILTER (WHERE d.status = 'expired')::int AS expired, count(*) FILTER (WHERE d.status = 'skipped')::int AS skipped
-    FROM deliveries d WHERE \(DeliveryPartitions.ofNotification())
-) c WHERE n.id = $1 AND n.app_id = $2
+query status_notification "status: notification by id" Sources/PushRelay/Status/DeliveryStatusStore.swift:198 \
+    'FROM notifications n WHERE n.id = $1 AND n.app_id = $2' <<'SQL'
+SELECT n.id, n.ticket_id, n.title, n.received_at, n.content, n.first_delivery_id, n.last_delivery_id
+FROM notifications n WHERE n.id = $1 AND n.app_id = $2
 SQL
 params[status_notification]="SELECT i, format('%s, %L', id, app_id) FROM ($random_notification) r"
 
-query status_notification_deliveries "status: a notification's deliveries" Sources/PushRelay/Status/DeliveryStatusStore.swift:187 \
-    'CROSS JOIN LATERAL (SELECT * FROM deliveries d WHERE \(DeliveryPartitions.ofNotification()) ORDER BY d.id LIMIT $2) d' <<'SQL'
-SELECT d.id, d.notification_id, n.ticket_id, d.device_token, d.platform, d.kind, d.status, d.attempts, d.last_error, d.provider_id, d.created_at, d.updated_at, d.delivered_at FROM notifications n
-CROSS JOIN LATERAL (SELECT * FROM deliveries d WHERE \(DeliveryPartitions.ofNotification()) ORDER BY d.id LIMIT $2) d
-WHERE n.id = $1 ORDER BY d.id
+query status_notification_deliveries "status: a notification's deliveries, counts" Sources/PushRelay/Status/DeliveryStatusStore.swift:208 \
+    'FROM deliveries d CROSS JOIN (SELECT $5::text AS ticket_id) n' <<'SQL'
+SELECT d.id, d.notification_id, n.ticket_id, d.device_token, d.platform, d.kind, d.status, d.attempts, d.last_error, d.provider_id, d.created_at, d.updated_at, d.delivered_at, count(*) FILTER (WHERE d.status = 'pending') OVER ()::int AS pending, count(*) FILTER (WHERE d.status = 'sending') OVER ()::int AS sending, count(*) FILTER (WHERE d.status = 'delivered') OVER ()::int AS delivered, count(*) FILTER (WHERE d.status = 'failed') OVER ()::int AS failed, count(*) FILTER (WHERE d.status = 'dead_token') OVER ()::int AS dead_token, count(*) FILTER (WHERE d.status = 'expired') OVER ()::int AS expired, count(*) FILTER (WHERE d.status = 'skipped') OVER ()::int AS skipped
+FROM deliveries d CROSS JOIN (SELECT $5::text AS ticket_id) n
+WHERE d.notification_id = $1 AND d.id BETWEEN coalesce($2::bigint, 0) AND coalesce($3::bigint, 9223372036854775807)
+ORDER BY d.id LIMIT $4
 SQL
-params[status_notification_deliveries]="SELECT i, format('%s, 1000', id) FROM ($random_notification) r"
+params[status_notification_deliveries]="SELECT i, format('%s, %s, %s, 1000, %L', id, coalesce(first_delivery_id::text, 'NULL'), coalesce(last_delivery_id::text, 'NULL'), ticket_id)
+    FROM ($random_notification) r"
 
-query status_ticket "status: ticket's notifications (51)" Sources/PushRelay/Status/DeliveryStatusStore.swift:211 \
-    'SELECT * FROM notifications WHERE app_id = $1 AND ticket_id = $2 AND id < coalesce($3::bigint, 9223372036854775807) ORDER BY id' <<'SQL'
+query status_ticket "status: ticket's notifications (51)" Sources/PushRelay/Status/DeliveryStatusStore.swift:240 \
+    'SELECT * FROM notifications WHERE app_id = $1 AND ticket_id = $2 AND id < coalesce($3::bigint, 9223372036854775807)' <<'SQL'
 SELECT n.id, n.ticket_id, n.title, n.received_at, n.content, c.pending, c.sending, c.delivered, c.failed, c.dead_token, c.expired, c.skipped FROM (
     SELECT * FROM notifications WHERE app_id = $1 AND ticket_id = $2 AND id < coalesce($3::bigint, 9223372036854775807) ORDER BY id DESC LIMIT $4
 ) n
@@ -326,7 +327,7 @@ ORDER BY n.id DESC
 SQL
 params[status_ticket]="SELECT i, format('%L, %L, NULL, 51', app_id, ticket_id) FROM ($random_notification) r"
 
-query status_device "status: device's deliveries (51)" Sources/PushRelay/Status/DeliveryStatusStore.swift:234 \
+query status_device "status: device's deliveries (51)" Sources/PushRelay/Status/DeliveryStatusStore.swift:271 \
     'WHERE app_id = $1 AND hashtextextended(device_token, 0) = hashtextextended($2, 0) AND device_token = $2' <<'SQL'
 SELECT d.id, d.notification_id, n.ticket_id, d.device_token, d.platform, d.kind, d.status, d.attempts, d.last_error, d.provider_id, d.created_at, d.updated_at, d.delivered_at FROM (
     SELECT * FROM deliveries

@@ -56,6 +56,9 @@ extension DeliveryStatusRecord {
         "d.id, d.notification_id, n.ticket_id, d.device_token, d.platform, d.kind, d.status, d.attempts, d.last_error, d.provider_id, "
         + "d.created_at, d.updated_at, d.delivered_at"
 
+    /// How many columns ``columns`` has.
+    static let columnCount = columns.split(separator: ",").count
+
     init(row: PostgresRow, fullTokens: Bool) throws {
         let (
             id, notification, ticket, token, platform, kind, status, attempts, reason, provider, created, updated,
@@ -124,29 +127,42 @@ struct NotificationStatusRecord: Sendable, Equatable, Codable {
         "n.id, n.ticket_id, n.title, n.received_at, n.content, "
         + DeliveryStatus.allCases.map { "c.\($0.rawValue)" }.joined(separator: ", ")
 
-    /// A lateral join `c` counting the deliveries of `n` by status.
-    /// One count per status, each named after it.
-    private static let counts = DeliveryStatus.allCases.map {
-        "count(*) FILTER (WHERE d.status = '\($0.rawValue)')::int AS \($0.rawValue)"
+    /// One count per status of the deliveries `d`, each named after it; `over` makes them window
+    /// aggregates (`OVER ()`: every row counted, before a `LIMIT`).
+    static func counts(over: String = "") -> String {
+        DeliveryStatus.allCases.map {
+            "count(*) FILTER (WHERE d.status = '\($0.rawValue)')\(over)::int AS \($0.rawValue)"
+        }
+        .joined(separator: ", ")
     }
-    .joined(separator: ", ")
 
     static let countsJoin = """
         CROSS JOIN LATERAL (
-            SELECT \(counts)
+            SELECT \(counts())
             FROM deliveries d WHERE \(DeliveryPartitions.ofNotification())
         ) c
         """
 
+    /// Reads ``columns``.
     init(row: PostgresRow) throws {
+        try self.init(row: row, counts: Self.counts(row, at: 5))
+    }
+
+    /// Reads `n.id, n.ticket_id, n.title, n.received_at, n.content`, with `counts`.
+    init(row: PostgresRow, counts: [String: Int]) throws {
         let (id, ticket, title, created, content) = try row.decode((Int64, String, String?, Date, String).self)
-        var counts: [String: Int] = [:]
-        for (offset, status) in DeliveryStatus.allCases.enumerated() {
-            counts[status.rawValue] = try row.decode(Int.self, at: 5 + offset)
-        }
         self.init(id: id, ticketID: ticket, title: title, createdAt: created, counts: counts, deliveries: nil)
         self.content = content
         if title == nil { text = content == "generic" ? "not_stored" : "erased" }
+    }
+
+    /// The counts of ``counts(over:)``, from column `first` on.
+    static func counts(_ row: PostgresRow, at first: Int) throws -> [String: Int] {
+        var counts: [String: Int] = [:]
+        for (offset, status) in DeliveryStatus.allCases.enumerated() {
+            counts[status.rawValue] = try row.decode(Int.self, at: first + offset)
+        }
+        return counts
     }
 
     init(
@@ -177,32 +193,58 @@ struct DeliveryStatusStore: Sendable {
     /// The most deliveries one notification's answer lists (a webhook has at most a few hundred).
     static let maxDeliveriesShown = 1000
 
-    /// A notification with its counts: parameters $1 its id, $2 its app.
-    static let notificationStatement =
-        "SELECT \(NotificationStatusRecord.columns) FROM notifications n \(NotificationStatusRecord.countsJoin) WHERE n.id = $1 AND n.app_id = $2"
+    /// A notification and the id range of its deliveries (migration 0020): parameters $1 its id,
+    /// $2 its app.
+    static let notificationStatement = """
+        SELECT n.id, n.ticket_id, n.title, n.received_at, n.content, n.first_delivery_id, n.last_delivery_id
+        FROM notifications n WHERE n.id = $1 AND n.app_id = $2
+        """
 
-    /// A notification's deliveries, oldest first: parameters $1 its id, $2 how many at most. A
-    /// lateral subquery, so that the deliveries' partitions are chosen from the notification's row
-    /// (a join would find them by `notification_id = $1` in every partition).
+    /// A notification's deliveries, oldest first, each with the counts by status of all of them:
+    /// parameters $1 its id, $2 and $3 its deliveries' id range (null: not known, every partition
+    /// is read), $4 how many at most, $5 its ticket. The range is a parameter, not read from the
+    /// notification's row in the statement, so that the plan keeps only the partitions it covers:
+    /// reading it from the row, the plan would be made and started for every partition at each call.
     static let deliveriesStatement = """
-        SELECT \(DeliveryStatusRecord.columns) FROM notifications n
-        CROSS JOIN LATERAL (SELECT * FROM deliveries d WHERE \(DeliveryPartitions.ofNotification()) ORDER BY d.id LIMIT $2) d
-        WHERE n.id = $1 ORDER BY d.id
+        SELECT \(DeliveryStatusRecord.columns), \(NotificationStatusRecord.counts(over: " OVER ()"))
+        FROM deliveries d CROSS JOIN (SELECT $5::text AS ticket_id) n
+        WHERE d.notification_id = $1 AND d.id BETWEEN coalesce($2::bigint, 0) AND coalesce($3::bigint, \(Int64.max))
+        ORDER BY d.id LIMIT $4
         """
 
     func notification(app: String, id: Int64, fullTokens: Bool) async throws -> NotificationStatusRecord? {
-        guard
-            var notification = try await client.query(Self.notificationStatement, [id, app], prepare: true)
-                .first.map(NotificationStatusRecord.init(row:))
-        else { return nil }
-        notification.deliveries = try await client.query(
-            Self.deliveriesStatement,
-            [id, Self.maxDeliveriesShown],
-            prepare: true
+        guard let row = try await client.query(Self.notificationStatement, [id, app], prepare: true).first else {
+            return nil
+        }
+        let (ticket, first, last) = try (
+            row.decode(String.self, at: 1), row.decode(Int64?.self, at: 5), row.decode(Int64?.self, at: 6)
         )
-        .rows.map { try DeliveryStatusRecord(row: $0, fullTokens: fullTokens) }
+        let deliveries = try await client.query(
+            Self.deliveriesStatement,
+            [id, first, last, Self.maxDeliveriesShown, ticket],
+            prepare: true
+        ).rows
+        let counts = try deliveries.first.map {
+            try NotificationStatusRecord.counts($0, at: DeliveryStatusRecord.columnCount)
+        }
+        var notification = try NotificationStatusRecord(
+            row: row,
+            counts: counts ?? Dictionary(uniqueKeysWithValues: DeliveryStatus.allCases.map { ($0.rawValue, 0) })
+        )
+        notification.deliveries = try deliveries.map { try DeliveryStatusRecord(row: $0, fullTokens: fullTokens) }
         return notification
     }
+
+    /// A ticket's notifications with their counts, newest first: parameters $1 the app, $2 the
+    /// ticket, $3 an id they are older than (null: none), $4 how many at most.
+    static let ticketStatement = """
+        SELECT \(NotificationStatusRecord.columns) FROM (
+            SELECT * FROM notifications WHERE app_id = $1 AND ticket_id = $2 AND id < coalesce($3::bigint, 9223372036854775807)
+            ORDER BY id DESC LIMIT $4
+        ) n
+        \(NotificationStatusRecord.countsJoin)
+        ORDER BY n.id DESC
+        """
 
     /// A ticket's notifications, newest first, older than `before` when given.
     func notifications(
@@ -211,18 +253,8 @@ struct DeliveryStatusStore: Sendable {
         before: Int64?,
         limit: Int
     ) async throws -> (page: [NotificationStatusRecord], more: Bool) {
-        let rows = try await client.query(
-            """
-            SELECT \(NotificationStatusRecord.columns) FROM (
-                SELECT * FROM notifications WHERE app_id = $1 AND ticket_id = $2 AND id < coalesce($3::bigint, 9223372036854775807) ORDER BY id \
-                DESC LIMIT $4
-            ) n
-            \(NotificationStatusRecord.countsJoin)
-            ORDER BY n.id DESC
-            """,
-            [app, ticket, before, limit + 1],
-            prepare: true
-        ).rows.map(NotificationStatusRecord.init(row:))
+        let rows = try await client.query(Self.ticketStatement, [app, ticket, before, limit + 1], prepare: true)
+            .rows.map(NotificationStatusRecord.init(row:))
         return (Array(rows.prefix(limit)), rows.count > limit)
     }
 

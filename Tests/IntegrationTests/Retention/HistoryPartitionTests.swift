@@ -462,11 +462,12 @@ struct HistoryPartitionTests {
     }
 
     /// The partitions of `deliveries` an `EXPLAIN (ANALYZE, FORMAT JSON)` output read: the scans
-    /// that ran at least once (a subplan pruned at run time is shown never executed, or not at all).
-    static func scanned(_ explain: String) throws -> [String] {
+    /// that ran at least once (a subplan pruned at run time is shown never executed, or not at all);
+    /// with `started`, every scan the plan kept, run or not (each is set up at every execution).
+    static func scanned(_ explain: String, started: Bool = false) throws -> [String] {
         func walk(_ node: [String: Any]) -> [String] {
             var found: [String] = []
-            if let name = node["Relation Name"] as? String, name.hasPrefix("deliveries"), (node["Actual Loops"] as? Int ?? 0) > 0 {
+            if let name = node["Relation Name"] as? String, name.hasPrefix("deliveries"), started || (node["Actual Loops"] as? Int ?? 0) > 0 {
                 found.append(name)
             }
             for child in node["Plans"] as? [[String: Any]] ?? [] { found += walk(child) }
@@ -477,7 +478,7 @@ struct HistoryPartitionTests {
     }
 
     @Test(
-        "intake stores each notification's delivery id range; the status API and the erase of a text read only its partition, in custom and generic plans; a notification without a range (stored before 0020) is read from every partition"
+        "intake stores each notification's delivery id range; a notification's deliveries, a ticket's counts and the erase of a text read only its partition, in custom and generic plans; a notification without a range (stored before 0020) is read from every partition"
     )
     func lookupsReadTheRangesPartitions() async throws {
         let test = try await TestApp.make()
@@ -508,16 +509,20 @@ struct HistoryPartitionTests {
         let every = try await test.client.query("SELECT partition FROM history_partitions WHERE parent = 'deliveries' ORDER BY 1")
             .rows.map { try $0.decode(String.self) }
         try #require(holding.count == 1 && every.count == 4, "\(holding) of \(every)")
-        let statements = [
-            ("status", DeliveryStatusStore.notificationStatement, "\(id), 'support'"),
-            ("deliveries", DeliveryStatusStore.deliveriesStatement, "\(id), 1000"),
-            ("erase", DeliveryQueue.eraseTextStatement, "ARRAY[\(id)]::bigint[]"),
-        ]
         try await test.client.withConnection { session in
             for (ranged, expected) in [(true, holding), (false, every)] {
                 if !ranged {
                     _ = try await session.execute("UPDATE notifications SET first_delivery_id = NULL, last_delivery_id = NULL WHERE id = \(id)")
                 }
+                // The range as DeliveryStatusStore.notification passes it, read from the notification.
+                let range = try await session.query("SELECT first_delivery_id, last_delivery_id FROM notifications WHERE id = $1", [id])
+                    .rows.map { try $0.decode((Int64?, Int64?).self) }.first
+                let bounds = [range?.0, range?.1].map { $0.map(String.init) ?? "NULL" }.joined(separator: ", ")
+                let statements = [
+                    ("deliveries", DeliveryStatusStore.deliveriesStatement, "\(id), \(bounds), 1000, 'r-1'"),
+                    ("ticket", DeliveryStatusStore.ticketStatement, "'support', 'r-1', NULL, 51"),
+                    ("erase", DeliveryQueue.eraseTextStatement, "ARRAY[\(id)]::bigint[]"),
+                ]
                 for mode in ["force_custom_plan", "force_generic_plan"] {
                     _ = try await session.execute("SET plan_cache_mode = \(mode)")
                     // Without a range, the erase stops at the first live delivery it finds.
@@ -526,14 +531,21 @@ struct HistoryPartitionTests {
                         _ = try await session.execute("PREPARE \(prepared) AS \(statement)")
                         let explain = try await session.execute("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE \(prepared)(\(arguments))")
                             .rows.map { try $0.decode(String.self, at: 0) }.joined()
-                        let scanned = try Self.scanned(explain)
+                        // A notification's deliveries are looked up with the range as parameters: the plan
+                        // keeps the range's partitions only.
+                        let scanned = try Self.scanned(explain, started: name == "deliveries")
                         #expect(scanned == expected, "\(name), \(mode), range stored: \(ranged): \(scanned)\n\(explain)")
                     }
                 }
             }
         }
-        // Without a range the answer is the same, read from every partition.
-        let status = try #require(try await DeliveryStatusStore(client: test.client).notification(app: "support", id: id, fullTokens: false))
+        // Without a range the answer is the same, read from every partition; with one, too.
+        let store = DeliveryStatusStore(client: test.client)
+        let status = try #require(try await store.notification(app: "support", id: id, fullTokens: false))
         #expect(status.counts["pending"] == 2 && status.deliveries?.count == 2)
+        let ranged = try #require(try await store.notification(app: "support", id: receipts[1].notificationID, fullTokens: false))
+        #expect(ranged.counts["pending"] == 1 && ranged.deliveries?.map(\.ticketID) == ["r-2"])
+        let none = try #require(try await store.notification(app: "support", id: receipts[2].notificationID, fullTokens: false))
+        #expect(none.counts.count == DeliveryStatus.allCases.count && none.counts.values.allSatisfy { $0 == 0 } && none.deliveries == [])
     }
 }
