@@ -183,10 +183,12 @@ struct NotificationStatusRecord: Sendable, Equatable, Codable {
 }
 
 /// The status API's reads. Each is a bounded index scan whatever the tables' sizes: a notification
-/// by its primary key and its deliveries through `deliveries_by_notification`; a ticket's
-/// notifications backwards through `notifications_by_ticket_id`; a device's deliveries backwards
-/// through `deliveries_by_device_hash` (keyed by a hash of the token). Lists are keyset-paginated
-/// on the id: a page asks for one row more than it shows, to know whether a next page exists.
+/// by its primary key and its deliveries through `deliveries_by_notification` in the partition of
+/// their id range (migration 0020); a ticket's notifications backwards through
+/// `notifications_by_ticket_id`; a device's deliveries backwards through `deliveries_by_device_hash`
+/// (keyed by a hash of the token). The last two read each partition's index. Lists are
+/// keyset-paginated on the id: a page asks for one row more than it shows, to know whether a next
+/// page exists.
 struct DeliveryStatusStore: Sendable {
     let client: PostgresClient
 
