@@ -404,8 +404,9 @@ SQL
 params[unread_summary]="SELECT i, format('%L, %L', app_id, user_id) FROM ($random_device) r"
 }
 
-grep -qF 'BETWEEN coalesce(\(n).first_delivery_id, 0) AND coalesce(\(n).last_delivery_id, \(Int64.max))' \
-    Sources/PushRelay/Outbox/DeliveryPartitions.swift || log "warning: DeliveryPartitions.ofNotification is no longer as copied here; check it"
+grep -qF '"\(d).id BETWEEN coalesce(\(first), 0) AND coalesce(\(last), \(Int64.max))"' Sources/PushRelay/Outbox/DeliveryPartitions.swift &&
+    grep -qF 'inRange(d, first: "\(n).first_delivery_id", last: "\(n).last_delivery_id")' Sources/PushRelay/Outbox/DeliveryPartitions.swift ||
+    log "warning: DeliveryPartitions.ofNotification or inRange is no longer as copied here; check it"
 for name in "${names[@]}"; do
     file="${source[$name]%%:*}"
     grep -qF -- "${fragment[$name]}" "$file" || log "warning: ${label[$name]}: its SQL is no longer in $file as copied here; check it"

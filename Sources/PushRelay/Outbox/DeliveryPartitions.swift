@@ -20,11 +20,19 @@ final class DeliveryPartitions: Sendable {
     private let ranges = Mutex<[Range]>([])
 
     /// The condition that delivery `d` is one of notification `n`'s, bounded by the id range of
-    /// `n`'s deliveries that intake stores (migration 0020), so that a lookup reads the partitions
-    /// of that range only, not every partition's `deliveries_by_notification` index. A notification
-    /// stored before 0020 has no range: every partition is read.
+    /// `n`'s deliveries that intake stores (migration 0020, ``inRange(_:first:last:)``), so that a
+    /// lookup reads the partitions of that range only, not every partition's
+    /// `deliveries_by_notification` index.
     static func ofNotification(_ d: String = "d", _ n: String = "n") -> String {
-        "\(d).notification_id = \(n).id AND \(d).id BETWEEN coalesce(\(n).first_delivery_id, 0) AND coalesce(\(n).last_delivery_id, \(Int64.max))"
+        "\(d).notification_id = \(n).id AND "
+            + inRange(d, first: "\(n).first_delivery_id", last: "\(n).last_delivery_id")
+    }
+
+    /// The condition that delivery `d`'s id is in a notification's delivery id range, `first` and
+    /// `last` the SQL of its bounds (migration 0020). Both are NULL for a notification stored before
+    /// 0020, whose range is not known: then any id is, and every partition is read.
+    static func inRange(_ d: String = "d", first: String, last: String) -> String {
+        "\(d).id BETWEEN coalesce(\(first), 0) AND coalesce(\(last), \(Int64.max))"
     }
 
     /// The partition of each of `ids` among those known, `nil` for an id in none.

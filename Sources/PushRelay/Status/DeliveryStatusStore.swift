@@ -210,7 +210,7 @@ struct DeliveryStatusStore: Sendable {
     static let deliveriesStatement = """
         SELECT \(DeliveryStatusRecord.columns), \(NotificationStatusRecord.counts(over: " OVER ()"))
         FROM deliveries d CROSS JOIN (SELECT $5::text AS ticket_id) n
-        WHERE d.notification_id = $1 AND d.id BETWEEN coalesce($2::bigint, 0) AND coalesce($3::bigint, \(Int64.max))
+        WHERE d.notification_id = $1 AND \(DeliveryPartitions.inRange(first: "$2::bigint", last: "$3::bigint"))
         ORDER BY d.id LIMIT $4
         """
 
