@@ -7,9 +7,10 @@
 #    schema_migrations, as `push-relay migrate` applies them), then DELIVERIES delivered
 #    deliveries and DELIVERIES/2 notifications (two devices each, 64-character tokens, one every
 #    half second back from now), then VACUUM ANALYZE, and prints the two tables' sizes.
-# 2. 0019 applied by `push-relay migrate` (RELAY_BINARY, or a release build made first), after a
-#    CHECKPOINT: wall seconds, the server's CPU seconds and WAL bytes (its read of each table is
-#    from the cache the seeding left warm).
+# 2. 0019 and the migrations after it (0020 adds two columns: a catalog change) applied by
+#    `push-relay migrate` (RELAY_BINARY, or a release build made first), after a CHECKPOINT:
+#    wall seconds, the server's CPU seconds and WAL bytes (its read of each table is from the
+#    cache the seeding left warm).
 # 3. What retention does with an expired partition, after a CHECKPOINT: DETACH PARTITION ...
 #    CONCURRENTLY and DROP TABLE of `deliveries_unpartitioned`, then of
 #    `notifications_unpartitioned`, as `HistoryPartitions.drop` sends them: wall seconds, the
@@ -64,7 +65,7 @@ timed() { # label, then the SQL on standard input
     echo "$label: $(echo "$after - $before" | bc) s wall, $ticks s of server CPU," \
         "$(psql_db -At -c "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '$lsn')") bytes of WAL"
 }
-# 0019 by `push-relay migrate`, its own connections: the server's CPU is the whole cluster's
+# 0019 and later by `push-relay migrate`, its own connections: the server's CPU is the whole cluster's
 # (postgres_seconds), otherwise idle.
 psql_db -c "CHECKPOINT"
 lsn="$(psql_db -At -c "SELECT pg_current_wal_insert_lsn()")"
@@ -79,7 +80,7 @@ for _ in $(seq 600); do
         break
     sleep 0.1
 done
-echo "0019 (partitioning) by push-relay migrate: $(echo "$after - $before" | bc) s wall," \
+echo "0019 (partitioning) and later by push-relay migrate: $(echo "$after - $before" | bc) s wall," \
     "$(awk -v a="$cpu_before" -v b="$(postgres_seconds "$postmaster")" 'BEGIN { print b - a }') s of server CPU," \
     "$(psql_db -At -c "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '$lsn')") bytes of WAL;" \
     "schema $(psql_db -At -c "SELECT max(version) FROM schema_migrations")"
