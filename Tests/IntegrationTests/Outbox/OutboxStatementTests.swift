@@ -65,6 +65,61 @@ struct OutboxStatementTests {
         #expect(!plan.contains("Anti Join"), "\(plan)")
     }
 
+    @Test(
+        "the claim reaches each claimed delivery's notification and device by primary key, with 18 partitions and 20,000 devices, in custom and generic plans"
+    )
+    func claimPlansLookUpByKey() async throws {
+        let test = try await TestApp.make()
+        _ = try await test.application()
+        // 18 weekly partitions per table, as a relay keeping 90 days has, and a registry large
+        // enough that hashing it looks cheap next to 18 primary-key lookups per claimed row.
+        _ = try await HistoryPartitions(client: test.client).extend(periodDays: 7, aheadDays: 119)
+        _ = try await test.client.query(
+            "INSERT INTO devices (app_id, token, platform) SELECT 'support', md5(i::text) || md5((i + 1)::text), 'ios' FROM generate_series(1, 20000) i"
+        )
+        let tokens = try await test.client.query("SELECT token FROM devices ORDER BY token LIMIT 100").rows.map { try $0.decode(String.self) }
+        let queue = DeliveryQueue(client: test.client)
+        let items = try stride(from: 0, to: tokens.count, by: 5).map { start in
+            IntakeItem(
+                appID: "support",
+                notification: try PushNotification(
+                    title: "t",
+                    body: "b",
+                    ticketID: "claim-\(start)",
+                    devices: tokens[start..<start + 5].map { .init(token: $0, platform: .ios) }
+                ),
+                requestID: nil
+            )
+        }
+        _ = try await queue.enqueue(items, reservation: nil)
+        _ = try await test.client.query("ANALYZE")
+
+        // The plans a connection makes of the claim, generic and custom, each executed (rolled back).
+        let plans = try await test.client.withConnection { session -> [String] in
+            var plans: [String] = []
+            for mode in ["force_generic_plan", "force_custom_plan"] {
+                _ = try await session.execute("SET plan_cache_mode = \(mode)")
+                _ = try await session.execute("PREPARE claim(text[], int[], text, float8) AS \(DeliveryQueue.claimStatement)")
+                _ = try await session.execute("BEGIN")
+                let plan = try await session.execute("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) EXECUTE claim('{support}', '{100}', 'me', 60)")
+                plans.append(try plan.rows.map { try $0.decode(String.self, at: 0) }.joined(separator: "\n"))
+                _ = try await session.execute("ROLLBACK")
+                _ = try await session.execute("DEALLOCATE claim")
+            }
+            _ = try await session.execute("RESET plan_cache_mode")
+            return plans
+        }
+        #expect(plans.count == 2)
+        for plan in plans {
+            #expect(plan.contains("CTE Scan on claimed c (actual rows=100 loops=1)"), "\(plan)")
+            #expect(plan.contains("Index Scan using devices_pkey on devices (actual rows=1 loops=100)"), "\(plan)")
+            #expect(!plan.contains("Seq Scan on devices"), "\(plan)")
+            // Looked up for each claimed row, never hashed against the claimed rows.
+            #expect(!plan.contains("Hash Cond: ((c.") && !plan.contains("Hash Cond: (c."), "\(plan)")
+            #expect(plan.contains("(id = c.notification_id)"), "\(plan)")
+        }
+    }
+
     @Test("outcomes update this instance's rows, leave a row another instance has taken over, and change nothing of a finished row")
     func outcomesRespectTheLease() async throws {
         let test = try await TestApp.make()
