@@ -7,24 +7,28 @@
 #
 # 1. Two databases get Migrations/*.sql as `push-relay migrate` applies them (each file in one
 #    transaction, recorded in schema_migrations with its md5): `history` and `empty`. In both, the
-#    empty `*_unpartitioned` tables are dropped, as a relay's first retention run drops them; in
-#    `history`, the partitions of the past 126 days are made as push_relay_extend_history makes
-#    partitions ahead.
-# 2. `history` is seeded with about DELIVERIES deliveries and DELIVERIES/2.02 notifications over
-#    120 days (1-3 devices per notification, a badge sync per 50 notifications; 92 % delivered,
-#    3 % failed, 2 % dead_token, 1 % expired, 2 % skipped), each row in the partition of the day it
-#    was stored (its id D << 32 + n on day D, as the relay allocates them), 3 apps of 300 devices
-#    (150 users) each, the third app `encrypted` (text erased once its deliveries ended), jobs with
-#    their Zendesk tokens, then VACUUM ANALYZE; then a tail of up to 1,500 notifications in the last
-#    5 minutes (a third of their deliveries pending, a third sending), an events backlog, unread
-#    counts, activity minutes and the sweep's watermark as a running relay leaves them.
+#    empty `*_unpartitioned` tables are dropped, as a relay's first retention run drops them, and
+#    the partitions of the past 126 days are made as push_relay_extend_history makes partitions
+#    ahead: 21 per table, as a relay that has kept 120 days has.
+# 2. Both get the same registry and live set: 3 apps of 300 devices (150 users) each, the third app
+#    `encrypted` (text erased once its deliveries ended), 40 jobs (one every 3 days, the last queued
+#    with its upload) with their Zendesk tokens, provider tokens; and, after VACUUM ANALYZE, a tail
+#    of up to 1,500 notifications in the last 5 minutes (a third of their deliveries pending, a
+#    third sending), the events of its ended deliveries waiting for a receiver, unread counts,
+#    activity minutes and the sweep's watermark as a running relay leaves them. `history` alone also holds the history, seeded before the VACUUM: about
+#    DELIVERIES deliveries and DELIVERIES/2.02 notifications over 120 days (1-3 devices per
+#    notification, a badge sync per 50 notifications; 92 % delivered, 3 % failed, 2 % dead_token,
+#    1 % expired, 2 % skipped), each row in the partition of the day it was stored (its id
+#    D << 32 + n on day D, as the relay allocates them). So `empty` is `history` without its
+#    history of pushes: a query's ratio is what that history costs it.
 # 3. Each operator-facing query, its SQL as in the Swift source (interpolations expanded; the
 #    script warns when a fragment is no longer in its file), prepared as the relay prepares it
 #    (untyped parameters, plan_cache_mode force_custom_plan), runs RUNS times per database with
-#    parameters sampled from `history` (existing ids, tickets, tokens, users): p50 and p99 of
-#    EXPLAIN ANALYZE's execution time (TIMING OFF), empty and seeded, interleaved per query (a
-#    query stops early past 60 s of runs). Then EXPLAIN (ANALYZE, BUFFERS) of each on `history`
-#    once.
+#    parameters sampled from that database's notifications (in `history` those of the 118 days
+#    before today, in `empty` the tail's) and from the rows both hold alike (devices, users, jobs;
+#    the same in both): p50 and p99 of EXPLAIN ANALYZE's execution time (TIMING OFF), empty and
+#    seeded, interleaved per query (a query stops early past 60 s of runs). Then EXPLAIN (ANALYZE,
+#    BUFFERS) of each on `history` once.
 # 4. Retention as RetentionService.runOnce runs it (every step in order, its statements, batch
 #    2000, 50 ms pause, a commit per statement; partitions checked and dropped as
 #    HistoryPartitions does: DETACH PARTITION ... CONCURRENTLY, then DROP TABLE), with
@@ -64,13 +68,13 @@ for db in history empty; do psql_db postgres -c "CREATE DATABASE $db"; bench_mig
 echo "schema: $(psql_db history -At -c "SELECT count(*) || ' migrations, up to ' || max(version) FROM schema_migrations")"
 
 # --- Partitions ----------------------------------------------------------------------------------
-# The empty tables 0019 renamed go, as a relay's first retention run drops them; `history` gets the
-# partitions of the 126 days before the first one 0019 made (18 weeks: its rows span 120 days).
+# The empty tables 0019 renamed go, as a relay's first retention run drops them; both databases get
+# the partitions of the 126 days before the first one 0019 made (18 weeks: the history spans 120
+# days), so that `empty` differs from `history` by the rows alone.
 for db in history empty; do
     psql_db "$db" -c "ALTER TABLE deliveries DETACH PARTITION deliveries_unpartitioned" -c "DROP TABLE deliveries_unpartitioned" \
         -c "ALTER TABLE notifications DETACH PARTITION notifications_unpartitioned" -c "DROP TABLE notifications_unpartitioned"
-done
-psql_db history <<'SQL'
+    psql_db "$db" <<'SQL'
 DO $$
 DECLARE
     tab text;
@@ -89,6 +93,7 @@ BEGIN
     END LOOP;
 END $$;
 SQL
+done
 echo "partitions: $(psql_db history -At -c "SELECT count(*) || ' per table in history, ' || min(partition) || ' to ' || max(partition) FROM history_partitions WHERE parent = 'deliveries'"); $(psql_db empty -At -c "SELECT count(*) FROM history_partitions WHERE parent = 'deliveries'") in empty"
 
 # --- Seeding -------------------------------------------------------------------------------------
@@ -182,22 +187,9 @@ FROM generate_series($1::bigint, $2::bigint) n;
 SQL
 }
 
-psql_db history <<SQL
-BEGIN;  -- one now() for every row
-SET LOCAL work_mem = '256MB';
-$common_sql
-INSERT INTO devices (app_id, token, platform, user_id, environment, locale, status, invalid_reason, invalidated_at, created_at, updated_at)
-SELECT app_id, token, platform, user_id, CASE WHEN platform = 'ios' THEN 'production' END, 'en-US',
-       CASE WHEN slot % 97 = 5 THEN 'invalid' ELSE 'active' END, CASE WHEN slot % 97 = 5 THEN 'APNs 410 Unregistered' END,
-       CASE WHEN slot % 97 = 5 THEN now() - interval '3 days' END, now() - interval '200 days' + slot * interval '1 hour', now() - interval '30 days'
-FROM devs;
--- History: 120 days up to now.
-CREATE FUNCTION pg_temp.at(n bigint) RETURNS timestamptz STABLE LANGUAGE sql
-    AS 'SELECT now() - interval ''120 days'' + interval ''120 days'' * ((n - 1)::float8 / $history_notifications)';
-$(notifications_sql 1 "$history_notifications" true)
-$(deliveries_sql 1 "$history_notifications" "$((history_notifications + 1))")
--- Jobs: one bulk unregister every 3 days, the last queued with its upload; the Zendesk queue holds
--- what the jobs removed (forwarded) and the dead tokens of invalid devices.
+# Jobs \$lo..\$hi of 40: one bulk unregister every 3 days, the 40th queued with its upload.
+jobs_sql() { # lo hi
+    cat <<SQL
 INSERT INTO jobs (id, app_id, kind, status, parameters, total, processed, removed, not_found, failed, error, created_at, started_at,
                   finished_at, propagate_to_zendesk, batch_size)
 SELECT md5('job' || j)::uuid, (ARRAY['acme', 'globex', 'initech'])[j % 3 + 1], 'bulk_unregister',
@@ -207,9 +199,25 @@ SELECT md5('job' || j)::uuid, (ARRAY['acme', 'globex', 'initech'])[j % 3 + 1], '
        CASE WHEN j % 13 = 0 AND j <> 40 THEN 'the job failed: connection lost' END,
        now() - interval '120 days' + j * interval '3 days', CASE WHEN j < 40 THEN now() - interval '120 days' + j * interval '3 days' + interval '2 seconds' END,
        CASE WHEN j < 40 THEN now() - interval '120 days' + j * interval '3 days' + interval '9 seconds' END, j % 2 = 0, CASE WHEN j < 40 THEN 5000 END
-FROM generate_series(1, 40) j;
+FROM generate_series($1, $2) j;
+SQL
+}
+
+# In both databases: the registry (devices), the jobs and the Zendesk queue (their own retention,
+# not the pushes' history), provider tokens.
+for db in history empty; do
+    psql_db "$db" <<SQL
+BEGIN;
+$common_sql
+INSERT INTO devices (app_id, token, platform, user_id, environment, locale, status, invalid_reason, invalidated_at, created_at, updated_at)
+SELECT app_id, token, platform, user_id, CASE WHEN platform = 'ios' THEN 'production' END, 'en-US',
+       CASE WHEN slot % 97 = 5 THEN 'invalid' ELSE 'active' END, CASE WHEN slot % 97 = 5 THEN 'APNs 410 Unregistered' END,
+       CASE WHEN slot % 97 = 5 THEN now() - interval '3 days' END, now() - interval '200 days' + slot * interval '1 hour', now() - interval '30 days'
+FROM devs;
+$(jobs_sql 1 40)
 UPDATE jobs SET created_at = now() - interval '1 minute' WHERE status = 'queued';
 INSERT INTO job_tokens (job_id, line, token) SELECT md5('job40')::uuid, i, md5('upload' || i) || md5('more' || i) FROM generate_series(1, 20000) i;
+-- The Zendesk queue holds what the jobs removed (forwarded) and the dead tokens of invalid devices.
 INSERT INTO zendesk_unregister_queue (app_id, token, platform, reason, job_id, attempts, next_attempt_at, queued_at, forwarded_at)
 SELECT j.app_id, 'bulk-' || j.n || '-' || md5(i::text), 'ios', 'bulk_unregister', j.id, 1, j.finished_at, j.finished_at, j.finished_at + interval '1 minute'
 FROM (SELECT row_number() OVER (ORDER BY created_at) AS n, * FROM jobs WHERE propagate_to_zendesk AND status = 'succeeded') j, generate_series(1, 300) i;
@@ -221,13 +229,29 @@ INSERT INTO provider_tokens VALUES ('apns:TEAM123456:KEY1234567', 'eyJhbGciOiJFU
 INSERT INTO credential_rejections VALUES ('initech', 'android', now() - interval '2 days', 'FCM 401 UNAUTHENTICATED');
 COMMIT;
 SQL
+done
+
+# In `history` only: the history, 120 days of pushes.
+psql_db history <<SQL
+BEGIN;  -- one now() for every row
+SET LOCAL work_mem = '256MB';
+$common_sql
+-- History: 120 days up to now.
+CREATE FUNCTION pg_temp.at(n bigint) RETURNS timestamptz STABLE LANGUAGE sql
+    AS 'SELECT now() - interval ''120 days'' + interval ''120 days'' * ((n - 1)::float8 / $history_notifications)';
+$(notifications_sql 1 "$history_notifications" true)
+$(deliveries_sql 1 "$history_notifications" "$((history_notifications + 1))")
+COMMIT;
+SQL
 echo "  history seeded in $((SECONDS - seed_start)) s; VACUUM ANALYZE ..."
 vacuum_start=$SECONDS
-psql_db history -c "VACUUM ANALYZE"
+for db in history empty; do psql_db "$db" -c "VACUUM ANALYZE"; done
 echo "  VACUUM ANALYZE: $((SECONDS - vacuum_start)) s"
 
-# The last 5 minutes as a relay leaves them, inserted now (so their times are recent).
-psql_db history <<SQL
+# In both databases: the last 5 minutes as a relay leaves them, inserted now (so their times are
+# recent): the live set that `empty` shares with `history`.
+for db in history empty; do
+    psql_db "$db" <<SQL
 BEGIN;
 SET LOCAL work_mem = '256MB';
 $common_sql
@@ -248,8 +272,9 @@ WHERE n.id IN (SELECT id FROM notifications ORDER BY id DESC LIMIT $tail) GROUP 
 INSERT INTO delivery_events (app_id, type, delivery_id, notification_id, ticket_id, platform, token_hint, reason, at)
 SELECT d.app_id, CASE d.status WHEN 'delivered' THEN 'delivered' ELSE d.status END, d.id, d.notification_id, n.ticket_id, d.platform,
        left(d.device_token, 6) || '…' || right(d.device_token, 4), d.last_error, d.updated_at
-FROM (SELECT * FROM deliveries ORDER BY id DESC LIMIT 20000) d LEFT JOIN notifications n ON n.id = d.notification_id
-WHERE d.app_id = 'globex' AND d.status NOT IN ('pending', 'sending') ORDER BY d.id LIMIT 2000;
+FROM deliveries d JOIN notifications n ON n.id = d.notification_id
+WHERE n.id > pg_temp.day_id(pg_temp.at($history_notifications), $history_notifications)
+  AND d.app_id = 'globex' AND d.status NOT IN ('pending', 'sending') ORDER BY d.id;
 INSERT INTO activity_minutes (app_id, minute, webhooks, delivered, failed, expired, dead_token, skipped)
 SELECT app, date_trunc('minute', now()) - m * interval '1 minute', 40 + m % 7, 78 + m % 11, 2, 0, 1, 1
 FROM unnest(ARRAY['acme', 'globex', 'initech']) app, generate_series(0, 119) m;
@@ -263,6 +288,7 @@ SELECT setval('notifications_id_seq', (SELECT max(id) FROM notifications)), setv
 COMMIT;
 ANALYZE delivery_sweep, unread_counters, delivery_events, activity_minutes, instance_queue, leases;
 SQL
+done
 echo "  seeded in $((SECONDS - seed_start)) s: $(psql_db history -At -F ' ' -c "SELECT (SELECT count(*) FROM deliveries) || ' deliveries (' ||
     (SELECT string_agg(status || ' ' || c, ', ' ORDER BY c DESC) FROM (SELECT status, count(*) c FROM deliveries GROUP BY 1) s) || '), ' ||
     (SELECT count(*) FROM notifications) || ' notifications, ' || (SELECT count(*) FROM devices) || ' devices, ' || (SELECT count(*) FROM jobs) || ' jobs'")"
@@ -282,11 +308,11 @@ query() { # name label source fragment; SQL on stdin
     label[$1]="$2" source[$1]="$3" fragment[$1]="$4"
     sql[$1]="$(expand)"
 }
-# Random existing rows, one per run: notifications on any of the 118 full days before today, a
-# random place in the day's id range. (The random numbers are drawn first: a volatile expression
-# cannot be an index condition.)
+# Random existing rows, one per run: notifications of a day @DAY@ (in `history` any of the 118 full
+# days before today, in `empty` today's tail), a random place in the day's id range. (The random
+# numbers are drawn first: a volatile expression cannot be an index condition.)
 random_notification="SELECT g.i, n.* FROM (
-        SELECT i, push_relay_history_bound((now() AT TIME ZONE 'UTC')::date - 1 - floor(random() * 118)::int) AS lo, random() AS u
+        SELECT i, push_relay_history_bound(@DAY@) AS lo, random() AS u
         FROM generate_series(1, $runs) i OFFSET 0) g
     CROSS JOIN LATERAL (SELECT min(id) AS first, max(id) AS last FROM notifications WHERE id >= g.lo AND id < g.lo + 4294967296) r
     CROSS JOIN LATERAL (SELECT id, app_id, ticket_id, first_delivery_id, last_delivery_id FROM notifications
@@ -412,20 +438,30 @@ for name in "${names[@]}"; do
     grep -qF -- "${fragment[$name]}" "$file" || log "warning: ${label[$name]}: its SQL is no longer in $file as copied here; check it"
 done
 
-# Parameters, sampled once in `history`, used in both databases.
+# Parameters: notifications sampled in each database from its own, those of the 118 days before
+# today in `history`, of today's tail in `empty`; every other parameter (devices, users, jobs, the
+# same rows in both) sampled once in `history` and used in both.
+declare -A sampled_day=([history]="(now() AT TIME ZONE 'UTC')::date - 1 - floor(random() * 118)::int"
+    [empty]="(now() AT TIME ZONE 'UTC')::date")
 for name in "${names[@]}"; do
-    psql_db history -At -F $'\t' -c "SELECT '$name', * FROM (${params[$name]}) p"
-done >"$work/params.tsv"
+    psql_db history -At -F $'\t' -c "SELECT '$name', * FROM (${params[$name]//@DAY@/${sampled_day[history]}}) p" >"$work/params-history-$name.tsv"
+    if [[ "${params[$name]}" == *@DAY@* ]]; then
+        psql_db empty -At -F $'\t' -c "SELECT '$name', * FROM (${params[$name]//@DAY@/${sampled_day[empty]}}) p"
+    else
+        cat "$work/params-history-$name.tsv"
+    fi >"$work/params-empty-$name.tsv"
+done
+for db in history empty; do cat "$work"/params-"$db"-*.tsv >"$work/params-$db.tsv"; done
 
 # measure DATABASE NAME RUNS [SETUP]: prints "p50 p99 plan_p50 buffers" (ms; buffers hit+read of
-# one more run, on `history` only), and the EXPLAIN (ANALYZE, BUFFERS) to $work/plans.txt.
+# one more run), and on `history` the EXPLAIN (ANALYZE, BUFFERS) to $work/plans.txt.
 measure() {
     local db="$1" name="$2" n="$3" setup="${4:-}"
     {
         echo "BEGIN;"  # rolled back: a setup's change stays in this session
         echo "$setup"
         echo "CREATE TEMP TABLE params (query text, i int, args text);"
-        echo "\\copy params FROM '$work/params.tsv'"
+        echo "\\copy params FROM '$work/params-$db.tsv'"
         echo "DELETE FROM params WHERE query <> '$name' OR i > $n;"
         echo "CREATE TEMP TABLE timings (i int, exec_ms float8, plan_ms float8);"
         echo "PREPARE $name AS ${sql[$name]};"
@@ -446,18 +482,19 @@ SQL
             echo "\\o '$work/plan.txt'"
             echo "EXPLAIN (ANALYZE, BUFFERS) EXECUTE $name(:first_args);"
             echo "\\o"
-            cat <<SQL
+        fi
+        cat <<SQL
 DO \$\$
 DECLARE p json;
 BEGIN
-    EXECUTE format('EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE $name(%s)', (SELECT args FROM params ORDER BY i LIMIT 1)) INTO p;
-    PERFORM set_config('bench.buffers', ((p -> 0 -> 'Plan' ->> 'Shared Hit Blocks')::bigint + (p -> 0 -> 'Plan' ->> 'Shared Read Blocks')::bigint)::text, false);
+    PERFORM set_config('bench.buffers', '-', false);
+    IF EXISTS (SELECT 1 FROM params) THEN
+        EXECUTE format('EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE $name(%s)', (SELECT args FROM params ORDER BY i LIMIT 1)) INTO p;
+        PERFORM set_config('bench.buffers', ((p -> 0 -> 'Plan' ->> 'Shared Hit Blocks')::bigint + (p -> 0 -> 'Plan' ->> 'Shared Read Blocks')::bigint)::text, false);
+    END IF;
 END
 \$\$;
 SQL
-        else
-            echo "SELECT set_config('bench.buffers', '-', false) \\g /dev/null"
-        fi
         echo "\\o '$work/result.txt'"
         echo "SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY exec_ms)::numeric, 3), round(percentile_cont(0.99) WITHIN GROUP (ORDER BY exec_ms)::numeric, 3),
             round(percentile_cont(0.5) WITHIN GROUP (ORDER BY plan_ms)::numeric, 3), current_setting('bench.buffers'), count(*) FROM timings;"
@@ -471,7 +508,7 @@ SQL
         echo "$(cat "$work/result.txt") -"
     fi
     if [ "$db" = history ]; then
-        { echo "--- ${label[$name]}${setup:+ ($setup)} (${source[$name]}): EXECUTE $name($(awk -F'\t' -v q="$name" '$1 == q {print $3; exit}' "$work/params.tsv"))"
+        { echo "--- ${label[$name]}${setup:+ ($setup)} (${source[$name]}): EXECUTE $name($(awk -F'\t' -v q="$name" '$1 == q {print $3; exit}' "$work/params-history.tsv"))"
           cat "$work/plan.txt"; } >>"$work/plans.txt"
     fi
 }
@@ -709,15 +746,17 @@ echo "deliveries partitions dropped: $(comm -23 <(tr ' ' '\n' <<<"$partitions_be
 # --- The summary -----------------------------------------------------------------------------------
 echo
 echo "=== summary: $deliveries deliveries requested, $rows_before seeded; $runs runs per query; $(date -u '+%Y-%m-%d %H:%M UTC')"
-echo "execution time (EXPLAIN ANALYZE, TIMING OFF) in ms; ratio = seeded p50 / empty p50; buffers = shared hit + read of one run on the"
-echo "seeded database (seq: its plan reads deliveries or notifications sequentially); plan e / plan s = p50 planning time (ms; a"
-echo "custom plan per execution, as the relay's) on the empty / seeded database; (s/e runs): runs cut by the ${query_budget_seconds} s budget"
-printf '%-52s %9s %9s %9s %9s %7s %12s %7s %7s  %s\n' query "empty p50" "empty p99" "seed p50" "seed p99" ratio buffers "plan e" "plan s" source
+echo "empty: the same partitions, registry and live set without the history. Execution time (EXPLAIN ANALYZE, TIMING OFF) in ms;"
+echo "ratio = seeded p50 / empty p50; buffers e/s = shared hit + read of one run on the empty / seeded database (seq: the seeded"
+echo "plan reads deliveries or notifications sequentially); plan e / plan s = p50 planning time (ms; a custom plan per execution,"
+echo "as the relay's) on the empty / seeded database; (s/e runs): runs cut by the ${query_budget_seconds} s budget"
+printf '%-52s %9s %9s %9s %9s %7s %12s %7s %7s  %s\n' query "empty p50" "empty p99" "seed p50" "seed p99" ratio "buffers e/s" "plan e" "plan s" source
 for line in "${results[@]}"; do
     IFS='|' read -r q src empty seeded <<<"$line"
-    read -r e50 e99 eplan _ eruns _ <<<"$empty"
-    read -r s50 s99 splan buffers sruns scan <<<"$seeded"
+    read -r e50 e99 eplan ebuffers eruns _ <<<"$empty"
+    read -r s50 s99 splan sbuffers sruns scan <<<"$seeded"
     ratio="$(awk -v s="$s50" -v e="$e50" 'BEGIN { printf "%.1f", (e > 0 ? s / e : 0) }')"
+    buffers="$ebuffers/$sbuffers"
     [ "$scan" != seq ] || buffers="$buffers seq"
     [ "$sruns" = "$eruns" ] || q="$q ($sruns/$eruns runs)"
     printf '%-52s %9s %9s %9s %9s %7s %12s %7s %7s  %s\n' "$q" "$e50" "$e99" "$s50" "$s99" "$ratio" "$buffers" "$eplan" "$splan" "$src"
