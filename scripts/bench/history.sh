@@ -40,7 +40,7 @@
 # 5. The table (query, empty p50/p99, seeded p50/p99, ratio, buffers, p50 planning times, the
 #    ratio with planning), the retention figures, the size of each table (its partitions summed,
 #    before retention) and the bytes per delivery.
-# 10,000,000 deliveries seed in about 5 minutes on 2 cores (the whole run takes about 7) and take about 9 GB of disk.
+# 10,000,000 deliveries seed in about 5 minutes on 2 cores (the whole run takes about 8) and take about 9 GB of disk.
 #
 # Usage: scripts/bench/history.sh [deliveries (10000000)] [runs per query (200)]
 set -euo pipefail

@@ -21,12 +21,9 @@ extension DeliveryQueue {
     /// too, so a crashed owner's claims come due again: they stay `due`).
     func claim(apps: [String], limits: [Int], owner: String, lease: Duration) async throws -> [ClaimedDelivery] {
         let claimedAt = ContinuousClock.now
-        let result = try await client.query(
-            Self.claimStatement,
-            [apps, limits, owner, lease.timeInterval],
-            prepare: true
-        )
-        return try result.rows.map { try ClaimedDelivery(row: $0, claimedAt: claimedAt) }
+        let parameters: [any PostgresEncodable] = [apps, limits, owner, lease.timeInterval]
+        let rows = try await client.query(Self.claimStatement, parameters, prepare: true).rows
+        return try rows.map { try ClaimedDelivery(row: $0, claimedAt: claimedAt) }
     }
 
     /// The claim of ``claim(apps:limits:owner:lease:)``: parameters $1 and $2 the apps and how many
@@ -35,10 +32,7 @@ extension DeliveryQueue {
     /// Each claimed delivery's notification and device are found through a `LATERAL … LIMIT 1`
     /// lookup by primary key. Plain joins there were planned from the claimed rows' estimate, which
     /// multiplies by the number of partitions (a primary-key match in each): with 18 of them a claim
-    /// of 100 deliveries read the whole `devices` table into a hash (19 ms of 25 with 33,500
-    /// devices). Planned at each execution, as the sweep is: with small partitions recently
-    /// analysed, the due deliveries are best found by scanning them, which a cached plan would keep
-    /// as they grow.
+    /// of 100 deliveries read the whole `devices` table into a hash (19 ms of 25 with 33,500 devices).
     static let claimStatement = """
         WITH wanted AS (
             SELECT * FROM unnest($1::text[], $2::int[]) AS w(app_id, wanted)
@@ -62,9 +56,7 @@ extension DeliveryQueue {
         )
         SELECT \(ClaimedDelivery.columns), \(Self.relaxedCommit)
         FROM claimed c
-        LEFT JOIN LATERAL (
-            SELECT ticket_id, title, body, content FROM notifications WHERE id = c.notification_id LIMIT 1
-        ) n ON true
+        LEFT JOIN LATERAL (SELECT ticket_id, title, body, content FROM notifications WHERE id = c.notification_id LIMIT 1) n ON true
         LEFT JOIN LATERAL (
             SELECT environment, status, user_id, push_key_id, push_key, push_key_sealed_by
             FROM devices WHERE app_id = c.app_id AND token = c.device_token LIMIT 1
