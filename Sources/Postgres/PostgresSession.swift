@@ -8,7 +8,8 @@ public enum PostgresPlanning: Sendable, Hashable {
     case perExecution
     /// Once per connection, as a generic plan (`force_generic_plan`), re-planned only when a table's
     /// statistics or definition change. Only for statements written so that their plan cannot go
-    /// bad, whatever the values and table sizes (lookups through unique indexes, say): a generic plan
+    /// bad, whatever the values and table sizes (lookups through unique indexes, say), or stays fit
+    /// between two autoanalyses of a growing table (`LIMIT`ed scans in index order): a generic plan
     /// made while a fresh database's tables are empty is kept until autoanalyze runs.
     case cached
 }

@@ -22,17 +22,18 @@ extension DeliveryQueue {
     func claim(apps: [String], limits: [Int], owner: String, lease: Duration) async throws -> [ClaimedDelivery] {
         let claimedAt = ContinuousClock.now
         let parameters: [any PostgresEncodable] = [apps, limits, owner, lease.timeInterval]
-        let rows = try await client.query(Self.claimStatement, parameters, prepare: true).rows
+        let rows = try await client.query(Self.claimStatement, parameters, prepare: true, planning: .cached).rows
         return try rows.map { try ClaimedDelivery(row: $0, claimedAt: claimedAt) }
     }
 
     /// The claim of ``claim(apps:limits:owner:lease:)``: parameters $1 and $2 the apps and how many
     /// of each, $3 the owner, $4 the lease in seconds.
     ///
-    /// Each claimed delivery's notification and device are found through a `LATERAL … LIMIT 1`
-    /// lookup by primary key. Plain joins there were planned from the claimed rows' estimate, which
-    /// multiplies by the number of partitions (a primary-key match in each): with 18 of them a claim
-    /// of 100 deliveries read the whole `devices` table into a hash (19 ms of 25 with 33,500 devices).
+    /// Notifications and devices are found by primary key (`LATERAL … LIMIT 1`): joined, they were
+    /// planned from the claimed rows' estimate, which the partitions multiply (with 18, a claim of 100
+    /// read all 33,500 devices into a hash: 19 ms of 25). One generic plan per connection, as the
+    /// sweep's (planned at each poll over 18 partitions, 2-12 ms); autovacuum analyses a partition
+    /// each time it grows by a tenth, which makes the plan again for the size it has then.
     static let claimStatement = """
         WITH wanted AS (
             SELECT * FROM unnest($1::text[], $2::int[]) AS w(app_id, wanted)

@@ -66,7 +66,7 @@ struct OutboxStatementTests {
     }
 
     @Test(
-        "the claim reaches each claimed delivery's notification and device by primary key, with 18 partitions and 20,000 devices, in custom and generic plans"
+        "the claim reaches each claimed delivery's notification and device by primary key, with 18 partitions and 20,000 devices, in custom and generic plans; the relay keeps one generic plan of the claim and of the sweep"
     )
     func claimPlansLookUpByKey() async throws {
         let test = try await TestApp.make()
@@ -118,6 +118,23 @@ struct OutboxStatementTests {
             #expect(!plan.contains("Hash Cond: ((c.") && !plan.contains("Hash Cond: (c."), "\(plan)")
             #expect(plan.contains("(id = c.notification_id)"), "\(plan)")
         }
+
+        // The relay's own calls, on one connection: the claim and the sweep planned once each.
+        let one = PostgresClient(configuration: .test(conninfo: test.conninfo, maxConnections: 1), logger: TestDatabase.logger)
+        let single = DeliveryQueue(client: one)
+        var claimed = 0
+        for _ in 1...3 {
+            claimed += try await single.claim(apps: ["support"], limits: [40], owner: "me", lease: .seconds(60)).count
+            _ = try await single.sweep(upTo: Date())
+        }
+        #expect(claimed == 100)
+        let counts = try await one.query(
+            "SELECT statement LIKE '%WITH wanted AS%', generic_plans, custom_plans FROM pg_prepared_statements "
+                + "WHERE statement LIKE '%WITH wanted AS%' OR statement LIKE '%WITH mark AS MATERIALIZED%' ORDER BY 1"
+        ).rows.map { try $0.decode((Bool, Int, Int).self) }
+        // The sweep's, then the claim's: three executions each, no custom plan.
+        #expect(counts.map(\.1) == [3, 3], "\(counts)")
+        #expect(counts.map(\.2) == [0, 0], "\(counts)")
     }
 
     @Test("outcomes update this instance's rows, leave a row another instance has taken over, and change nothing of a finished row")
