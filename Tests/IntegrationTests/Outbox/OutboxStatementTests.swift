@@ -132,6 +132,7 @@ struct OutboxStatementTests {
             "SELECT statement LIKE '%WITH wanted AS%', generic_plans, custom_plans FROM pg_prepared_statements "
                 + "WHERE statement LIKE '%WITH wanted AS%' OR statement LIKE '%WITH mark AS MATERIALIZED%' ORDER BY 1"
         ).rows.map { try $0.decode((Bool, Int, Int).self) }
+        await one.close()
         // The sweep's, then the claim's: three executions each, no custom plan.
         #expect(counts.map(\.1) == [3, 3], "\(counts)")
         #expect(counts.map(\.2) == [0, 0], "\(counts)")
