@@ -754,12 +754,13 @@ echo "as the relay's) on the empty / seeded database; +plan = the ratio of p50 p
 echo "(s/e runs): runs cut by the ${query_budget_seconds} s budget"
 printf '%-52s %9s %9s %9s %9s %7s %12s %7s %7s %7s  %s\n' query "empty p50" "empty p99" "seed p50" "seed p99" ratio "buffers e/s" "plan e" "plan s" \
     "+plan" source
+ratio_of() { awk -v s="$1" -v e="$2" 'BEGIN { printf "%.1f", (e > 0 ? s / e : 0) }'; }  # seeded empty
 for line in "${results[@]}"; do
     IFS='|' read -r q src empty seeded <<<"$line"
     read -r e50 e99 eplan ebuffers eruns etotal _ <<<"$empty"
     read -r s50 s99 splan sbuffers sruns stotal scan <<<"$seeded"
-    ratio="$(awk -v s="$s50" -v e="$e50" 'BEGIN { printf "%.1f", (e > 0 ? s / e : 0) }')"
-    with_plan="$(awk -v s="$stotal" -v e="$etotal" 'BEGIN { printf "%.1f", (e > 0 ? s / e : 0) }')"
+    ratio="$(ratio_of "$s50" "$e50")"
+    with_plan="$(ratio_of "$stotal" "$etotal")"
     buffers="$ebuffers/$sbuffers"
     [ "$scan" != seq ] || buffers="$buffers seq"
     [ "$sruns" = "$eruns" ] || q="$q ($sruns/$eruns runs)"
