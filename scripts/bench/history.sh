@@ -15,12 +15,14 @@
 #    with its upload) with their Zendesk tokens, provider tokens; and, after VACUUM ANALYZE, a tail
 #    of up to 1,500 notifications in the last 5 minutes (a third of their deliveries pending, a
 #    third sending), the events of its ended deliveries waiting for a receiver, unread counts,
-#    activity minutes and the sweep's watermark as a running relay leaves them. `history` alone also holds the history, seeded before the VACUUM: about
-#    DELIVERIES deliveries and DELIVERIES/2.02 notifications over 120 days (1-3 devices per
-#    notification, a badge sync per 50 notifications; 92 % delivered, 3 % failed, 2 % dead_token,
-#    1 % expired, 2 % skipped), each row in the partition of the day it was stored (its id
-#    D << 32 + n on day D, as the relay allocates them). So `empty` is `history` without its
-#    history of pushes: a query's ratio is what that history costs it.
+#    activity minutes and the sweep's watermark as a running relay leaves them; its tickets have 8
+#    replies each, as the history's, so a ticket's page is the same size in both. `history` alone
+#    also holds the history, seeded before the VACUUM: about DELIVERIES deliveries and
+#    DELIVERIES/2.02 notifications over 120 days (1-3 devices per notification, a badge sync per 50
+#    notifications; 92 % delivered, 3 % failed, 2 % dead_token, 1 % expired, 2 % skipped), each row
+#    in the partition of the day it was stored (its id D << 32 + n on day D, as the relay allocates
+#    them). So `empty` is `history` without its history of pushes: a query's ratio is what that
+#    history costs it.
 # 3. Each operator-facing query, its SQL as in the Swift source (interpolations expanded; the
 #    script warns when a fragment is no longer in its file), prepared as the relay prepares it
 #    (untyped parameters, plan_cache_mode force_custom_plan), runs RUNS times per database with
@@ -117,6 +119,7 @@ SELECT a * 450 + u * 3 + k, (ARRAY['acme', 'globex', 'initech'])[a + 1],
        CASE WHEN (u + k) % 3 = 0 THEN 'android' ELSE 'ios' END, 'zd-' || (361000000 + a * 1000 + u)
 FROM generate_series(0, 2) a, generate_series(0, 149) u, generate_series(1, 3) k WHERE k <= 1 + u % 3;
 CREATE FUNCTION pg_temp.ticket(n bigint) RETURNS bigint IMMUTABLE LANGUAGE sql AS 'SELECT (n / 4096) * 512 + n % 512';
+CREATE FUNCTION pg_temp.ticket_id(n bigint) RETURNS text IMMUTABLE LANGUAGE sql AS 'SELECT (48000000 + pg_temp.ticket(n))::text';
 CREATE FUNCTION pg_temp.day_id(at timestamptz, k bigint) RETURNS bigint STABLE LANGUAGE sql
     AS 'SELECT push_relay_history_bound((at AT TIME ZONE ''UTC'')::date) + k';
 "
@@ -177,7 +180,7 @@ SQL
 notifications_sql() { # lo hi erase
     cat <<SQL
 INSERT INTO notifications (id, app_id, ticket_id, title, body, request_id, content, received_at, first_delivery_id, last_delivery_id)
-SELECT pg_temp.day_id(pg_temp.at(n), n), (ARRAY['acme', 'globex', 'initech'])[pg_temp.ticket(n) % 3 + 1], (48000000 + pg_temp.ticket(n))::text,
+SELECT pg_temp.day_id(pg_temp.at(n), n), (ARRAY['acme', 'globex', 'initech'])[pg_temp.ticket(n) % 3 + 1], pg_temp.ticket_id(n),
     CASE WHEN $3 AND pg_temp.ticket(n) % 3 = 2 THEN NULL ELSE (ARRAY['Ana', 'Bruno', 'Chen', 'Dara', 'Emeka', 'Fatima'])[n % 6 + 1] || ' replied' END,
     CASE WHEN $3 AND pg_temp.ticket(n) % 3 = 2 THEN NULL
          ELSE substr('Thanks for getting back to us. I have checked your order and the refund was issued today; it should reach your account within five business days. Is there anything else I can help you with?', 1 + (n % 40)::int, 40 + (n * 37 % 140)::int) END,
@@ -255,6 +258,11 @@ for db in history empty; do
 BEGIN;
 SET LOCAL work_mem = '256MB';
 $common_sql
+-- The tail's tickets have 8 replies each too (over its 5 minutes), so a ticket's page holds as many
+-- rows in both databases; its devices and users stay those of pg_temp.ticket, all of them. Numbered
+-- apart from the history's tickets.
+CREATE OR REPLACE FUNCTION pg_temp.ticket_id(n bigint) RETURNS text IMMUTABLE LANGUAGE sql
+    AS 'SELECT (49000000 + (pg_temp.ticket(n) % 3) * 100000 + (n - $history_notifications - 1) % $((tail / 24 > 0 ? tail / 24 : 1)))::text';
 CREATE FUNCTION pg_temp.at(n bigint) RETURNS timestamptz STABLE LANGUAGE sql
     AS 'SELECT now() - interval ''5 minutes'' + interval ''5 minutes'' * ((n - $history_notifications)::float8 / $tail)';
 $(notifications_sql "$((history_notifications + 1))" "$notifications" false)
