@@ -792,8 +792,11 @@ struct DeliveryTests {
                     headers: Self.json,
                     body: jsonBody(webhook(devices: [(ios, "ios")]))
                 )
-                // In flight: handed to the sender, not yet answered. Leaving the closure shuts the relay down.
-                #expect(try await eventually { try await harness.deliveries(token: ios).first?.status == "sending" })
+                // In flight: held by the sandbox, so a sender took it, and not yet answered. Leaving the
+                // closure shuts the relay down. (Its row says `sending` from intake's commit on, before
+                // the dispatcher has started a sender for it: a shutdown then hands it back.)
+                #expect(await eventually { harness.state.heldNow == 1 })
+                #expect(try await harness.deliveries(token: ios).first?.status == "sending")
                 _ = try await client.execute(
                     uri: Self.url,
                     method: .post,
