@@ -7,7 +7,8 @@
 # makes the four weekly partitions of each history table that end 98 days ago, as 0019 and
 # retention make them, and fills them with ROWS deliveries (95 % delivered, 5 % failed) and ROWS/2
 # notifications, each row in the partition of its day (ids D << 32 + n on day D, as intake
-# allocates them); then VACUUM ANALYZE. Every row is past both retention ages (30 and 90 days).
+# allocates them); then VACUUM ANALYZE and a CHECKPOINT. Every row is past both retention ages (30
+# and 90 days).
 # Then three windows of SECONDS each, webhooks sent at RATE per second (open loop, latency from
 # each request's scheduled time):
 #   A. retention off;
@@ -88,6 +89,8 @@ UPDATE delivery_sweep SET (swept_to, swept_id) = (
     SELECT next_attempt_at, id FROM deliveries WHERE NOT due ORDER BY next_attempt_at DESC, id DESC LIMIT 1);
 VACUUM ANALYZE notifications;
 VACUUM ANALYZE deliveries;
+-- The seeding's writes reach the disk now, not during the first window.
+CHECKPOINT;
 SQL
 echo "  seeded in $((SECONDS - start)) s: $(sql -At -c "SELECT count(*) || ' partitions per table, deliveries ' ||
     pg_size_pretty((SELECT sum(pg_total_relation_size(partition)) FROM history_partitions WHERE parent = 'deliveries')) || ' with indexes'
