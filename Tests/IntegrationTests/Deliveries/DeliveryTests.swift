@@ -832,7 +832,9 @@ struct DeliveryTests {
             let later = (0..<3).map { _ in apnsToken() }
             // The writer waits on this clock; the test moves it.
             let time = ManualTime()
-            let interval = Duration.seconds(1)
+            // No other part of the relay sleeps this long (the poll sleeps 1 s), so a sleeper with
+            // this deadline is the writer.
+            let interval = Duration.milliseconds(900)
             try await harness.application(
                 extra: ["delivery.outcome_write_interval_ms": .init(.int(Int(interval / .milliseconds(1))), isSecret: false)],
                 clock: RelayClock(time)
