@@ -260,9 +260,9 @@ SET LOCAL work_mem = '256MB';
 $common_sql
 -- The tail's tickets have 8 replies each too (over its 5 minutes), so a ticket's page holds as many
 -- rows in both databases; its devices and users stay those of pg_temp.ticket, all of them. Numbered
--- apart from the history's tickets.
+-- apart from the history's tickets; tail / 24 tickets per app, at least 20 (20,000 deliveries or more).
 CREATE OR REPLACE FUNCTION pg_temp.ticket_id(n bigint) RETURNS text IMMUTABLE LANGUAGE sql
-    AS 'SELECT (49000000 + (pg_temp.ticket(n) % 3) * 100000 + (n - $history_notifications - 1) % $((tail / 24 > 0 ? tail / 24 : 1)))::text';
+    AS 'SELECT (49000000 + (pg_temp.ticket(n) % 3) * 100000 + (n - $history_notifications - 1) % $((tail / 24)))::text';
 CREATE FUNCTION pg_temp.at(n bigint) RETURNS timestamptz STABLE LANGUAGE sql
     AS 'SELECT now() - interval ''5 minutes'' + interval ''5 minutes'' * ((n - $history_notifications)::float8 / $tail)';
 $(notifications_sql "$((history_notifications + 1))" "$notifications" false)
