@@ -309,7 +309,7 @@ psql_db history -q -c "ALTER SYSTEM SET max_wal_size = '1GB'" -c "ALTER SYSTEM S
 declare -A label source fragment sql params
 names=()
 # The SQL of DeliveryPartitions.ofNotification(), which the copies below name as the source does.
-of_notification='d.notification_id = n.id AND d.id BETWEEN coalesce(n.first_delivery_id, 0) AND coalesce(n.last_delivery_id, 9223372036854775807)'
+of_notification='d.notification_id = n.id AND d.id BETWEEN coalesce(n.first_delivery_id, ((n.id >> 32) - 100) << 32) AND coalesce(n.last_delivery_id, ((n.id >> 32) + 101) << 32)'
 expand() { local text; text="$(cat)"; echo "${text//"\\(DeliveryPartitions.ofNotification())"/$of_notification}"; }
 query() { # name label source fragment; SQL on stdin
     names+=("$1")
@@ -342,7 +342,7 @@ query status_notification_deliveries "status: a notification's deliveries, count
     'FROM deliveries d CROSS JOIN (SELECT $5::text AS ticket_id) n' <<'SQL'
 SELECT d.id, d.notification_id, n.ticket_id, d.device_token, d.platform, d.kind, d.status, d.attempts, d.last_error, d.provider_id, d.created_at, d.updated_at, d.delivered_at, count(*) FILTER (WHERE d.status = 'pending') OVER ()::int AS pending, count(*) FILTER (WHERE d.status = 'sending') OVER ()::int AS sending, count(*) FILTER (WHERE d.status = 'delivered') OVER ()::int AS delivered, count(*) FILTER (WHERE d.status = 'failed') OVER ()::int AS failed, count(*) FILTER (WHERE d.status = 'dead_token') OVER ()::int AS dead_token, count(*) FILTER (WHERE d.status = 'expired') OVER ()::int AS expired, count(*) FILTER (WHERE d.status = 'skipped') OVER ()::int AS skipped
 FROM deliveries d CROSS JOIN (SELECT $5::text AS ticket_id) n
-WHERE d.notification_id = $1 AND d.id BETWEEN coalesce($2::bigint, 0) AND coalesce($3::bigint, 9223372036854775807)
+WHERE d.notification_id = $1 AND d.id BETWEEN coalesce($2::bigint, (($1::bigint >> 32) - 100) << 32) AND coalesce($3::bigint, (($1::bigint >> 32) + 101) << 32)
 ORDER BY d.id LIMIT $4
 SQL
 params[status_notification_deliveries]="SELECT i, format('%s, %s, %s, 1000, %L', id, coalesce(first_delivery_id::text, 'NULL'), coalesce(last_delivery_id::text, 'NULL'), ticket_id)
@@ -438,8 +438,9 @@ SQL
 params[unread_summary]="SELECT i, format('%L, %L', app_id, user_id) FROM ($random_device) r"
 }
 
-grep -qF '"\(d).id BETWEEN coalesce(\(first), 0) AND coalesce(\(last), \(Int64.max))"' Sources/PushRelay/Outbox/DeliveryPartitions.swift &&
-    grep -qF 'inRange(d, first: "\(n).first_delivery_id", last: "\(n).last_delivery_id")' Sources/PushRelay/Outbox/DeliveryPartitions.swift ||
+grep -qF '"\(d).id BETWEEN coalesce(\(first), ((\(id) >> 32) - \(unrangedDays)) << 32) "' Sources/PushRelay/Outbox/DeliveryPartitions.swift &&
+    grep -qF 'static let unrangedDays = 100' Sources/PushRelay/Outbox/DeliveryPartitions.swift &&
+    grep -qF 'inRange(d, id: "\(n).id", first: "\(n).first_delivery_id", last: "\(n).last_delivery_id")' Sources/PushRelay/Outbox/DeliveryPartitions.swift ||
     log "warning: DeliveryPartitions.ofNotification or inRange is no longer as copied here; check it"
 for name in "${names[@]}"; do
     file="${source[$name]%%:*}"
@@ -591,10 +592,23 @@ DECLARE closed boolean; expired boolean; referenced boolean;
 BEGIN
     EXECUTE format($q$
             SELECT (SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END FROM notifications_id_seq) >= $1,
-                   coalesce((SELECT received_at FROM %I ORDER BY id DESC LIMIT 1) < now() - make_interval(days => $3), true),
-                   EXISTS (SELECT 1 FROM deliveries WHERE notification_id >= coalesce($2, -9223372036854775808) AND notification_id < $1)
-    $q$, part) INTO closed, expired, referenced USING upper, lower, days;
-    RETURN closed AND expired AND NOT referenced;
+                   coalesce((SELECT received_at FROM %I ORDER BY id DESC LIMIT 1) < now() - make_interval(days => $2), true)
+    $q$, part) INTO closed, expired USING upper, days;
+    IF NOT ((lower IS NULL OR closed) AND expired) THEN RETURN false; END IF;
+    EXECUTE format($q$
+            WITH ids AS MATERIALIZED (
+                SELECT min(coalesce(first_delivery_id, ((id >> 32) - 100) << 32)) AS first,
+                       max(coalesce(last_delivery_id, ((id >> 32) + 101) << 32)) AS last
+                FROM %I WHERE last_delivery_id IS DISTINCT FROM 0
+            )
+            SELECT EXISTS (
+                SELECT 1 FROM ids CROSS JOIN LATERAL (
+                    SELECT 1 FROM deliveries d WHERE d.id BETWEEN ids.first AND ids.last
+                    AND d.notification_id >= coalesce($2, -9223372036854775808) AND d.notification_id < $1 LIMIT 1
+                ) found
+            )
+    $q$, part) INTO referenced USING upper, lower;
+    RETURN NOT referenced;
 END
 $fn$;
 SQL

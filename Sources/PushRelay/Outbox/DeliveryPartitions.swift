@@ -20,19 +20,28 @@ final class DeliveryPartitions: Sendable {
     private let ranges = Mutex<[Range]>([])
 
     /// The condition that delivery `d` is one of notification `n`'s, bounded by the id range of
-    /// `n`'s deliveries that intake stores (migration 0020, ``inRange(_:first:last:)``), so that a
-    /// lookup reads the partitions of that range only, not every partition's
-    /// `deliveries_by_notification` index.
+    /// `n`'s deliveries that intake stores (migration 0020, ``inRange(_:id:first:last:)``), so that a
+    /// lookup reads the partitions of that range only, by primary key (`deliveries` has no index on
+    /// `notification_id` since 0021).
     static func ofNotification(_ d: String = "d", _ n: String = "n") -> String {
         "\(d).notification_id = \(n).id AND "
-            + inRange(d, first: "\(n).first_delivery_id", last: "\(n).last_delivery_id")
+            + inRange(d, id: "\(n).id", first: "\(n).first_delivery_id", last: "\(n).last_delivery_id")
     }
 
-    /// The condition that delivery `d`'s id is in a notification's delivery id range, `first` and
-    /// `last` the SQL of its bounds (migration 0020). Both are NULL for a notification stored before
-    /// 0020, whose range is not known: then any id is, and every partition is read.
-    static func inRange(_ d: String = "d", first: String, last: String) -> String {
-        "\(d).id BETWEEN coalesce(\(first), 0) AND coalesce(\(last), \(Int64.max))"
+    /// How many days from a notification's id (ids carry their day, migration 0019) its deliveries'
+    /// ids are looked for when it has no range: they were stored in its statement, so their ids were
+    /// allocated in the same partition period or the next. A notification stored before 0019 has an
+    /// id below any partition's, and so do its deliveries: this reaches only the table 0019 found
+    /// unpartitioned, which keeps its index on `notification_id` (migration 0021).
+    static let unrangedDays = 100
+
+    /// The condition that delivery `d`'s id is in the delivery id range of notification `id`,
+    /// `first` and `last` the SQL of its bounds (migration 0020). Both are NULL for a notification
+    /// stored before 0020, whose range is not known: then any id within ``unrangedDays`` of the
+    /// notification's own id's day.
+    static func inRange(_ d: String = "d", id: String, first: String, last: String) -> String {
+        "\(d).id BETWEEN coalesce(\(first), ((\(id) >> 32) - \(unrangedDays)) << 32) "
+            + "AND coalesce(\(last), ((\(id) >> 32) + \(unrangedDays + 1)) << 32)"
     }
 
     /// The partition of each of `ids` among those known, `nil` for an id in none.

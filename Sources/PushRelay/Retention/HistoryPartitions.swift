@@ -93,20 +93,40 @@ struct HistoryPartitions: Sendable {
 
     /// Whether `partition` of `notifications` may be dropped: no id will be allocated in it any
     /// more, its newest row was received more than `days` days ago (or it is empty), and no
-    /// delivery refers to a notification in its range.
+    /// delivery refers to a notification in its range. That last check, made only when the others
+    /// pass, looks for deliveries by primary key between the smallest and the largest of its
+    /// notifications' delivery ids (``DeliveryPartitions/inRange(_:id:first:last:)``, which bounds
+    /// a notification without a range): it reads the partition once, and the ids of its period's
+    /// deliveries until one refers to it (`deliveries` has no index on `notification_id` since 0021).
     func notificationsExpired(_ partition: Partition, days: Int) async throws -> Bool {
         let table = DeliveryQueue.quoted(partition.name)
         let row = try await client.query(
             """
             SELECT (SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END FROM notifications_id_seq) >= $1,
-                   coalesce((SELECT received_at FROM \(table) ORDER BY id DESC LIMIT 1) < now() - make_interval(days => $3), true),
-                   EXISTS (SELECT 1 FROM deliveries WHERE notification_id >= coalesce($2, -9223372036854775808) AND notification_id < $1)
+                   coalesce((SELECT received_at FROM \(table) ORDER BY id DESC LIMIT 1) < now() - make_interval(days => $2), true)
             """,
-            [partition.upper, partition.lower, days]
+            [partition.upper, days]
         ).first
         guard let row else { return false }
-        let (closed, expired, referenced) = try row.decode((Bool?, Bool, Bool).self)
-        return (partition.lower == nil || closed == true) && expired && !referenced
+        let (closed, expired) = try row.decode((Bool?, Bool).self)
+        guard (partition.lower == nil || closed == true) && expired else { return false }
+        let referenced = try await client.query(
+            """
+            WITH ids AS MATERIALIZED (
+                SELECT min(coalesce(first_delivery_id, ((id >> 32) - \(DeliveryPartitions.unrangedDays)) << 32)) AS first,
+                       max(coalesce(last_delivery_id, ((id >> 32) + \(DeliveryPartitions.unrangedDays + 1)) << 32)) AS last
+                FROM \(table) WHERE last_delivery_id IS DISTINCT FROM 0
+            )
+            SELECT EXISTS (
+                SELECT 1 FROM ids CROSS JOIN LATERAL (
+                    SELECT 1 FROM deliveries d WHERE d.id BETWEEN ids.first AND ids.last
+                    AND d.notification_id >= coalesce($2, -9223372036854775808) AND d.notification_id < $1 LIMIT 1
+                ) found
+            )
+            """,
+            [partition.upper, partition.lower]
+        ).first?.decode(Bool.self)
+        return referenced == false
     }
 
     /// Drops `partition` without making any other statement wait: it is detached concurrently

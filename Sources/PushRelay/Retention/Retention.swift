@@ -85,12 +85,13 @@ struct RetentionStore: Sendable {
         let row = try await client.query(
             """
             WITH batch AS MATERIALIZED (
-                SELECT id, received_at FROM notifications WHERE id > $1 AND id < $4 ORDER BY id LIMIT $2
+                SELECT id, received_at, first_delivery_id, last_delivery_id FROM notifications
+                WHERE id > $1 AND id < $4 ORDER BY id LIMIT $2
             ),
             doomed AS (
                 DELETE FROM notifications n USING batch b
                 WHERE n.id = b.id AND b.received_at < now() - make_interval(days => $3)
-                  AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.notification_id = b.id)
+                  AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE \(DeliveryPartitions.ofNotification("d", "b")))
                 RETURNING 1
             )
             SELECT (SELECT max(id) FROM batch), (SELECT count(*) FROM doomed)::int,
@@ -162,7 +163,7 @@ struct RetentionStore: Sendable {
     }
 
     /// ``eraseEndedText(limit:)``'s statement. The kept texts are few (those still in flight),
-    /// and each one's live deliveries are looked up in `deliveries_by_notification` (`OFFSET 0`
+    /// and each one's live deliveries are looked up by primary key in their id range (`OFFSET 0`
     /// keeps the `NOT EXISTS` a subplan run per kept text). As a join, the planner, which cannot
     /// know that an encrypted text is erased once its deliveries end, expects most encrypted
     /// notifications to be candidates and reads every partition's index whole: 4.5 s and

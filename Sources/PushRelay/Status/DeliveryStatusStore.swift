@@ -183,8 +183,8 @@ struct NotificationStatusRecord: Sendable, Equatable, Codable {
 }
 
 /// The status API's reads. Each is a bounded index scan whatever the tables' sizes: a notification
-/// by its primary key and its deliveries through `deliveries_by_notification` in the partition of
-/// their id range (migration 0020); a ticket's notifications backwards through
+/// by its primary key and its deliveries by primary key in the partition of their id range
+/// (migration 0020); a ticket's notifications backwards through
 /// `notifications_by_ticket_id`; a device's deliveries backwards through `deliveries_by_device_hash`
 /// (keyed by a hash of the token). The last two read each partition's index. Lists are
 /// keyset-paginated on the id: a page asks for one row more than it shows, to know whether a next
@@ -203,14 +203,15 @@ struct DeliveryStatusStore: Sendable {
         """
 
     /// A notification's deliveries, oldest first, each with the counts by status of all of them:
-    /// parameters $1 its id, $2 and $3 its deliveries' id range (null: not known, every partition
-    /// is read), $4 how many at most, $5 its ticket. The range is a parameter, not read from the
-    /// notification's row in the statement, so that the plan keeps only the partitions it covers:
-    /// reading it from the row, the plan would be made and started for every partition at each call.
+    /// parameters $1 its id, $2 and $3 its deliveries' id range (null: not known, read within
+    /// ``DeliveryPartitions/unrangedDays`` of its id's day), $4 how many at most, $5 its ticket.
+    /// The range is a parameter, not read from the notification's row in the statement, so that
+    /// the plan keeps only the partitions it covers: reading it from the row, the plan would be
+    /// made and started for every partition at each call.
     static let deliveriesStatement = """
         SELECT \(DeliveryStatusRecord.columns), \(NotificationStatusRecord.counts(over: " OVER ()"))
         FROM deliveries d CROSS JOIN (SELECT $5::text AS ticket_id) n
-        WHERE d.notification_id = $1 AND \(DeliveryPartitions.inRange(first: "$2::bigint", last: "$3::bigint"))
+        WHERE d.notification_id = $1 AND \(DeliveryPartitions.inRange(id: "$1::bigint", first: "$2::bigint", last: "$3::bigint"))
         ORDER BY d.id LIMIT $4
         """
 

@@ -175,6 +175,14 @@ struct HistoryPartitionTests {
                     [lower + Int64(index), lower, status, week.age]
                 )
             }
+            // Two weeks' notifications with their delivery id range, as intake stores it (0020);
+            // the others without one, as before 0020.
+            if ["failures", "delivered"].contains(week.name) {
+                _ = try await test.client.query(
+                    "UPDATE notifications SET first_delivery_id = $1, last_delivery_id = $2 WHERE id = $1",
+                    [lower, lower + Int64(week.statuses.count - 1)]
+                )
+            }
         }
         let report = try #require(try await service.runOnce())
         #expect(report.complete)
@@ -383,6 +391,25 @@ struct HistoryPartitionTests {
         #expect(after.map(\.0) == before.map(\.0) && after.map(\.1) == before.map(\.1) && after.map(\.2) == before.map(\.2))
         #expect(try await test.count("SELECT count(*) FROM ONLY deliveries_unpartitioned") == 6)
         #expect(try await test.count("SELECT count(*) FROM notifications WHERE title = 'secret title'") == 1)
+        // Only the old table keeps an index on `notification_id` (0021): its notifications have no
+        // delivery range, and their lookups read it alone, in custom and generic plans.
+        let indexed = try await test.client.query(
+            "SELECT tablename FROM pg_indexes WHERE tablename LIKE 'deliveries%' AND indexdef LIKE '%(notification_id)' ORDER BY 1"
+        ).rows.map { try $0.decode(String.self) }
+        #expect(indexed == ["deliveries_unpartitioned"])
+        let new = try #require(try await test.client.query("SELECT id FROM notifications WHERE ticket_id = 'new'").rows.first)
+            .decode(Int64.self)
+        try await test.client.withConnection { session in
+            for mode in ["force_custom_plan", "force_generic_plan"] {
+                _ = try await session.execute("SET plan_cache_mode = \(mode)")
+                _ = try await session.execute("PREPARE old_\(mode) AS \(DeliveryStatusStore.deliveriesStatement)")
+                let explain = try await session.execute("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE old_\(mode)(\(new), NULL, NULL, 1000, 'new')")
+                    .rows.map { try $0.decode(String.self, at: 0) }.joined()
+                #expect(try Self.scanned(explain, started: true) == ["deliveries_unpartitioned"], "\(mode)\n\(explain)")
+            }
+        }
+        let old = try #require(try await DeliveryStatusStore(client: test.client).notification(app: "support", id: new, fullTokens: false))
+        #expect(old.deliveries?.count == 4 && old.counts["pending"] == 1 && old.counts["dead_token"] == 1, "\(old)")
 
         // The claim made before the upgrade finishes in the old table.
         let claimed = try #require(
