@@ -4,8 +4,11 @@
 --
 -- A notification without a range (stored before 0020) is looked up within 100 days of its id's day
 -- (DeliveryPartitions.inRange): for one stored before 0019 that is the table 0019 found
--- unpartitioned, which keeps an index of its own on `notification_id` (rebuilt here: the dropped
--- one was a partition of the partitioned index), until retention drops it.
+-- unpartitioned, which keeps an index of its own on `notification_id` until retention drops it,
+-- built again here (the drop takes the old one along: a partition of the partitioned index). The
+-- drop locks `deliveries` first, so writes to it wait for the build, which reads the old table once;
+-- building first would hold the old table alone, but a claim (whose plan locks every partition)
+-- waiting on it would hold `deliveries` against the drop: a deadlock.
 DROP INDEX deliveries_by_notification;
 
 DO $$
