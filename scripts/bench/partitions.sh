@@ -7,7 +7,8 @@
 #    schema_migrations, as `push-relay migrate` applies them), then DELIVERIES delivered
 #    deliveries and DELIVERIES/2 notifications (two devices each, 64-character tokens, one every
 #    half second back from now), then VACUUM ANALYZE, and prints the two tables' sizes.
-# 2. 0019 and the migrations after it (0020 adds two columns: a catalog change) applied by
+# 2. 0019 and the migrations after it (0020 adds two columns, a catalog change; 0021 builds an
+#    index on the old `deliveries`, reading it once, and drops the partitioned one) applied by
 #    `push-relay migrate` (RELAY_BINARY, or a release build made first), after a CHECKPOINT:
 #    wall seconds, the server's CPU seconds and WAL bytes (its read of each table is from the
 #    cache the seeding left warm).
