@@ -140,10 +140,22 @@ public final class PostgresClient: Service, Sendable {
         line: Int = #line,
         _ body: (PostgresSession) async throws -> T
     ) async throws -> T {
+        try await withConnection(preferring: nil, statement: statement, file: file, line: line, body)
+    }
+
+    /// ``withConnection(statement:file:line:_:)`` on an idle connection that has prepared
+    /// `preferring`, if one has and it is given.
+    private func withConnection<T: Sendable>(
+        preferring prepared: String?,
+        statement: String,
+        file: String,
+        line: Int,
+        _ body: (PostgresSession) async throws -> T
+    ) async throws -> T {
         let began = ContinuousClock.now
         let connection: LibPQConnection
         do {
-            connection = try await acquire()
+            connection = try await acquire(preferring: prepared)
         } catch {
             let error = PostgresError.attributed(error, to: .init(statement: statement, file: file, line: line))
             trouble.failed(error, began: began, logger: logger)
@@ -249,7 +261,9 @@ public final class PostgresClient: Service, Sendable {
         file: String = #fileID,
         line: Int = #line
     ) async throws -> PostgresQueryResult {
-        try await withConnection(statement: statement, file: file, line: line) {
+        // A prepared statement goes to an idle connection that has it already, if one has: each
+        // connection parses and plans it once, and a plan over many partitions takes milliseconds.
+        try await withConnection(preferring: prepare ? sql : nil, statement: statement, file: file, line: line) {
             try await $0.query(sql, parameters, prepare: prepare, planning: planning, statement: statement, file: file, line: line)
         }
     }
@@ -265,10 +279,10 @@ public final class PostgresClient: Service, Sendable {
     /// Callers waiting for a connection to become free, for metrics and tests.
     public var waitingCallers: Int { pool.waiterCount }
 
-    private func acquire() async throws -> LibPQConnection {
+    private func acquire(preferring prepared: String? = nil) async throws -> LibPQConnection {
         while true {
             let grant: ConnectionPoolState.Grant
-            switch pool.checkout() {
+            switch pool.checkout(preferring: prepared) {
             case .grant(let immediate): grant = immediate
             case .closed: throw PostgresError(code: .poolClosed, message: "the connection pool is closed")
             case .wait: grant = try await waitForGrant()
@@ -472,9 +486,14 @@ final class ConnectionPoolState: Sendable {
         }
     }
 
-    func checkout() -> Checkout {
+    /// The idle connection returned last, or the last returned of those that have prepared
+    /// `prepared`; a slot for a new one when none is idle and the bound allows.
+    func checkout(preferring prepared: String? = nil) -> Checkout {
         state.withLock { state in
             if state.closed { return .closed }
+            if let prepared, let index = state.idle.lastIndex(where: { $0.hasPrepared(prepared) }) {
+                return .grant(.connection(state.idle.remove(at: index)))
+            }
             if let connection = state.idle.popLast() { return .grant(.connection(connection)) }
             if state.open < maxConnections {
                 state.open += 1

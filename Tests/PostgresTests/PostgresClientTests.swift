@@ -103,6 +103,23 @@ struct PostgresClientTests {
         await client.close()
     }
 
+    @Test("a prepared statement runs on an idle connection that prepared it, not on the one returned last; an unprepared one takes the last")
+    func preparedStatementFindsItsConnection() async throws {
+        let client = try await client(maxConnections: 2)
+        let pid = "SELECT pg_backend_pid()"
+        func backend(prepare: Bool) async throws -> Int32 {
+            try await client.query(pid, prepare: prepare).first!.decode(Int32.self)
+        }
+        // Prepared on the second connection while the first is held; the first is returned last.
+        let (held, prepared) = try await client.withConnection { session in
+            (try await session.query(pid).first!.decode(Int32.self), try await backend(prepare: true))
+        }
+        #expect(held != prepared)
+        #expect(try await backend(prepare: true) == prepared)
+        #expect(try await backend(prepare: false) == prepared, "the connection returned last")
+        await client.close()
+    }
+
     @Test("sessions run without JIT (compiling took 50-100 ms of a 1 ms outcome statement on partitioned tables)")
     func noJIT() async throws {
         let client = try await client(maxConnections: 1)
