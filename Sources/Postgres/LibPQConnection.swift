@@ -234,12 +234,12 @@ final class LibPQConnection: @unchecked Sendable {
 
     /// Statements prepared on this connection, by SQL text.
     private var prepared: [String: String] = [:]
+    /// The session's `plan_cache_mode`, as last set (the connection starts with force_custom_plan).
+    private var planning = PostgresPlanning.perExecution
 
     /// Whether `sql` is prepared on this connection. The pool asks while it holds the connection
     /// idle, when nothing else uses it.
     func hasPrepared(_ sql: String) -> Bool { prepared[sql] != nil }
-    /// The session's `plan_cache_mode`, as last set (the connection starts with force_custom_plan).
-    private var planning = PostgresPlanning.perExecution
 
     /// Runs one parameterised statement with the extended protocol. With `prepare`, the statement
     /// is parsed once per connection and reused (for hot statements), and planned as `planning`

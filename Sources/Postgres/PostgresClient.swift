@@ -279,7 +279,7 @@ public final class PostgresClient: Service, Sendable {
     /// Callers waiting for a connection to become free, for metrics and tests.
     public var waitingCallers: Int { pool.waiterCount }
 
-    private func acquire(preferring prepared: String? = nil) async throws -> LibPQConnection {
+    private func acquire(preferring prepared: String?) async throws -> LibPQConnection {
         while true {
             let grant: ConnectionPoolState.Grant
             switch pool.checkout(preferring: prepared) {

@@ -438,7 +438,9 @@ SQL
 params[unread_summary]="SELECT i, format('%L, %L', app_id, user_id) FROM ($random_device) r"
 }
 
-grep -qF '"\(d).id BETWEEN coalesce(\(first), ((\(id) >> 32) - \(unrangedDays)) << 32) "' Sources/PushRelay/Outbox/DeliveryPartitions.swift &&
+grep -qF '"coalesce(\(first), ((\(id) >> 32) - \(unrangedDays)) << 32)",' Sources/PushRelay/Outbox/DeliveryPartitions.swift &&
+    grep -qF '"coalesce(\(last), ((\(id) >> 32) + \(unrangedDays + 1)) << 32)"' Sources/PushRelay/Outbox/DeliveryPartitions.swift &&
+    grep -qF 'return "\(d).id BETWEEN \(ids.first) AND \(ids.last)"' Sources/PushRelay/Outbox/DeliveryPartitions.swift &&
     grep -qF 'static let unrangedDays = 100' Sources/PushRelay/Outbox/DeliveryPartitions.swift &&
     grep -qF 'inRange(d, id: "\(n).id", first: "\(n).first_delivery_id", last: "\(n).last_delivery_id")' Sources/PushRelay/Outbox/DeliveryPartitions.swift ||
     log "warning: DeliveryPartitions.ofNotification or inRange is no longer as copied here; check it"

@@ -35,13 +35,22 @@ final class DeliveryPartitions: Sendable {
     /// unpartitioned, which keeps its index on `notification_id` (migration 0021).
     static let unrangedDays = 100
 
-    /// The condition that delivery `d`'s id is in the delivery id range of notification `id`,
-    /// `first` and `last` the SQL of its bounds (migration 0020). Both are NULL for a notification
-    /// stored before 0020, whose range is not known: then any id within ``unrangedDays`` of the
+    /// The SQL of the smallest and the largest id notification `id`'s deliveries can have, `first`
+    /// and `last` the SQL of its stored bounds (migration 0020). Both are NULL for a notification
+    /// stored before 0020, whose range is not known: then those within ``unrangedDays`` of the
     /// notification's own id's day.
+    static func deliveryIDs(id: String, first: String, last: String) -> (first: String, last: String) {
+        (
+            "coalesce(\(first), ((\(id) >> 32) - \(unrangedDays)) << 32)",
+            "coalesce(\(last), ((\(id) >> 32) + \(unrangedDays + 1)) << 32)"
+        )
+    }
+
+    /// The condition that delivery `d`'s id is in the delivery id range of notification `id`
+    /// (``deliveryIDs(id:first:last:)``).
     static func inRange(_ d: String = "d", id: String, first: String, last: String) -> String {
-        "\(d).id BETWEEN coalesce(\(first), ((\(id) >> 32) - \(unrangedDays)) << 32) "
-            + "AND coalesce(\(last), ((\(id) >> 32) + \(unrangedDays + 1)) << 32)"
+        let ids = deliveryIDs(id: id, first: first, last: last)
+        return "\(d).id BETWEEN \(ids.first) AND \(ids.last)"
     }
 
     /// The partition of each of `ids` among those known, `nil` for an id in none.

@@ -95,7 +95,7 @@ struct HistoryPartitions: Sendable {
     /// more, its newest row was received more than `days` days ago (or it is empty), and no
     /// delivery refers to a notification in its range. That last check, made only when the others
     /// pass, looks for deliveries by primary key between the smallest and the largest of its
-    /// notifications' delivery ids (``DeliveryPartitions/inRange(_:id:first:last:)``, which bounds
+    /// notifications' delivery ids (``DeliveryPartitions/deliveryIDs(id:first:last:)``, which bound
     /// a notification without a range): it reads the partition once, and the ids of its period's
     /// deliveries until one refers to it (`deliveries` has no index on `notification_id` since 0021).
     func notificationsExpired(_ partition: Partition, days: Int) async throws -> Bool {
@@ -110,11 +110,11 @@ struct HistoryPartitions: Sendable {
         guard let row else { return false }
         let (closed, expired) = try row.decode((Bool?, Bool).self)
         guard (partition.lower == nil || closed == true) && expired else { return false }
+        let ids = DeliveryPartitions.deliveryIDs(id: "id", first: "first_delivery_id", last: "last_delivery_id")
         let referenced = try await client.query(
             """
             WITH ids AS MATERIALIZED (
-                SELECT min(coalesce(first_delivery_id, ((id >> 32) - \(DeliveryPartitions.unrangedDays)) << 32)) AS first,
-                       max(coalesce(last_delivery_id, ((id >> 32) + \(DeliveryPartitions.unrangedDays + 1)) << 32)) AS last
+                SELECT min(\(ids.first)) AS first, max(\(ids.last)) AS last
                 FROM \(table) WHERE last_delivery_id IS DISTINCT FROM 0
             )
             SELECT EXISTS (
