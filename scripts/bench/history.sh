@@ -44,7 +44,13 @@
 #    before retention) and the bytes per delivery.
 # 10,000,000 deliveries seed in about 5 minutes on 2 cores (the whole run takes about 8) and take about 9 GB of disk.
 #
-# Usage: scripts/bench/history.sh [deliveries (10000000)] [runs per query (200)]
+# Huge pages: the cluster has `huge_pages = $HUGE_PAGES` (default try, PostgreSQL's own default: the
+# kernel's pool of 2 MB pages if it has room, else normal pages); the header says which it got.
+# A lookup of a random old row touches pages spread over shared_buffers, and with 4 kB pages each is
+# a TLB miss as well as a cache miss: reserve a pool as a production host would, e.g.
+# `sysctl -w vm.nr_hugepages=200` (400 MB) before the run, or HUGE_PAGES=on to fail without one.
+#
+# Usage: [HUGE_PAGES=try|on|off] scripts/bench/history.sh [deliveries (10000000)] [runs per query (200)]
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 
@@ -52,10 +58,25 @@ deliveries="${1:-10000000}" runs="${2:-200}"
 if ! [[ "$deliveries" =~ ^[1-9][0-9]*$ && "$runs" =~ ^[1-9][0-9]*$ ]] || ((deliveries < 20000)); then usage; fi
 retention_batch=2000 retention_pause_ms=50  # RetentionSettings' defaults
 query_budget_seconds=60  # a query stops after the run that passes this (the table says how many ran)
+huge_pages="${HUGE_PAGES:-try}"
+case "$huge_pages" in try | on | off) ;; *) usage ;; esac
 
 # --- A bare cluster ------------------------------------------------------------------------------
 bench_cluster history "shared_buffers = 256MB" "autovacuum = off" "maintenance_work_mem = 1GB" "max_wal_size = 16GB" \
-    "checkpoint_timeout = 30min"
+    "checkpoint_timeout = 30min" "huge_pages = $huge_pages"
+# Whether the server's shared memory got huge pages: the postmaster's mappings backed by 2 MB pages.
+shared_memory_pages() {
+    local sizes
+    sizes="$(awk '/^KernelPageSize:/ { print $2 }' "/proc/$(head -1 "$cluster/postmaster.pid")/smaps" 2>/dev/null | sort -nu)"
+    if [ -z "$sizes" ]; then
+        echo "pages of a size not known (the server's /proc/PID/smaps is not readable)"
+    elif [ "$(tail -1 <<<"$sizes")" -ge 2048 ]; then
+        echo "huge pages"
+    else
+        echo "4 kB pages"
+    fi
+}
+pages="$(shared_memory_pages)"
 # The relay's session settings (LibPQConnection): UTC, prepared statements planned per execution, no JIT.
 export PGOPTIONS="-c TimeZone=UTC -c plan_cache_mode=force_custom_plan -c jit=off -c max_parallel_workers_per_gather=0"
 psql_db() { # database, psql arguments
@@ -65,7 +86,8 @@ psql_db() { # database, psql arguments
 }
 
 machine_line
-echo "PostgreSQL $("$pg_bin/postgres" --version | awk '{print $3}'), shared_buffers 256MB, fsync on, autovacuum off; $deliveries deliveries, $runs runs per query"
+echo "PostgreSQL $("$pg_bin/postgres" --version | awk '{print $3}'), shared_buffers 256MB in $pages (huge_pages = $huge_pages)," \
+    "fsync on, autovacuum off; $deliveries deliveries, $runs runs per query"
 for db in history empty; do psql_db postgres -c "CREATE DATABASE $db"; bench_migrate "$db"; done
 echo "schema: $(psql_db history -At -c "SELECT count(*) || ' migrations, up to ' || max(version) FROM schema_migrations")"
 
@@ -770,7 +792,8 @@ echo "deliveries partitions dropped: $(comm -23 <(tr ' ' '\n' <<<"$partitions_be
 
 # --- The summary -----------------------------------------------------------------------------------
 echo
-echo "=== summary: $deliveries deliveries requested, $rows_before seeded; $runs runs per query; $(date -u '+%Y-%m-%d %H:%M UTC')"
+echo "=== summary: $deliveries deliveries requested, $rows_before seeded; $runs runs per query; shared_buffers in $pages;" \
+    "$(date -u '+%Y-%m-%d %H:%M UTC')"
 echo "empty: the same partitions, registry and live set without the history. Execution time (EXPLAIN ANALYZE, TIMING OFF) in ms;"
 echo "ratio = seeded p50 / empty p50; buffers e/s = shared hit + read of one run on the empty / seeded database (seq: the seeded"
 echo "plan reads deliveries or notifications sequentially); plan e / plan s = p50 planning time (ms; a custom plan per execution,"
