@@ -488,7 +488,7 @@ final class ConnectionPoolState: Sendable {
 
     /// The idle connection returned last, or the last returned of those that have prepared
     /// `prepared`; a slot for a new one when none is idle and the bound allows.
-    func checkout(preferring prepared: String? = nil) -> Checkout {
+    func checkout(preferring prepared: String?) -> Checkout {
         state.withLock { state in
             if state.closed { return .closed }
             if let prepared, let index = state.idle.lastIndex(where: { $0.hasPrepared(prepared) }) {
